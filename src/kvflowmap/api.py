@@ -1,0 +1,196 @@
+"""One call from sources to the linked graph: ``analyse`` and ``build_graph``.
+
+Indexing is lazy by default: every subject file is parsed, but context code
+(vLLM) is parsed only from the protocol's entry modules outward along imports,
+up to ``CONTEXT_IMPORT_DEPTH`` hops. ``all_files=True`` parses everything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+from kvflowmap.facts import FileFacts
+from kvflowmap.graph import build, dataflow
+from kvflowmap.index.cache import FactCache, default_cache_dir
+from kvflowmap.index.runner import IndexStats, Progress, index_files
+from kvflowmap.model.core import Model
+from kvflowmap.protocol import DEFAULT_PROTOCOL, Protocol, load_protocol
+from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table, list_files, root_for
+
+CONTEXT_IMPORT_DEPTH = 3
+
+
+@dataclass
+class Analysis:
+    """The result of analysing a set of roots."""
+
+    graph: nx.MultiDiGraph
+    linker: build.Linker
+    roots: list[Root]
+    stats: IndexStats
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    vllm_version: str | None = None
+
+    @property
+    def unresolved(self) -> list[build.Unresolved]:
+        return self.linker.unresolved
+
+
+@dataclass
+class Request:
+    """What to analyse and how."""
+
+    sources: Sequence[str] = ()
+    context: Sequence[str] = ()
+    release_roots: Sequence[tuple[Path, str]] = ()  # (import root, label)
+    exclude: Sequence[str] = ()
+    all_files: bool = False
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    jobs: int | None = None
+    protocol_path: Path = DEFAULT_PROTOCOL
+
+
+def make_roots(req: Request) -> list[Root]:
+    """Subject roots first (they win module-name clashes), then context."""
+    ex = tuple(req.exclude)
+    roots = [root_for(s, subject=True, exclude=ex) for s in req.sources]
+    roots += [root_for(s, subject=False, exclude=ex) for s in req.context]
+    roots += [root_for(str(p), subject=False, label=label, exclude=ex)
+              for p, label in req.release_roots]
+    return roots
+
+
+def analyse(req: Request, progress: Progress | None = None) -> Analysis:
+    """Index, link and build the graph for ``req``."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    protocol = load_protocol(req.protocol_path)
+    roots = make_roots(req)
+    table = build_table(roots)
+    timings["list"] = time.perf_counter() - t0
+    cache = FactCache((req.cache_dir or default_cache_dir()) if req.use_cache else None)
+    stats = IndexStats()
+    t0 = time.perf_counter()
+    facts = _index(req, roots, table, protocol, cache, stats, progress)
+    timings["index"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = Model(facts, table)
+    lk = build.Linker(model, protocol)
+    warnings = [_problem_text(table, m, f) for m, f in sorted(facts.items()) if f.problem]
+    version = _vllm_version(roots, protocol.package)
+    _link(lk, version)
+    timings["link"] = time.perf_counter() - t0
+    lk.graph.graph["roots"] = [{"label": r.label, "path": str(r.path), "subject": r.subject}
+                               for r in roots]
+    lk.graph.graph["vllm_version"] = version
+    return Analysis(lk.graph, lk, roots, stats, warnings + lk.warnings, timings, version)
+
+
+def _link(lk: build.Linker, version: str | None) -> None:
+    build.add_definitions(lk)
+    build.add_calls(lk)
+    build.add_dispatch(lk)
+    build.add_registry(lk)
+    dataflow.add_states(lk)
+    dataflow.add_fields(lk)
+    dataflow.add_bridges(lk)
+    dataflow.check_protocol(lk, version)
+    dataflow.assign_sides(lk)
+    dataflow.mark_flow(lk)
+
+
+def build_graph(sources: Sequence[str], **kwargs) -> nx.MultiDiGraph:
+    """Convenience for tests and scripts: the graph of ``sources``."""
+    return analyse(Request(sources=sources, **kwargs)).graph
+
+
+def _index(req: Request, roots: list[Root], table: ModuleTable, protocol: Protocol,
+           cache: FactCache, stats: IndexStats, progress: Progress | None
+           ) -> dict[str, FileFacts]:
+    wanted: dict[str, SourceFile] = {}
+    scratch = ModuleTable()
+    for root in roots:
+        if root.subject or req.all_files:
+            for sf in list_files(root, scratch):
+                if table.files.get(sf.module) is not None and table.files[sf.module].path == sf.path:
+                    wanted.setdefault(sf.module, table.files[sf.module])
+    depth = {m: 0 for m in wanted}
+    for name in protocol.entry_modules():
+        mod = _module_prefix(table, name)
+        if mod and mod not in wanted:
+            wanted[mod] = table.files[mod]
+            depth[mod] = 1
+    facts: dict[str, FileFacts] = {}
+    todo = dict(wanted)
+    while todo:
+        batch = index_files(todo.values(), cache, stats, jobs=req.jobs, progress=progress)
+        facts.update(batch)
+        todo = {}
+        for module, ff in sorted(batch.items()):
+            sf = table.files[module]
+            next_depth = depth[module] + (0 if sf.root.subject else 1)
+            if next_depth > CONTEXT_IMPORT_DEPTH and not req.all_files:
+                continue
+            for dep in _imported_modules(module, ff, table):
+                if dep not in facts and dep not in todo:
+                    todo[dep] = table.files[dep]
+                    depth[dep] = max(next_depth, 1 if not table.files[dep].root.subject else 0)
+    return facts
+
+
+def _module_prefix(table: ModuleTable, name: str) -> str | None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        cand = ".".join(parts[:i])
+        if cand in table.files:
+            return cand
+    return None
+
+
+def _imported_modules(module: str, ff: FileFacts, table: ModuleTable) -> list[str]:
+    """Modules an import statement makes needed (and their parent packages)."""
+    is_pkg = bool(table.files.get(module) and table.files[module].is_package)
+    out: list[str] = []
+    for imp in ff.imports:
+        if imp.level:
+            parts = module.split(".")
+            base = parts if is_pkg else parts[:-1]
+            base = base[: len(base) - (imp.level - 1)]
+            absolute = ".".join([*base, imp.module] if imp.module else base)
+        else:
+            absolute = imp.module
+        cands = [absolute]
+        if imp.name and imp.name != "*":
+            cands.append(f"{absolute}.{imp.name}")
+        for c in cands:
+            parts = c.split(".")
+            for i in range(1, len(parts) + 1):
+                p = ".".join(parts[:i])
+                if p in table.files:
+                    out.append(p)
+    return out
+
+
+def _problem_text(table: ModuleTable, module: str, ff: FileFacts) -> str:
+    sf = table.files.get(module)
+    path = str(sf.path) if sf else ff.path
+    assert ff.problem is not None
+    return f"{path}:{ff.problem.line}: {ff.problem.reason}"
+
+
+def _vllm_version(roots: list[Root], package: str) -> str | None:
+    from kvflowmap.sources.version import detect_version
+
+    for r in roots:
+        if (r.path / package).is_dir():
+            v = detect_version(r.path, package)
+            if v:
+                return v
+    return None

@@ -1,0 +1,203 @@
+"""Plain, serialisable facts extracted from one source file.
+
+The indexer produces one ``FileFacts`` per file; everything downstream (model,
+graph, rules, docs) reads only these. They hold names and source text, never
+LibCST objects, so they pickle small and load fast from the cache.
+
+Scopes are dotted qualified names inside the module: ``""`` is module-level
+code, ``"C.m"`` a method, ``"f.g"`` a function nested in ``f``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a function signature."""
+
+    name: str
+    kind: str  # posonly | pos | vararg | kwonly | kwarg
+    annotation: str | None = None
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class FunctionFact:
+    """A ``def`` or ``async def`` (methods included)."""
+
+    qualname: str
+    name: str
+    line: int
+    col: int
+    end_line: int
+    params: tuple[Param, ...]
+    returns: str | None
+    decorators: tuple[str, ...]
+    is_async: bool
+    is_generator: bool
+    doc: str | None
+    class_qualname: str | None  # enclosing class when this is a method
+    abstract: bool = False
+
+
+@dataclass(frozen=True)
+class ClassFact:
+    """A ``class`` statement with what resolution needs from its body."""
+
+    qualname: str
+    name: str
+    line: int
+    col: int
+    end_line: int
+    bases: tuple[str, ...]
+    decorators: tuple[str, ...]
+    doc: str | None
+    # name -> annotation text for class-level annotated attributes
+    attributes: tuple[tuple[str, str], ...] = ()
+    # names assigned a value in the class body (enum members, constants)
+    members: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallFact:
+    """A call site. ``callee`` is a dotted chain such as ``self.a.b`` or
+    ``super().m`` or ``f()``; ``None`` when the callee is not a chain."""
+
+    scope: str
+    callee: str | None
+    line: int
+    col: int
+    args: tuple[str | None, ...] = ()  # dotted text of each positional arg
+    kwargs: tuple[tuple[str, str | None], ...] = ()  # keyword -> dotted text
+    literal_args: tuple[str | None, ...] = ()  # string literal value of each arg
+    awaited: bool = False
+
+
+@dataclass(frozen=True)
+class AssignFact:
+    """``target = value`` or ``target: annotation = value``.
+
+    ``value`` is the dotted chain of the value when it is a name, an attribute
+    or a call (``C()``); ``None`` otherwise."""
+
+    scope: str
+    target: str
+    value: str | None
+    annotation: str | None
+    line: int
+    col: int
+    aug: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerOpFact:
+    """A write into or removal from a container: ``x[k] = v``, ``del x[k]``,
+    ``x.add(k)``, ``x.pop(k)``... ``container`` is the dotted chain of ``x``."""
+
+    scope: str
+    container: str
+    op: str  # setitem | delitem | method name (add, pop, discard, append...)
+    key: str | None
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class AttrReadFact:
+    """An attribute load ``base.attr`` that is not itself called."""
+
+    scope: str
+    base: str
+    attr: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class CompareFact:
+    """A comparison; ``operands`` are the dotted chains that appear in it."""
+
+    scope: str
+    operands: tuple[str, ...]
+    ops: tuple[str, ...]
+    text: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class ReturnFact:
+    """A ``return`` (or ``yield``). ``elements`` holds the source text of each
+    item when the value is a tuple display; ``value`` the whole text."""
+
+    scope: str
+    value: str | None
+    elements: tuple[str, ...] | None
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class RefFact:
+    """A function or class used as a value (callback, dict entry, return)."""
+
+    scope: str
+    name: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class LogFact:
+    """A logging call and its message string."""
+
+    scope: str
+    level: str
+    message: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class ImportFact:
+    """``import a.b as c`` (name None) or ``from .m import n as c``."""
+
+    scope: str
+    module: str
+    name: str | None
+    asname: str | None
+    level: int
+    line: int
+    type_checking: bool = False
+
+
+@dataclass(frozen=True)
+class ProblemFact:
+    """A file the indexer could not read or parse."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class FileFacts:
+    """Everything the indexer knows about one file."""
+
+    path: str
+    sha: str
+    lines: int = 0
+    functions: list[FunctionFact] = field(default_factory=list)
+    classes: list[ClassFact] = field(default_factory=list)
+    calls: list[CallFact] = field(default_factory=list)
+    assigns: list[AssignFact] = field(default_factory=list)
+    containers: list[ContainerOpFact] = field(default_factory=list)
+    reads: list[AttrReadFact] = field(default_factory=list)
+    compares: list[CompareFact] = field(default_factory=list)
+    returns: list[ReturnFact] = field(default_factory=list)
+    refs: list[RefFact] = field(default_factory=list)
+    logs: list[LogFact] = field(default_factory=list)
+    imports: list[ImportFact] = field(default_factory=list)
+    dunder_all: tuple[str, ...] | None = None
+    problem: ProblemFact | None = None

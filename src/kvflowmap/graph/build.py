@@ -1,0 +1,153 @@
+"""Build the networkx graph: definitions, calls, dispatch and registry edges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from kvflowmap.model.calls import CallResolver, Target
+from kvflowmap.model.classes import ClassIndex
+from kvflowmap.model.core import Model
+from kvflowmap.model.values import Evaluator
+from kvflowmap.protocol import Protocol
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A call site no target was found for."""
+
+    caller: str
+    callee: str
+    file: str
+    line: int
+
+
+@dataclass
+class Linker:
+    """Everything the graph passes share."""
+
+    model: Model
+    protocol: Protocol
+    classes: ClassIndex = field(init=False)
+    values: Evaluator = field(init=False)
+    calls: CallResolver = field(init=False)
+    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    unresolved: list[Unresolved] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    registrations: list[tuple[str, str, str, str]] = field(default_factory=list)
+    _edge_keys: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.classes = ClassIndex(self.model)
+        self.values = Evaluator(self.model, self.classes)
+        self.calls = CallResolver(self.model, self.classes, self.values)
+
+    # -- helpers -------------------------------------------------------------
+    def where(self, module: str) -> dict:
+        sf = self.model.source(module)
+        return {"file": sf.rel if sf else "", "root": sf.root.label if sf else ""}
+
+    def scope_node(self, module: str, scope: str) -> str:
+        return f"{module}.{scope}" if scope else module
+
+    def add_edge(self, u: str, v: str, kind: str, module: str, line: int, **attrs) -> None:
+        key = (u, v, kind, line)
+        if key in self._edge_keys:
+            return
+        self._edge_keys.add(key)
+        for node in (u, v):
+            if node not in self.graph:
+                self.graph.add_node(node, kind="external", file="", line=0, root="",
+                                    package=node.lstrip("<").split(".")[0].rstrip(">"),
+                                    subject=False)
+        self.graph.add_edge(u, v, key=f"{kind}:{line}", kind=kind, line=line,
+                            **self.where(module), **attrs)
+
+
+def add_definitions(lk: Linker) -> None:
+    """One node per module, class and function of the indexed code."""
+    g = lk.graph
+    for module in sorted(lk.model.facts):
+        sf = lk.model.source(module)
+        ff = lk.model.facts[module]
+        base = {"root": sf.root.label if sf else "", "file": sf.rel if sf else "",
+                "subject": bool(sf and sf.root.subject), "package": module.split(".")[0]}
+        g.add_node(module, kind="function", role="module", line=1, **base)
+        for c in ff.classes:
+            g.add_node(f"{module}.{c.qualname}", kind="class", line=c.line, doc=c.doc,
+                       signature=f"class {c.name}({', '.join(c.bases)})", **base)
+        for f in ff.functions:
+            g.add_node(f"{module}.{f.qualname}", kind="function", line=f.line, doc=f.doc,
+                       signature=_signature(f), is_async=f.is_async, **base)
+
+
+def _signature(f) -> str:
+    parts = []
+    for p in f.params:
+        star = {"vararg": "*", "kwarg": "**"}.get(p.kind, "")
+        text = star + p.name + (f": {p.annotation}" if p.annotation else "")
+        parts.append(text + (f" = {p.default}" if p.default else ""))
+    ret = f" -> {f.returns}" if f.returns else ""
+    return f"{'async ' if f.is_async else ''}def {f.name}({', '.join(parts)}){ret}"
+
+
+def add_calls(lk: Linker) -> None:
+    """Call edges from call sites, callbacks and property reads."""
+    register = lk.protocol.register
+    for module in sorted(lk.model.facts):
+        ff = lk.model.facts[module]
+        for call in ff.calls:
+            ctx = (module, call.scope)
+            caller = lk.scope_node(module, call.scope)
+            targets = lk.calls.resolve(ctx, call)
+            if not targets:
+                lk.unresolved.append(Unresolved(caller, call.callee or "<expression>",
+                                                ff.path, call.line))
+            for t in targets:
+                _call_edge(lk, caller, t, module, call.line)
+                if t.fqn == register and len(call.literal_args) >= 3 and all(call.literal_args[:3]):
+                    name, mod, cls = call.literal_args[:3]
+                    lk.registrations.append((name, mod, cls, caller))
+        for ref in ff.refs:
+            for t in lk.calls.reference((module, ref.scope), ref.name):
+                lk.add_edge(lk.scope_node(module, ref.scope), t.fqn, "call", module, ref.line,
+                            ref=True)
+        for read in ff.reads:
+            for t in lk.calls.property_read((module, read.scope), read.base, read.attr):
+                lk.add_edge(lk.scope_node(module, read.scope), t.fqn, "call", module, read.line,
+                            property=True)
+
+
+def _call_edge(lk: Linker, caller: str, t: Target, module: str, line: int) -> None:
+    lk.add_edge(caller, t.fqn, "call", module, line)
+
+
+def add_dispatch(lk: Linker) -> None:
+    """Base method -> each override in analysed subclasses."""
+    for fqn in sorted(lk.model.defs):
+        d = lk.model.defs[fqn]
+        if d.is_class or d.fact.class_qualname is None:
+            continue
+        name = d.fact.name
+        if name.startswith("__") and name != "__call__":
+            continue  # constructors and dunders are reached by explicit calls
+        for sub in lk.classes.overrides(fqn):
+            lk.add_edge(fqn, sub, "dispatch", lk.model.defs[sub].module,
+                        lk.model.defs[sub].fact.line)
+
+
+def add_registry(lk: Linker) -> None:
+    """``create_connector`` -> the constructor of every registered connector."""
+    create = lk.protocol.create
+    if create not in lk.model.defs:
+        return
+    create_module = lk.model.defs[create].module
+    for name, mod, cls, caller in sorted(set(lk.registrations)):
+        target = lk.model.canonical(f"{mod}.{cls}")
+        if target not in lk.model.defs:
+            continue  # registered module not indexed (lazy mode) or not analysed
+        ctor = lk.calls.constructor(target)
+        lk.add_edge(create, ctor, "call", create_module, lk.model.defs[create].fact.line,
+                    registry=name)
+        lk.graph.nodes[target]["registered_as"] = name

@@ -1,0 +1,204 @@
+"""Data edges: request states, carrier fields, bridges; sides and flow marks."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kvflowmap.graph.build import Linker
+
+
+def _state_member(lk: Linker, ctx: tuple[str, str], chain: str) -> str | None:
+    """``RequestStatus.X`` in ctx -> the state node id, when X is a state."""
+    head, _, member = chain.rpartition(".")
+    if not head or "(" in chain:
+        return None
+    for kind, fqn in lk.values.eval(ctx, head):
+        if kind == "class" and fqn in lk.protocol.state_enums:
+            fact = lk.classes.class_fact(fqn)
+            if fact is not None and member in fact.members:
+                return f"{fqn}.{member}"
+    return None
+
+
+def add_states(lk: Linker) -> None:
+    """``sets_state`` from assignments, ``reads_state`` from comparisons."""
+    for module in sorted(lk.model.facts):
+        ff = lk.model.facts[module]
+        for a in ff.assigns:
+            if a.value and "." in a.target:
+                state = _state_member(lk, (module, a.scope), a.value)
+                if state:
+                    _state_node(lk, state)
+                    lk.add_edge(lk.scope_node(module, a.scope), state, "sets_state", module,
+                                a.line, target=a.target)
+        for c in ff.compares:
+            for op in c.operands:
+                state = _state_member(lk, (module, c.scope), op)
+                if state:
+                    _state_node(lk, state)
+                    lk.add_edge(state, lk.scope_node(module, c.scope), "reads_state", module,
+                                c.line, guard=c.text)
+
+
+def _state_node(lk: Linker, state: str) -> None:
+    if state in lk.graph and lk.graph.nodes[state].get("kind") == "state":
+        return
+    enum = state.rpartition(".")[0]
+    d = lk.model.defs.get(enum)
+    where = lk.where(d.module) if d else {"file": "", "root": ""}
+    lk.graph.add_node(state, kind="state", line=d.fact.line if d else 0, flow=True,
+                      package=state.split(".")[0], subject=False, **where)
+
+
+def add_fields(lk: Linker) -> None:
+    """``produces``/``consumes`` edges for each carrier field of the protocol."""
+    by_attr: dict[str, list] = {}
+    for c in lk.protocol.carriers:
+        by_attr.setdefault(c.attr, []).append(c)
+    for module in sorted(lk.model.facts):
+        ff = lk.model.facts[module]
+        for a in ff.assigns:
+            base, _, attr = a.target.rpartition(".")
+            for c in by_attr.get(attr, ()):
+                if base and _is_owner(lk, (module, a.scope), base, c.owner):
+                    _field_edge(lk, lk.scope_node(module, a.scope), c.field, "produces", module, a.line)
+        for call in ff.calls:
+            for kw, _ in call.kwargs:
+                for c in by_attr.get(kw, ()):
+                    if call.callee and any(k == "class" and f == c.owner for k, f in
+                                           lk.values.eval((module, call.scope), call.callee)):
+                        _field_edge(lk, lk.scope_node(module, call.scope), c.field, "produces",
+                                    module, call.line)
+        for r in ff.reads:
+            for c in by_attr.get(r.attr, ()):
+                if _is_owner(lk, (module, r.scope), r.base, c.owner):
+                    _field_edge(lk, c.field, lk.scope_node(module, r.scope), "consumes", module, r.line)
+
+
+def _is_owner(lk: Linker, ctx, base: str, owner: str) -> bool:
+    """True when ``base`` is an instance of ``owner`` (or of unknown type:
+    carrier names are specific enough that an untyped receiver counts)."""
+    values = lk.values.eval(ctx, base)
+    if not values:
+        return True
+    for kind, fqn in values:
+        if kind == "inst" and (fqn == owner or owner in lk.classes.mro(fqn)):
+            return True
+    return False
+
+
+def _field_edge(lk: Linker, u: str, v: str, kind: str, module: str, line: int) -> None:
+    field = v if kind == "produces" else u
+    if field not in lk.graph or lk.graph.nodes[field].get("kind") != "field":
+        owner = field.rpartition(".")[0]
+        d = lk.model.defs.get(owner)
+        where = lk.where(d.module) if d else {"file": "", "root": ""}
+        lk.graph.add_node(field, kind="field", line=d.fact.line if d else 0, flow=True,
+                          package=field.split(".")[0], subject=False, **where)
+    lk.add_edge(u, v, kind, module, line)
+
+
+def _with_overrides(lk: Linker, names) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        if n in lk.model.defs:
+            out.append(n)
+            out += lk.classes.overrides(n)
+    return sorted(set(out))
+
+
+def add_bridges(lk: Linker) -> None:
+    """Bridge edges across the process boundary, one per carrier."""
+    for c in lk.protocol.carriers:
+        for src in _with_overrides(lk, c.sources):
+            for dst in _with_overrides(lk, c.targets):
+                d = lk.model.defs[src]
+                lk.add_edge(src, dst, "bridge", d.module, d.fact.line, carrier=c.field)
+
+
+def check_protocol(lk: Linker, version: str | None) -> None:
+    """Warn about every protocol name the analysed vLLM does not have."""
+    pkg = lk.protocol.package
+    if not any(m == pkg or m.startswith(pkg + ".") for m in lk.model.table.files):
+        lk.warnings.append(f"protocol {lk.protocol.name}: no '{pkg}' sources among the roots; "
+                           f"add --release {pkg}==VERSION or --context PATH to draw the bridges")
+        return
+    label = f"{pkg} {version}" if version else pkg
+    for key, name in lk.protocol.all_names():
+        if name in lk.model.defs:
+            continue
+        owner, _, attr = name.rpartition(".")
+        if key == "carriers.field" and owner in lk.model.defs and _has_field(lk, owner, attr):
+            continue
+        if key == "state_enums" and name in lk.model.defs:
+            continue
+        if key.startswith("methods.") and lk.classes.find_member(owner, attr):
+            continue
+        module_known = any(name.startswith(m + ".") for m in lk.model.facts)
+        if not module_known:
+            continue  # its module was not indexed: nothing to say about it
+        lk.warnings.append(f"{lk.protocol.path.name}: {key} '{name}' not found in {label}")
+
+
+def _has_field(lk: Linker, owner: str, attr: str) -> bool:
+    fact = lk.classes.class_fact(owner)
+    return fact is not None and (attr in fact.members or any(n == attr for n, _ in fact.attributes))
+
+
+def assign_sides(lk: Linker) -> None:
+    """Side of each function: protocol methods, side modules, then callees."""
+    g = lk.graph
+    base = lk.protocol.base_class
+    seeds: dict[str, list[str]] = {"scheduler": [], "worker": []}
+    for side, methods in lk.protocol.methods.items():
+        for m in methods:
+            seeds.setdefault(side, []).extend(_with_overrides(lk, [f"{base}.{m}"]))
+    for side, names in lk.protocol.entry_points.items():
+        seeds.setdefault(side, []).extend(n for n in names if n in g)
+    for node, data in g.nodes(data=True):
+        side = lk.protocol.side_of_module(node) if data.get("kind") != "external" else None
+        if side:
+            data["side"] = side
+    for side, starts in seeds.items():
+        for n in _reach_in_package(g, starts, depth=4):
+            cur = g.nodes[n].get("side")
+            g.nodes[n]["side"] = side if cur in (None, side) else "both"
+
+
+def _reach_in_package(g, starts: list[str], depth: int) -> set[str]:
+    seen = set(starts)
+    queue = deque((s, 0) for s in starts)
+    while queue:
+        node, d = queue.popleft()
+        if d >= depth:
+            continue
+        pkg = g.nodes[node].get("package")
+        for _, nxt, kind in g.out_edges(node, data="kind"):
+            if kind in ("call", "dispatch") and nxt not in seen and \
+                    g.nodes[nxt].get("kind") == "function" and g.nodes[nxt].get("package") == pkg \
+                    and g.nodes[nxt].get("role") != "module":
+                seen.add(nxt)
+                queue.append((nxt, d + 1))
+    return seen
+
+
+def mark_flow(lk: Linker) -> None:
+    """Mark the nodes of the KV-transfer flow (the default picture)."""
+    g = lk.graph
+    base = lk.protocol.base_class
+    hooks = [f"{base}.{m}" for ms in lk.protocol.methods.values() for m in ms]
+    flow = set(_with_overrides(lk, hooks))
+    flow |= {n for ns in lk.protocol.entry_points.values() for n in ns if n in g}
+    for u, v, kind in g.edges(data="kind"):
+        if kind in ("bridge", "sets_state", "reads_state", "produces", "consumes"):
+            flow |= {u, v}
+    # Connector code one call away from a hook (facades delegate there).
+    for n in list(flow):
+        if g.nodes[n].get("subject"):
+            for _, nxt, kind in g.out_edges(n, data="kind"):
+                if kind == "call" and g.nodes[nxt].get("subject") and \
+                        g.nodes[nxt].get("kind") == "function":
+                    flow.add(nxt)
+    for n in flow:
+        if n in g:
+            g.nodes[n]["flow"] = True

@@ -1,0 +1,192 @@
+"""Selections over the kvflowmap graph: the default flow picture, a focus
+around some symbols, the paths between two symbols, and glob filters.
+
+Every function here is pure: it returns a NEW ``MultiDiGraph`` (attributes
+copied, nodes and edges inserted in sorted order so output built from it is
+deterministic) and never modifies its input.
+
+Symbol names given by a user are matched with :func:`match_nodes`: a full node
+id matches itself; otherwise a name matches every node whose id ends with
+``"." + name`` (``get_finished`` matches ``...Worker.get_finished`` and
+``...Connector.get_finished``).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import fnmatch
+import itertools
+from collections.abc import Iterable
+from typing import Literal
+
+import networkx as nx
+
+Direction = Literal["callers", "callees", "both"]
+
+KEEP_KINDS = frozenset({"state", "field"})
+
+
+class SelectError(ValueError):
+    """A selection could not be made; the message says why and what to try."""
+
+
+def match_nodes(g: nx.MultiDiGraph, name: str) -> list[str]:
+    """Node ids that ``name`` designates: itself if it is an id, else every id
+    ending with ``.name`` (sorted). Empty when nothing matches."""
+    if name in g:
+        return [name]
+    suffix = "." + name.lstrip(".")
+    return sorted(n for n in g if n.endswith(suffix))
+
+
+def resolve(g: nx.MultiDiGraph, names: Iterable[str]) -> list[str]:
+    """Match every name; raise :class:`SelectError` naming close candidates
+    for each name that matches nothing. Returns the sorted union."""
+    found: set[str] = set()
+    missing: list[str] = []
+    for name in names:
+        hits = match_nodes(g, name)
+        if hits:
+            found.update(hits)
+        else:
+            missing.append(name)
+    if missing:
+        raise SelectError("\n".join(_no_match_message(g, m) for m in missing))
+    return sorted(found)
+
+
+def _no_match_message(g: nx.MultiDiGraph, name: str) -> str:
+    """Explain that ``name`` matched nothing, with close matches."""
+    ids = sorted(g)
+    short = {n.rsplit(".", 1)[-1]: n for n in ids}
+    close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
+    for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], sorted(short), n=5):
+        close.extend(n for n in ids if n.endswith("." + s) and n not in close)
+    msg = f"no node matches {name!r} (give a full id or the end of one, e.g. 'Class.method')"
+    if close:
+        msg += "; did you mean: " + ", ".join(sorted(set(close))[:8])
+    return msg
+
+
+def _subgraph(g: nx.MultiDiGraph, nodes: Iterable[str],
+              edges: Iterable[tuple] | None = None) -> nx.MultiDiGraph:
+    """A deterministic copy holding ``nodes`` and either the given
+    ``(u, v, key)`` edges or all edges among ``nodes``."""
+    keep = set(nodes)
+    out = nx.MultiDiGraph()
+    out.graph.update(copy.deepcopy(g.graph))
+    for n in sorted(keep):
+        out.add_node(n, **copy.deepcopy(g.nodes[n]))
+    if edges is None:
+        edges = ((u, v, k) for u, v, k in g.edges(keys=True) if u in keep and v in keep)
+    for u, v, k in sorted(set(edges), key=_edge_sort_key(g)):
+        out.add_edge(u, v, key=k, **copy.deepcopy(g.edges[u, v, k]))
+    return out
+
+
+def _edge_sort_key(g: nx.MultiDiGraph):
+    """Sort key for ``(u, v, key)`` triples that never compares mixed types."""
+    def key(e: tuple) -> tuple:
+        u, v, k = e
+        d = g.edges[u, v, k]
+        return (u, v, str(d.get("kind", "")), int(d.get("line") or 0), str(k))
+    return key
+
+
+def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80) -> nx.MultiDiGraph:
+    """The default picture: nodes with ``flow=True`` and the edges among them.
+
+    When there are more than ``max_nodes``, nodes are ranked and the top
+    ``max_nodes`` kept. Rank, best first:
+
+    1. tier 0: states, fields, nodes with ``hook=True`` (protocol hooks) and
+       endpoints of bridge edges; tier 1: other nodes with a ``side``;
+       tier 2: the rest;
+    2. within a tier, higher degree inside the flow subgraph first;
+    3. ties by node id.
+    """
+    flow = [n for n, d in g.nodes(data=True) if d.get("flow")]
+    view = _subgraph(g, flow)
+    if view.number_of_nodes() <= max_nodes:
+        return view
+    ranked = sorted(view, key=lambda n: (_tier(view, n), -view.degree(n), n))
+    return _subgraph(view, ranked[:max(max_nodes, 0)])
+
+
+def _tier(g: nx.MultiDiGraph, n: str) -> int:
+    """Keep-priority tier of a node (0 kept first), see :func:`flow_view`."""
+    d = g.nodes[n]
+    if d.get("kind") in KEEP_KINDS or d.get("hook"):
+        return 0
+    incident = itertools.chain(g.in_edges(n, data="kind"), g.out_edges(n, data="kind"))
+    if any(kind == "bridge" for _, _, kind in incident):
+        return 0
+    return 1 if d.get("side") else 2
+
+
+def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
+          direction: Direction = "both") -> nx.MultiDiGraph:
+    """The symbols plus everything within ``depth`` edges of them, following
+    edges backwards (``callers``), forwards (``callees``) or both ways; all
+    edges among the kept nodes are included."""
+    if direction not in ("callers", "callees", "both"):
+        raise SelectError(f"direction must be callers, callees or both, not {direction!r}")
+    if depth < 0:
+        raise SelectError(f"depth must be 0 or more, not {depth}")
+    start = resolve(g, symbols)
+    seen = set(start)
+    frontier = set(start)
+    for _ in range(depth):
+        nxt: set[str] = set()
+        for n in frontier:
+            if direction in ("callers", "both"):
+                nxt.update(g.predecessors(n))
+            if direction in ("callees", "both"):
+                nxt.update(g.successors(n))
+        frontier = nxt - seen
+        seen |= frontier
+    return _subgraph(g, seen)
+
+
+def find_paths(g: nx.MultiDiGraph, src: str, dst: str, max_paths: int = 10) -> list[list[str]]:
+    """Up to ``max_paths`` simple paths along edge direction from any node
+    matching ``src`` to any node matching ``dst``: shortest first, ties in
+    lexicographic order of node ids. Empty when there is none."""
+    sources, targets = resolve(g, [src]), resolve(g, [dst])
+    simple = nx.DiGraph()
+    simple.add_nodes_from(sorted(g))
+    simple.add_edges_from(sorted({(u, v) for u, v in g.edges()}))
+    found: list[list[str]] = []
+    for s in sources:
+        for t in targets:
+            if s == t or not nx.has_path(simple, s, t):
+                continue
+            found.extend(itertools.islice(nx.shortest_simple_paths(simple, s, t), max_paths))
+    found.sort(key=lambda p: (len(p), p))
+    return found[:max_paths]
+
+
+def paths_view(g: nx.MultiDiGraph, src: str, dst: str, max_paths: int = 10) -> nx.MultiDiGraph:
+    """The union of :func:`find_paths`: their nodes and every edge (all
+    kinds, all lines) between consecutive nodes. Raises :class:`SelectError`
+    when no path exists."""
+    paths = find_paths(g, src, dst, max_paths)
+    if not paths:
+        raise SelectError(
+            f"no path from {src!r} to {dst!r} along edge direction; try swapping them "
+            "or `focus` with direction 'both'")
+    pairs = {(u, v) for p in paths for u, v in zip(p, p[1:])}
+    nodes = {n for p in paths for n in p}
+    edges = [(u, v, k) for u, v in pairs for k in g[u][v]]
+    return _subgraph(g, nodes, edges)
+
+
+def filter_globs(g: nx.MultiDiGraph, include: list[str], exclude: list[str]) -> nx.MultiDiGraph:
+    """Keep nodes whose id matches any ``include`` glob (all nodes when
+    ``include`` is empty) and no ``exclude`` glob; case-sensitive fnmatch."""
+    def hit(n: str, pats: list[str]) -> bool:
+        return any(fnmatch.fnmatchcase(n, p) for p in pats)
+
+    keep = [n for n in g if (not include or hit(n, include)) and not hit(n, exclude)]
+    return _subgraph(g, keep)

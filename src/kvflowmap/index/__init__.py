@@ -1,0 +1,1 @@
+"""Per-file fact extraction (LibCST), its cache and the parallel runner."""

@@ -1,0 +1,84 @@
+"""On-disk cache of ``FileFacts`` keyed by content hash and tool version.
+
+Entries are zlib-compressed pickles written atomically (temp file + rename),
+so concurrent runs sharing a cache never see half-written entries. Each entry
+starts with a header naming the tool version; a foreign, truncated or stale
+entry is treated as a miss and rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zlib
+from pathlib import Path
+
+from kvflowmap import __version__
+from kvflowmap.facts import FileFacts
+
+# Bump when the facts or the extractor change in a way the version misses.
+FORMAT = 1
+HEADER = f"kvflowmap-facts {__version__} {FORMAT}\n".encode()
+
+
+def default_cache_dir() -> Path:
+    """``$KVFLOWMAP_CACHE_DIR`` or the per-user cache directory."""
+    env = os.environ.get("KVFLOWMAP_CACHE_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("kvflowmap"))
+
+
+class FactCache:
+    """Content-addressed store of facts under ``root/facts``."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = None if root is None else Path(root) / "facts"
+
+    def _path(self, sha: str) -> Path:
+        assert self.root is not None
+        return self.root / sha[:2] / f"{sha}.pkl"
+
+    def get(self, sha: str, path: str) -> FileFacts | None:
+        """The cached facts for content ``sha``, relabelled to ``path``."""
+        if self.root is None or not sha:
+            return None
+        try:
+            blob = self._path(sha).read_bytes()
+        except OSError:
+            return None
+        if not blob.startswith(HEADER):
+            return None
+        try:
+            facts = pickle.loads(zlib.decompress(blob[len(HEADER):]))
+        except Exception:  # truncated or corrupted entry: rebuild it
+            return None
+        if not isinstance(facts, FileFacts) or facts.sha != sha:
+            return None
+        facts.path = path
+        return facts
+
+    def put(self, facts: FileFacts) -> None:
+        """Store facts atomically; failures to write only cost a reparse."""
+        if self.root is None or not facts.sha:
+            return
+        target = self._path(facts.sha)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _ensure_gitignore(self.root.parent)
+            blob = HEADER + zlib.compress(pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), 6)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, target)
+        except OSError:
+            return
+
+
+def _ensure_gitignore(root: Path) -> None:
+    marker = root / ".gitignore"
+    if not marker.exists():
+        marker.write_text("# created by kvflowmap: cache contents\n*\n")

@@ -1,0 +1,391 @@
+"""One LibCST pass over one file, producing ``FileFacts``.
+
+Only ``PositionProvider`` is resolved: qualified-name and scope providers cost
+5-10x the parse and do not follow re-exports or ``self.x`` types anyway, so
+linking is done later over the facts (see ``kvflowmap.model``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from kvflowmap.facts import (
+    AssignFact,
+    AttrReadFact,
+    CallFact,
+    ClassFact,
+    CompareFact,
+    ContainerOpFact,
+    FileFacts,
+    FunctionFact,
+    ImportFact,
+    LogFact,
+    Param,
+    RefFact,
+    ReturnFact,
+)
+from kvflowmap.index.text import chain, docstring, literal_string, node_code
+
+LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
+CONTAINER_METHODS = {
+    "add", "discard", "remove", "pop", "popitem", "append", "appendleft",
+    "extend", "update", "clear", "setdefault", "insert", "popleft",
+}
+
+
+def extract_module(module: cst.Module, facts: FileFacts) -> FileFacts:
+    """Fill ``facts`` from a parsed module and return it."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    visitor = _FactVisitor(module, positions, facts)
+    wrapper.module.visit(visitor)
+    return facts
+
+
+class _FactVisitor(cst.CSTVisitor):
+    def __init__(self, module: cst.Module, positions, facts: FileFacts) -> None:
+        self.module = module
+        self.positions = positions
+        self.facts = facts
+        self.scope: list[str] = []  # qualname parts
+        self.class_stack: list[str | None] = [None]
+        self.func_stack: list[dict] = []
+        self.type_checking = 0
+        self.called: set[int] = set()  # ids of nodes that are a call's func
+        self.awaited: set[int] = set()
+
+    # -- helpers -------------------------------------------------------------
+    def _pos(self, node: cst.CSTNode) -> tuple[int, int]:
+        p = self.positions.get(node)
+        return (p.start.line, p.start.column + 1) if p else (0, 0)
+
+    def _end(self, node: cst.CSTNode) -> int:
+        p = self.positions.get(node)
+        return p.end.line if p else 0
+
+    @property
+    def _scope(self) -> str:
+        return ".".join(self.scope)
+
+    def _code(self, node: cst.CSTNode | None) -> str | None:
+        return None if node is None else node_code(self.module, node)
+
+    def _annotation(self, ann: cst.Annotation | None) -> str | None:
+        return None if ann is None else self._code(ann.annotation)
+
+    # -- definitions ---------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        qual = ".".join([*self.scope, node.name.value])
+        line, col = self._pos(node)
+        attrs, members = _class_body_names(self, node)
+        self.facts.classes.append(
+            ClassFact(
+                qualname=qual, name=node.name.value, line=line, col=col,
+                end_line=self._end(node),
+                bases=tuple(self._code(a.value) or "" for a in node.bases if a.keyword is None),
+                decorators=tuple(self._code(d.decorator) or "" for d in node.decorators),
+                doc=docstring(node.body),
+                attributes=attrs, members=members,
+            )
+        )
+        for d in node.decorators:
+            self._record_value_refs(d.decorator)
+        self.scope.append(node.name.value)
+        self.class_stack.append(qual)
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.scope.pop()
+        self.class_stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        qual = ".".join([*self.scope, node.name.value])
+        line, col = self._pos(node)
+        decorators = tuple(self._code(d.decorator) or "" for d in node.decorators)
+        for d in node.decorators:
+            self._record_decorator_call(d.decorator)
+        self.func_stack.append({"qual": qual, "node": node, "line": line, "col": col,
+                                "decorators": decorators, "generator": False,
+                                "cls": self.class_stack[-1]})
+        self.scope.append(node.name.value)
+        self.class_stack.append(None)
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        info = self.func_stack.pop()
+        self.scope.pop()
+        self.class_stack.pop()
+        node = original_node
+        decorators = info["decorators"]
+        self.facts.functions.append(
+            FunctionFact(
+                qualname=info["qual"], name=node.name.value, line=info["line"],
+                col=info["col"], end_line=self._end(node),
+                params=self._params(node.params), returns=self._annotation(node.returns),
+                decorators=decorators, is_async=node.asynchronous is not None,
+                is_generator=info["generator"], doc=docstring(node.body),
+                class_qualname=info["cls"],
+                abstract=any(d.split(".")[-1] == "abstractmethod" for d in decorators),
+            )
+        )
+
+    def _params(self, params: cst.Parameters) -> tuple[Param, ...]:
+        out: list[Param] = []
+        for kind, group in (("posonly", params.posonly_params), ("pos", params.params)):
+            for p in group:
+                out.append(Param(p.name.value, kind, self._annotation(p.annotation),
+                                 self._code(p.default)))
+        if isinstance(params.star_arg, cst.Param):
+            p = params.star_arg
+            out.append(Param(p.name.value, "vararg", self._annotation(p.annotation)))
+        for p in params.kwonly_params:
+            out.append(Param(p.name.value, "kwonly", self._annotation(p.annotation),
+                             self._code(p.default)))
+        if params.star_kwarg is not None:
+            p = params.star_kwarg
+            out.append(Param(p.name.value, "kwarg", self._annotation(p.annotation)))
+        return tuple(out)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return True  # calls inside a lambda belong to the enclosing scope
+
+    # -- imports -------------------------------------------------------------
+    def visit_If(self, node: cst.If) -> bool:
+        if (chain(node.test) or "").split(".")[-1] == "TYPE_CHECKING":
+            self.type_checking += 1
+        return True
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if (chain(original_node.test) or "").split(".")[-1] == "TYPE_CHECKING":
+            self.type_checking -= 1
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        line, _ = self._pos(node)
+        for alias in node.names:
+            name = chain(alias.name) or ""
+            asname = chain(alias.asname.name) if alias.asname else None
+            self.facts.imports.append(ImportFact(self._scope, name, None, asname, 0, line,
+                                                 self.type_checking > 0))
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        line, _ = self._pos(node)
+        module = chain(node.module) if node.module else ""
+        level = len(node.relative)
+        if isinstance(node.names, cst.ImportStar):
+            self.facts.imports.append(ImportFact(self._scope, module or "", "*", None, level,
+                                                 line, self.type_checking > 0))
+            return False
+        for alias in node.names:
+            name = chain(alias.name) or ""
+            asname = chain(alias.asname.name) if alias.asname else None
+            self.facts.imports.append(ImportFact(self._scope, module or "", name, asname, level,
+                                                 line, self.type_checking > 0))
+        return False
+
+    # -- calls ---------------------------------------------------------------
+    def visit_Await(self, node: cst.Await) -> bool:
+        if isinstance(node.expression, cst.Call):
+            self.awaited.add(id(node.expression))
+        return True
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.called.add(id(node.func))
+        callee = chain(node.func)
+        line, col = self._pos(node)
+        pos_args = [a for a in node.args if a.keyword is None and not a.star]
+        self.facts.calls.append(
+            CallFact(
+                scope=self._scope, callee=callee, line=line, col=col,
+                args=tuple(chain(a.value) for a in pos_args),
+                kwargs=tuple((a.keyword.value, chain(a.value)) for a in node.args if a.keyword),
+                literal_args=tuple(literal_string(a.value) for a in pos_args),
+                awaited=id(node) in self.awaited,
+            )
+        )
+        if callee and "." in callee:
+            base, _, meth = callee.rpartition(".")
+            if meth in CONTAINER_METHODS:
+                key = self._code(pos_args[0].value) if pos_args else None
+                self.facts.containers.append(ContainerOpFact(self._scope, base, meth, key, line, col))
+            if meth in LOG_LEVELS and "log" in base.split(".")[-1].lower() and node.args:
+                msg = literal_string(node.args[0].value)
+                if msg is not None:
+                    self.facts.logs.append(LogFact(self._scope, meth, msg, line, col))
+        for a in node.args:
+            self._record_value_refs(a.value)
+        return True
+
+    def _record_decorator_call(self, deco: cst.BaseExpression) -> None:
+        # A decorator runs at definition time: record it as a call from the
+        # enclosing scope so ``@wraps``-style wrappers are linked.
+        target = deco.func if isinstance(deco, cst.Call) else deco
+        name = chain(target)
+        if name:
+            line, col = self._pos(deco)
+            self.facts.calls.append(CallFact(self._scope, name, line, col))
+
+    def _record_value_refs(self, value: cst.BaseExpression) -> None:
+        """Names used as values may be functions handed on as callbacks."""
+        items: list[cst.BaseExpression] = [value]
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            items = [e.value for e in value.elements]
+        elif isinstance(value, cst.Dict):
+            items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        for item in items:
+            if isinstance(item, (cst.Name, cst.Attribute)):
+                name = chain(item)
+                if name and name not in ("None", "True", "False", "self"):
+                    line, col = self._pos(item)
+                    self.facts.refs.append(RefFact(self._scope, name, line, col))
+
+    # -- assignments and containers -----------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        value = chain(node.value)
+        self._record_value_refs(node.value)
+        for t in node.targets:
+            self._assign_target(t.target, value, None, node)
+        if not self.scope:
+            self._maybe_all(node)
+        return True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        value = chain(node.value) if node.value is not None else None
+        if node.value is not None:
+            self._record_value_refs(node.value)
+        self._assign_target(node.target, value, self._annotation(node.annotation), node)
+        return True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        target = chain(node.target)
+        line, col = self._pos(node)
+        if target:
+            self.facts.assigns.append(AssignFact(self._scope, target, chain(node.value), None,
+                                                 line, col, aug=True))
+        elif isinstance(node.target, cst.Subscript):
+            self._container_write(node.target, "setitem", node)
+        return True
+
+    def _assign_target(self, target, value, annotation, node) -> None:
+        line, col = self._pos(node)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._assign_target(el.value, None, None, node)
+            return
+        if isinstance(target, cst.Subscript):
+            self._container_write(target, "setitem", node)
+            return
+        name = chain(target)
+        if name:
+            self.facts.assigns.append(AssignFact(self._scope, name, value, annotation, line, col))
+
+    def _container_write(self, target: cst.Subscript, op: str, node) -> None:
+        container = chain(target.value)
+        if not container:
+            return
+        line, col = self._pos(node)
+        key = None
+        if target.slice and isinstance(target.slice[0].slice, cst.Index):
+            key = self._code(target.slice[0].slice.value)
+        self.facts.containers.append(ContainerOpFact(self._scope, container, op, key, line, col))
+
+    def visit_Del(self, node: cst.Del) -> bool:
+        targets = [e.value for e in node.target.elements] if isinstance(
+            node.target, (cst.Tuple, cst.List)) else [node.target]
+        for t in targets:
+            if isinstance(t, cst.Subscript):
+                self._container_write(t, "delitem", node)
+        return True
+
+    def _maybe_all(self, node: cst.Assign) -> None:
+        if any(chain(t.target) == "__all__" for t in node.targets) and isinstance(
+            node.value, (cst.List, cst.Tuple)
+        ):
+            names = [literal_string(e.value) for e in node.value.elements]
+            self.facts.dunder_all = tuple(n for n in names if n)
+
+    def visit_WithItem(self, node: cst.WithItem) -> bool:
+        if node.asname is not None:
+            target = chain(node.asname.name)
+            if target:
+                line, col = self._pos(node)
+                self.facts.assigns.append(AssignFact(self._scope, target, chain(node.item),
+                                                     None, line, col))
+        return True
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        if node.name is not None and node.type is not None:
+            target = chain(node.name.name)
+            if target:
+                line, col = self._pos(node)
+                self.facts.assigns.append(AssignFact(self._scope, target, None,
+                                                     self._code(node.type), line, col))
+        return True
+
+    def visit_For(self, node: cst.For) -> bool:
+        return True
+
+    # -- reads, comparisons, returns ----------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if id(node) not in self.called:
+            base = chain(node.value)
+            if base:
+                line, col = self._pos(node)
+                self.facts.reads.append(AttrReadFact(self._scope, base, node.attr.value, line, col))
+        return True
+
+    def visit_Comparison(self, node: cst.Comparison) -> bool:
+        operands = [chain(node.left)]
+        ops = []
+        for c in node.comparisons:
+            ops.append(type(c.operator).__name__)
+            comp = c.comparator
+            if isinstance(comp, (cst.Tuple, cst.List, cst.Set)):
+                operands.extend(chain(e.value) for e in comp.elements)
+            else:
+                operands.append(chain(comp))
+        line, col = self._pos(node)
+        self.facts.compares.append(
+            CompareFact(self._scope, tuple(o for o in operands if o), tuple(ops),
+                        self._code(node) or "", line, col)
+        )
+        return True
+
+    def visit_Return(self, node: cst.Return) -> bool:
+        self._return(node.value, node)
+        if node.value is not None:
+            self._record_value_refs(node.value)
+        return True
+
+    def visit_Yield(self, node: cst.Yield) -> bool:
+        if self.func_stack:
+            self.func_stack[-1]["generator"] = True
+        return True
+
+    def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
+        line, col = self._pos(node)
+        elements = None
+        if isinstance(value, cst.Tuple):
+            elements = tuple(self._code(e.value) or "" for e in value.elements)
+        self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col))
+
+
+def _class_body_names(v: _FactVisitor, node: cst.ClassDef):
+    """Annotated attributes and assigned names directly in a class body."""
+    attrs: list[tuple[str, str]] = []
+    members: list[str] = []
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                attrs.append((small.target.value, v._code(small.annotation.annotation) or ""))
+                if small.value is not None:
+                    members.append(small.target.value)
+            elif isinstance(small, cst.Assign):
+                for t in small.targets:
+                    if isinstance(t.target, cst.Name):
+                        members.append(t.target.value)
+    return tuple(attrs), tuple(members)

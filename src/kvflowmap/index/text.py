@@ -1,0 +1,58 @@
+"""Small helpers turning LibCST expressions into plain text."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def chain(node: cst.CSTNode | None) -> str | None:
+    """Dotted text of a name/attribute chain: ``self.a.b``, ``super().m``,
+    ``f().g``, ``x[].y``. ``None`` for anything else."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = chain(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    if isinstance(node, cst.Call):
+        base = chain(node.func)
+        return None if base is None else f"{base}()"
+    if isinstance(node, cst.Subscript):
+        base = chain(node.value)
+        return None if base is None else f"{base}[]"
+    if isinstance(node, cst.Await):
+        return chain(node.expression)
+    return None
+
+
+def literal_string(node: cst.CSTNode | None) -> str | None:
+    """The value of a plain string literal (implicit concatenation included)."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = literal_string(node.left), literal_string(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, cst.FormattedString):
+        return "".join(
+            p.value if isinstance(p, cst.FormattedStringText) else "{}" for p in node.parts
+        )
+    return None
+
+
+def docstring(body: cst.BaseSuite) -> str | None:
+    """First line of a docstring, if the suite starts with one."""
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else ()
+    if not stmts or not isinstance(stmts[0], cst.SimpleStatementLine):
+        return None
+    first = stmts[0].body[0] if stmts[0].body else None
+    if isinstance(first, cst.Expr):
+        text = literal_string(first.value)
+        if text:
+            lines = [ln.strip() for ln in text.strip().splitlines()]
+            return lines[0] if lines else None
+    return None
+
+
+def node_code(module: cst.Module, node: cst.CSTNode) -> str:
+    """Source text of a node, whitespace collapsed to single spaces."""
+    return " ".join(module.code_for_node(node).split())

@@ -1,0 +1,1 @@
+"""Cross-file resolution over facts: names, classes, types and calls."""

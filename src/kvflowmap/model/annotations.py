@@ -1,0 +1,59 @@
+"""Read the class names out of an annotation's source text."""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+# Wrappers whose arguments are the real types; containers are not unwrapped
+# (``list[Worker]`` is not a ``Worker``).
+_UNWRAP = {"Optional", "Union", "Annotated", "Final", "ClassVar", "Type", "type"}
+
+
+@lru_cache(maxsize=4096)
+def annotation_names(text: str | None) -> tuple[str, ...]:
+    """Dotted names a value annotated ``text`` may be an instance of.
+
+    ``"Worker | None"`` -> ``("Worker",)``; ``Optional["a.B"]`` -> ``("a.B",)``.
+    """
+    if not text:
+        return ()
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    out: list[str] = []
+    _collect(tree, out, 0)
+    return tuple(dict.fromkeys(n for n in out if n != "None"))
+
+
+def _collect(node: ast.AST, out: list[str], depth: int) -> None:
+    if depth > 20:
+        return
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        out.extend(annotation_names(node.value))
+    elif isinstance(node, (ast.Name, ast.Attribute)):
+        name = _dotted(node)
+        if name:
+            out.append(name)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        _collect(node.left, out, depth + 1)
+        _collect(node.right, out, depth + 1)
+    elif isinstance(node, ast.Subscript):
+        head = (_dotted(node.value) or "").split(".")[-1]
+        if head in _UNWRAP:
+            inner = node.slice
+            items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+            if head == "Annotated":
+                items = items[:1]
+            for item in items:
+                _collect(item, out, depth + 1)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None

@@ -1,0 +1,189 @@
+"""The model: definitions and module namespaces over all indexed facts.
+
+Name lookup follows Python: a module's namespace holds its top-level
+definitions, the names its imports bind, its top-level aliases (``A = B``),
+its submodules, and what ``from m import *`` brings (``__all__`` when given).
+``canonical`` follows re-exports to the defining FQN.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections import defaultdict
+from dataclasses import dataclass
+
+from kvflowmap.facts import AssignFact, ClassFact, FileFacts, FunctionFact, ImportFact
+from kvflowmap.sources.roots import ModuleTable, SourceFile
+
+BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class Def:
+    """A function or class defined in the analysed code."""
+
+    fqn: str
+    module: str
+    fact: FunctionFact | ClassFact
+
+    @property
+    def is_class(self) -> bool:
+        return isinstance(self.fact, ClassFact)
+
+
+class Model:
+    """Indexes over the facts of every analysed module."""
+
+    def __init__(self, facts: dict[str, FileFacts], table: ModuleTable) -> None:
+        self.facts = facts
+        self.table = table
+        self.defs: dict[str, Def] = {}
+        self.imports: dict[tuple[str, str], list[ImportFact]] = defaultdict(list)
+        self.assigns: dict[tuple[str, str], dict[str, list[AssignFact]]] = defaultdict(
+            lambda: defaultdict(list))
+        self._lookup_memo: dict[tuple[str, str], str | None] = {}
+        self._star_memo: dict[str, frozenset[str]] = {}
+        for module in sorted(facts):
+            self._index_module(module, facts[module])
+
+    def _index_module(self, module: str, ff: FileFacts) -> None:
+        for fn in ff.functions:
+            self.defs[f"{module}.{fn.qualname}"] = Def(f"{module}.{fn.qualname}", module, fn)
+        for cls in ff.classes:
+            self.defs[f"{module}.{cls.qualname}"] = Def(f"{module}.{cls.qualname}", module, cls)
+        for imp in ff.imports:
+            self.imports[(module, imp.scope)].append(imp)
+        for a in ff.assigns:
+            self.assigns[(module, a.scope)][a.target].append(a)
+
+    # -- modules -------------------------------------------------------------
+    def source(self, module: str) -> SourceFile | None:
+        """The file of a module known to the roots (indexed or not)."""
+        return self.table.files.get(module)
+
+    def is_package(self, module: str) -> bool:
+        sf = self.table.files.get(module)
+        return bool(sf and sf.is_package)
+
+    def absolute(self, module: str, imp: ImportFact) -> str:
+        """Absolute module name of an import written in ``module``."""
+        if imp.level == 0:
+            return imp.module
+        parts = module.split(".")
+        base = parts if self.is_package(module) else parts[:-1]
+        base = base[: len(base) - (imp.level - 1)] if imp.level > 1 else base
+        return ".".join([*base, imp.module] if imp.module else base)
+
+    def import_binding(self, module: str, imp: ImportFact) -> tuple[str, str] | None:
+        """(bound name, target) for one import; None for ``*``."""
+        if imp.name == "*":
+            return None
+        if imp.name is None:
+            if imp.asname:
+                return imp.asname, imp.module
+            head = imp.module.split(".")[0]
+            return head, head
+        target = f"{self.absolute(module, imp)}.{imp.name}"
+        return imp.asname or imp.name, target
+
+    # -- namespaces ----------------------------------------------------------
+    def lookup(self, module: str, name: str) -> str | None:
+        """What top-level ``name`` of ``module`` refers to (before canonicalising)."""
+        key = (module, name)
+        if key in self._lookup_memo:
+            return self._lookup_memo[key]
+        self._lookup_memo[key] = None  # cycle guard
+        result = self._lookup(module, name)
+        self._lookup_memo[key] = result
+        return result
+
+    def _lookup(self, module: str, name: str) -> str | None:
+        own = f"{module}.{name}"
+        d = self.defs.get(own)
+        if d is not None and "." not in d.fact.qualname:
+            return own
+        bound = self._import_target(module, "", name)
+        if bound is not None:
+            return bound
+        alias = self._alias(module, name)
+        if alias is not None:
+            return alias
+        if own in self.table.files:
+            return own
+        for imp in self.imports.get((module, ""), ()):
+            if imp.name == "*":
+                src = self.absolute(module, imp)
+                if name in self.star_names(src):
+                    return self.lookup(src, name) or f"{src}.{name}"
+        return None
+
+    def _import_target(self, module: str, scope: str, name: str) -> str | None:
+        found = None
+        for imp in self.imports.get((module, scope), ()):
+            binding = self.import_binding(module, imp)
+            if binding and binding[0] == name:
+                found = binding[1]
+                if not imp.type_checking:
+                    break
+        return found
+
+    def _alias(self, module: str, name: str) -> str | None:
+        """``A = B`` at module level, where B is a plain name chain."""
+        for a in self.assigns.get((module, ""), {}).get(name, ()):
+            if a.value and "(" not in a.value and "[" not in a.value and a.value != name:
+                head, _, rest = a.value.partition(".")
+                target = self.lookup(module, head) if head != name else None
+                if target:
+                    return f"{target}.{rest}" if rest else target
+        return None
+
+    def star_names(self, module: str) -> frozenset[str]:
+        """Names ``from module import *`` binds."""
+        if module in self._star_memo:
+            return self._star_memo[module]
+        self._star_memo[module] = frozenset()
+        ff = self.facts.get(module)
+        names: set[str] = set()
+        if ff is not None:
+            if ff.dunder_all is not None:
+                names = set(ff.dunder_all)
+            else:
+                names = {f.name for f in ff.functions if "." not in f.qualname}
+                names |= {c.name for c in ff.classes if "." not in c.qualname}
+                names |= {a.target for a in ff.assigns if a.scope == "" and "." not in a.target}
+                for imp in self.imports.get((module, ""), ()):
+                    b = self.import_binding(module, imp)
+                    if b:
+                        names.add(b[0])
+                names = {n for n in names if not n.startswith("_")}
+        result = frozenset(names)
+        self._star_memo[module] = result
+        return result
+
+    def canonical(self, target: str, depth: int = 0) -> str:
+        """Follow re-exports and aliases to the defining FQN (or leave as is)."""
+        if depth > 30 or target in self.defs or target in self.table.files:
+            return target
+        parts = target.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:i])
+            if prefix in self.defs and self.defs[prefix].is_class:
+                return target  # class members are resolved by the class layer
+            if prefix in self.table.files:
+                if prefix not in self.facts:
+                    return target  # known module, not indexed
+                nxt = self.lookup(prefix, parts[i])
+                if nxt is None or nxt == ".".join(parts[: i + 1]):
+                    return target
+                rest = parts[i + 1:]
+                return self.canonical(".".join([nxt, *rest]), depth + 1)
+        return target
+
+    def resolve_global(self, module: str, name: str) -> str | None:
+        """Canonical target of a top-level name seen in ``module``."""
+        t = self.lookup(module, name)
+        if t is not None:
+            return self.canonical(t)
+        if name in BUILTINS:
+            return f"<builtin>.{name}"
+        return None

@@ -1,0 +1,121 @@
+"""The KV connector protocol file: load it, and check it against the code."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from kvflowmap.sources.errors import SourceError
+
+PROTOCOL_DIR = Path(__file__).parent / "rules" / "protocol"
+DEFAULT_PROTOCOL = PROTOCOL_DIR / "vllm-kv-connector.yaml"
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """A field that carries data across the process boundary."""
+
+    field: str
+    sources: tuple[str, ...]
+    targets: tuple[str, ...]
+
+    @property
+    def owner(self) -> str:
+        return self.field.rpartition(".")[0]
+
+    @property
+    def attr(self) -> str:
+        return self.field.rpartition(".")[2]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What the protocol file declares."""
+
+    path: Path
+    name: str
+    package: str
+    base_class: str
+    register: str
+    create: str
+    state_enums: tuple[str, ...]
+    methods: dict[str, tuple[str, ...]]
+    entry_points: dict[str, tuple[str, ...]]
+    side_modules: dict[str, tuple[str, ...]]
+    carriers: tuple[Carrier, ...] = field(default_factory=tuple)
+
+    def side_of_method(self, name: str) -> str | None:
+        for side, names in self.methods.items():
+            if name in names:
+                return side
+        return None
+
+    def side_of_module(self, module: str) -> str | None:
+        for side, pats in self.side_modules.items():
+            if any(fnmatch.fnmatch(module, p) or module == p.rstrip(".*") for p in pats):
+                return side
+        return None
+
+    def entry_modules(self) -> list[str]:
+        """Modules that hold the protocol's names (seeds for lazy indexing)."""
+        names = [self.base_class, self.register, self.create, *self.state_enums]
+        names += [n for ns in self.entry_points.values() for n in ns]
+        names += [c.field for c in self.carriers]
+        names += [n for c in self.carriers for n in (*c.sources, *c.targets)]
+        return sorted(set(names))
+
+    def all_names(self) -> list[tuple[str, str]]:
+        """(key, fully qualified name) of every name the file declares."""
+        out = [("base_class", self.base_class), ("registry.register", self.register),
+               ("registry.create", self.create)]
+        out += [("state_enums", n) for n in self.state_enums]
+        out += [(f"methods.{s}", f"{self.base_class}.{m}") for s, ms in self.methods.items()
+                for m in ms]
+        out += [(f"entry_points.{s}", n) for s, ns in self.entry_points.items() for n in ns]
+        for c in self.carriers:
+            out.append(("carriers.field", c.field))
+            out += [("carriers.from", n) for n in c.sources]
+            out += [("carriers.to", n) for n in c.targets]
+        return out
+
+
+def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
+    """Read and validate a protocol file; errors name the file and the key."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SourceError(f"{path}: cannot read protocol file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SourceError(f"{path}: expected a mapping at the top level")
+    errors: list[str] = []
+
+    def need(key: str, kind: type, default=None):
+        value = data.get(key, default)
+        if not isinstance(value, kind):
+            errors.append(f"{path}: key '{key}' must be a {kind.__name__}")
+            return kind() if default is None else default
+        return value
+
+    registry = need("registry", dict)
+    carriers = []
+    for i, c in enumerate(need("carriers", list, [])):
+        if not isinstance(c, dict) or not isinstance(c.get("field"), str):
+            errors.append(f"{path}: carriers[{i}] needs 'field' (str), 'from' and 'to' (lists)")
+            continue
+        carriers.append(Carrier(c["field"], tuple(c.get("from") or ()), tuple(c.get("to") or ())))
+    proto = Protocol(
+        path=path, name=str(data.get("name", path.stem)), package=str(data.get("package", "vllm")),
+        base_class=str(need("base_class", str)), register=str(registry.get("register", "")),
+        create=str(registry.get("create", "")),
+        state_enums=tuple(need("state_enums", list, [])),
+        methods={k: tuple(v) for k, v in need("methods", dict).items()},
+        entry_points={k: tuple(v) for k, v in need("entry_points", dict).items()},
+        side_modules={k: tuple(v) for k, v in need("side_modules", dict, {}).items()},
+        carriers=tuple(carriers),
+    )
+    if errors:
+        raise SourceError("\n".join(errors))
+    return proto

@@ -1,0 +1,284 @@
+"""Graphviz DOT output for the kvflowmap graph, and rendering with ``dot``.
+
+The DOT text is written by hand so that it is byte-for-byte deterministic:
+clusters, nodes and edges are emitted in sorted order. Parallel edges of the
+same kind between the same two nodes are drawn once; their lines are listed
+in the edge tooltip.
+
+Layout: one cluster per process side (scheduler, worker, shared/unknown, and
+external code), inside it one cluster per top-level package. A legend cluster
+explains the node shapes and edge styles that occur in the picture.
+
+The grouping and labelling helpers (:func:`node_kind`, :func:`group_key`,
+:func:`package_title`, :func:`short_labels`, :func:`edge_style_key`) are
+shared with the mermaid renderer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.parse
+from collections import defaultdict
+
+import networkx as nx
+
+RENDER_FORMATS = ("svg", "png", "pdf")
+
+# Sides in drawing order: key -> (cluster title, fill, border).
+SIDES = {
+    "scheduler": ("scheduler process", "#eef4fb", "#4a7fb5"),
+    "worker": ("worker process", "#fdf3ea", "#c0762c"),
+    "shared": ("shared / side unknown", "#f6f6f6", "#999999"),
+    "external": ("outside the analysed sources", "#ffffff", "#cccccc"),
+}
+
+NODE_STYLES: dict[str, dict[str, str]] = {
+    "function": {"shape": "box", "style": "rounded,filled", "fillcolor": "#ffffff"},
+    "module": {"shape": "tab", "style": "filled", "fillcolor": "#ffffff"},
+    "class": {"shape": "component", "style": "filled", "fillcolor": "#e8e3f3"},
+    "state": {"shape": "ellipse", "style": "filled", "fillcolor": "#b8e0b0", "color": "#2e7d32"},
+    "field": {"shape": "note", "style": "filled", "fillcolor": "#fff2a8", "color": "#a08000"},
+    "external": {"shape": "box", "style": "dotted", "color": "#999999", "fontcolor": "#666666"},
+}
+
+EDGE_STYLES: dict[str, dict[str, str]] = {
+    "call": {"color": "#333333"},
+    "call_ref": {"color": "#999999", "arrowhead": "vee"},
+    "dispatch": {"color": "#7b3294", "arrowhead": "empty"},
+    "bridge": {"color": "#d7191c", "style": "dashed,bold", "penwidth": "2.2",
+               "fontcolor": "#d7191c", "fontsize": "10"},
+    "sets_state": {"color": "#1a7f37", "penwidth": "2"},
+    "reads_state": {"color": "#66bb6a", "arrowhead": "vee"},
+    "produces": {"color": "#e08214", "style": "dotted", "penwidth": "1.6"},
+    "consumes": {"color": "#2c7fb8", "style": "dotted", "penwidth": "1.6"},
+    "other": {"color": "#bbbbbb", "style": "dotted"},
+}
+
+
+class RenderError(RuntimeError):
+    """The picture could not be produced; the message says what to do."""
+
+
+def node_kind(d: dict) -> str:
+    """Drawing kind of a node: a key of :data:`NODE_STYLES`."""
+    kind = d.get("kind", "function")
+    if kind == "function" and d.get("role") == "module":
+        return "module"
+    return kind if kind in NODE_STYLES else "external"
+
+
+def edge_style_key(d: dict) -> str:
+    """Drawing kind of an edge: a key of :data:`EDGE_STYLES`."""
+    kind = d.get("kind", "other")
+    if kind == "call" and d.get("ref"):
+        return "call_ref"
+    return kind if kind in EDGE_STYLES else "other"
+
+
+def group_key(n: str, d: dict) -> tuple[tuple[int, str], str]:
+    """``((side order, side), package)`` cluster of a node."""
+    if node_kind(d) == "external":
+        side = "external"
+    else:
+        side = d.get("side") if d.get("side") in ("scheduler", "worker") else "shared"
+    pkg = d.get("package") or ("builtins" if n.startswith("<builtin>") else n.split(".")[0])
+    return (list(SIDES).index(side), side), str(pkg)
+
+
+def package_title(pkg: str) -> str:
+    """Human title of a top-level package cluster."""
+    return {"vllm": "vLLM", "builtins": "Python builtins"}.get(pkg, pkg)
+
+
+def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
+    """Node id -> the last 2 dotted components, lengthened where two nodes
+    would otherwise share a label. Module-code nodes are marked."""
+    parts = {n: n.split(".") for n in g}
+    size = dict.fromkeys(g, 2)
+    while True:
+        seen: dict[str, list[str]] = defaultdict(list)
+        for n in g:
+            seen[".".join(parts[n][-size[n]:])].append(n)
+        grow = [n for ns in seen.values() if len(ns) > 1 for n in ns if size[n] < len(parts[n])]
+        if not grow:
+            break
+        for n in grow:
+            size[n] += 1
+    labels = {n: ".".join(parts[n][-size[n]:]) for n in g}
+    for n, d in g.nodes(data=True):
+        if node_kind(d) == "module":
+            labels[n] += "\n(module code)"
+    return labels
+
+
+def esc(text: object) -> str:
+    """Escape text for a double-quoted DOT string (labels, tooltips, URLs).
+
+    Backslashes and quotes are escaped for DOT; ``&``, ``<`` and ``>`` become
+    XML entities (Graphviz decodes them in labels and keeps them in SVG
+    attributes); newlines become DOT's ``\\n``.
+    """
+    s = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("\r", "").replace("\n", "\\n")
+
+
+def _attrs(**kw: object) -> str:
+    """``[a="x", b="y"]`` (values already escaped), keys sorted, None left out."""
+    items = [f'{k}="{v}"' for k, v in sorted(kw.items()) if v is not None]
+    return "[" + ", ".join(items) + "]" if items else ""
+
+
+def _link(template: str | None, roots: dict[str, str], root: str | None,
+          file: str | None, line: object) -> str | None:
+    """The URL of a source location, or None when the location is unknown."""
+    if not file:
+        return None
+    line = line or 1
+    if template is None:
+        return f"{urllib.parse.quote(file)}#L{line}"
+    values = {"root": roots.get(root or "") or root or "", "file": file, "line": line}
+    try:
+        return template.format_map(values)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise RenderError(f"link template {template!r} is not usable ({exc!r}); "
+                          "use only the placeholders {root}, {file} and {line}") from exc
+
+
+def _tooltip(n: str, d: dict) -> str:
+    """Full id, kind and location, signature and first doc line."""
+    where = f"{d.get('root', '')} {d.get('file', '')}:{d.get('line', '')}" if d.get("file") else ""
+    parts = [n, f"{node_kind(d)} {where}".strip(), str(d.get("signature") or "")]
+    doc = str(d.get("doc") or "").strip()
+    parts.append(doc.splitlines()[0] if doc else "")
+    return "\n".join(p for p in parts if p)
+
+
+def _node_stmt(n: str, d: dict, label: str, url: str | None, indent: str) -> str:
+    """One node statement."""
+    style = dict(NODE_STYLES[node_kind(d)])
+    if d.get("subject") is False and node_kind(d) in ("function", "module"):
+        style["fillcolor"] = "#eeeeee"
+    return f'{indent}"{esc(n)}" ' + _attrs(label=esc(label), tooltip=esc(_tooltip(n, d)),
+                                           URL=esc(url) if url else None, **style)
+
+
+def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
+                   roots: dict[str, str]) -> list[str]:
+    """Side clusters containing package clusters containing node statements."""
+    labels = short_labels(g)
+    groups: dict[tuple[int, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for n in sorted(g):
+        side, pkg = group_key(n, g.nodes[n])
+        groups[side][pkg].append(n)
+    out: list[str] = []
+    for side in sorted(groups):
+        title, fill, border = SIDES[side[1]]
+        out.append(f"  subgraph cluster_{side[1]} {{")
+        out.append(f'    label="{esc(title)}"; style="filled,rounded"; fillcolor="{fill}"; '
+                   f'color="{border}"; penwidth="1.5"; fontsize="14";')
+        for pi, pkg in enumerate(sorted(groups[side])):
+            out.append(f"    subgraph cluster_{side[1]}_{pi} {{")
+            out.append(f'      label="{esc(package_title(pkg))}"; style="filled,rounded"; '
+                       'fillcolor="#ffffff"; color="#bbbbbb"; penwidth="1"; fontsize="12";')
+            for n in groups[side][pkg]:
+                d = g.nodes[n]
+                url = _link(link_template, roots, d.get("root"), d.get("file"), d.get("line"))
+                out.append(_node_stmt(n, d, labels[n], url, "      "))
+            out.append("    }")
+        out.append("  }")
+    return out
+
+
+def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, str]) -> list[str]:
+    """Edge statements; parallel edges of one style (and carrier) are merged."""
+    merged: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
+    for u, v, d in g.edges(data=True):
+        merged[(u, v, edge_style_key(d), str(d.get("carrier") or ""))].append(d)
+    out: list[str] = []
+    for (u, v, kind, carrier), ds in sorted(merged.items()):
+        ds.sort(key=lambda d: (str(d.get("file", "")), int(d.get("line") or 0)))
+        locs = ", ".join(f"{d.get('file', '?')}:{d.get('line', '?')}" for d in ds[:12])
+        more = f" (+{len(ds) - 12} more)" if len(ds) > 12 else ""
+        tip = esc(f"{u}\n{kind.replace('_', ' ')} → {v}\n{locs}{more}")
+        first = ds[0]
+        url = _link(link_template, roots, first.get("root"), first.get("file"), first.get("line"))
+        label = esc(carrier) if carrier else None
+        out.append(f'  "{esc(u)}" -> "{esc(v)}" ' + _attrs(
+            label=label, tooltip=tip, labeltooltip=tip if label else None,
+            URL=esc(url) if url else None, **EDGE_STYLES[kind]))
+    return out
+
+
+def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
+    """A legend cluster for the node kinds and edge styles present in ``g``."""
+    kinds = sorted({node_kind(d) for _, d in g.nodes(data=True)}, key=list(NODE_STYLES).index)
+    edges = sorted({edge_style_key(d) for *_, d in g.edges(data=True)},
+                   key=list(EDGE_STYLES).index)
+    names = {"call_ref": "reference (callback)", "module": "module code"}
+    out = ["  subgraph cluster_legend {",
+           '    label="legend"; style="rounded"; color="#888888"; fontsize="12";']
+    for k in kinds:
+        out.append(f'    "legend:node:{k}" ' + _attrs(label=names.get(k, k), tooltip=k,
+                                                      **NODE_STYLES[k]))
+    for k in edges:
+        a, b = f"legend:edge:{k}", f"legend:edge:{k}:to"
+        text = names.get(k, k.replace("_", " ")) + ("\n(label: carrier)" if k == "bridge" else "")
+        out.append(f'    "{a}" ' + _attrs(label=esc(text), shape="plaintext", fontsize="10"))
+        out.append(f'    "{b}" ' + _attrs(label="", shape="point", width="0.06"))
+        out.append(f'    "{a}" -> "{b}" ' + _attrs(**EDGE_STYLES[k]))
+    out.append("  }")
+    return out
+
+
+def to_dot(g: nx.MultiDiGraph, *, link_template: str | None = None,
+           title: str | None = None) -> str:
+    """Deterministic Graphviz DOT text for ``g``.
+
+    ``link_template`` builds each node's and edge's ``URL`` with the
+    placeholders ``{root}`` (the root's path from ``g.graph['roots']``, else its
+    label), ``{file}`` and ``{line}``; without a template the URL is the
+    relative ``file#L<line>``. ``title`` is drawn above the picture.
+    """
+    roots = {r.get("label", ""): r.get("path", "") for r in g.graph.get("roots", [])}
+    graph_attrs = _attrs(rankdir="LR", fontname="Helvetica", newrank="true", nodesep="0.25",
+                         ranksep="0.5", labelloc="t", fontsize="18", tooltip="kvflowmap",
+                         label=esc(title) if title else None)
+    lines = ['digraph "kvflowmap" {',
+             f"  graph {graph_attrs};",
+             '  node [fontname="Helvetica", fontsize="11", height="0.35"];',
+             '  edge [fontname="Helvetica", fontsize="9", arrowsize="0.7"];']
+    lines += _cluster_lines(g, link_template, roots)
+    lines += _legend_lines(g)
+    lines += _edge_lines(g, link_template, roots)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_program() -> str:
+    """Path of Graphviz ``dot``, or a :class:`RenderError` explaining the fix."""
+    path = shutil.which("dot")
+    if path is None:
+        raise RenderError(
+            "Graphviz `dot` was not found on PATH, so svg/png/pdf cannot be drawn.\n"
+            "Install Graphviz: `apt-get install graphviz` (Debian/Ubuntu), "
+            "`brew install graphviz` (macOS), or see https://graphviz.org/download/.\n"
+            "The dot, mermaid, json and pycg-json formats work without it.")
+    return path
+
+
+def render(dot_text: str, fmt: str) -> bytes:
+    """Run Graphviz ``dot -T<fmt>`` on ``dot_text`` (svg, png or pdf) and
+    return the bytes. ``SOURCE_DATE_EPOCH`` is pinned so dates embedded by
+    the output backends do not change between runs."""
+    if fmt not in RENDER_FORMATS:
+        raise RenderError(f"dot cannot draw {fmt!r}; use one of {', '.join(RENDER_FORMATS)}")
+    env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0")}
+    proc = subprocess.run([_dot_program(), f"-T{fmt}"], input=dot_text.encode("utf-8"),
+                          capture_output=True, check=False, env=env)
+    if proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip()
+        raise RenderError(f"Graphviz dot failed (exit {proc.returncode}): {msg}")
+    return proc.stdout

@@ -1,0 +1,143 @@
+"""Turn SRC arguments into import roots and list their modules.
+
+A root is a directory from which Python would import: its children are
+top-level packages or modules. A package directory or a single file given as
+SRC is mapped to the root above it (walking up while ``__init__.py`` exists),
+and the files considered are restricted to what was given.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvflowmap.sources.errors import SourceError
+
+SKIP_DIRS = {
+    ".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".venv", "venv",
+    "node_modules", ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs",
+}
+
+
+@dataclass(frozen=True)
+class Root:
+    """An import root and what part of it was asked for."""
+
+    path: Path
+    label: str
+    subject: bool
+    only: tuple[Path, ...] = ()  # restrict to these files/dirs (empty: all)
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One ``.py`` file with its module name from its root."""
+
+    root: Root
+    path: Path
+    rel: str  # relative to the root, '/'-separated
+    module: str
+    is_package: bool  # an ``__init__.py``
+
+
+@dataclass
+class ModuleTable:
+    """All modules found in all roots; first root wins on a name clash."""
+
+    files: dict[str, SourceFile] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, sf: SourceFile) -> None:
+        if sf.module not in self.files:
+            self.files[sf.module] = sf
+
+
+def root_for(src: str, *, subject: bool, label: str | None = None,
+             exclude: tuple[str, ...] = ()) -> Root:
+    """The root for one SRC argument; raises SourceError when it is missing."""
+    path = Path(src).expanduser()
+    if not path.exists():
+        raise SourceError(f"{src}: no such file or directory")
+    path = path.resolve()
+    if path.is_file():
+        if path.suffix != ".py":
+            raise SourceError(f"{src}: not a Python file (expected a .py file or a directory)")
+        base = _climb(path.parent)
+        return Root(base, label or base.name, subject, (path,), exclude)
+    if (path / "__init__.py").exists():
+        base = _climb(path)
+        return Root(base, label or path.name, subject, (path,), exclude)
+    return Root(path, label or path.name, subject, (), exclude)
+
+
+def _climb(pkg_dir: Path) -> Path:
+    """The import root above a package directory."""
+    cur = pkg_dir
+    while (cur / "__init__.py").exists() and cur.parent != cur:
+        cur = cur.parent
+    return cur
+
+
+def module_name(rel: Path) -> tuple[str, bool]:
+    """Module name for a path relative to its root, and whether it is a package."""
+    parts = list(rel.with_suffix("").parts)
+    is_pkg = parts[-1] == "__init__"
+    if is_pkg:
+        parts = parts[:-1]
+    return ".".join(parts), is_pkg
+
+
+def list_files(root: Root, table: ModuleTable) -> list[SourceFile]:
+    """Every ``.py`` file of a root (restricted to ``root.only``), in sorted order."""
+    found: list[SourceFile] = []
+    starts = root.only or (root.path,)
+    for start in starts:
+        if start.is_file():
+            found.extend(_source(root, start, table))
+            continue
+        for file in _walk(start):
+            found.extend(_source(root, file, table))
+    found.sort(key=lambda s: s.rel)
+    return found
+
+
+def _source(root: Root, file: Path, table: ModuleTable) -> list[SourceFile]:
+    rel = file.relative_to(root.path)
+    rel_posix = rel.as_posix()
+    if any(fnmatch.fnmatch(rel_posix, pat) or fnmatch.fnmatch(file.name, pat)
+           for pat in root.exclude):
+        return []
+    name, is_pkg = module_name(rel)
+    if not name or not all(p.isidentifier() for p in name.split(".")):
+        return []  # not importable (scripts with dashes, top-level __init__)
+    return [SourceFile(root, file, rel_posix, name, is_pkg)]
+
+
+def _walk(start: Path):
+    """Walk following symlinked directories, ending symlink loops."""
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS
+                             and not d.endswith((".dist-info", ".egg-info")))
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                yield Path(dirpath) / name
+
+
+def build_table(roots: list[Root]) -> ModuleTable:
+    """List every module of every root (whole roots, not only the ``only`` part):
+    resolution needs to know what exists even where nothing is parsed yet."""
+    table = ModuleTable()
+    for root in roots:
+        whole = Root(root.path, root.label, root.subject, (), root.exclude)
+        for sf in list_files(whole, table):
+            table.add(SourceFile(root, sf.path, sf.rel, sf.module, sf.is_package))
+    return table
