@@ -286,7 +286,8 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Ind
     """A local index that pip and the sdist fallback both use."""
     handler = type("Handler", (_Index,), {"files": {}, "sha_override": None})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")

@@ -110,8 +110,11 @@ def _with_overrides(lk: Linker, names) -> list[str]:
 def add_bridges(lk: Linker) -> None:
     """Bridge edges across the process boundary, one per carrier."""
     for c in lk.protocol.carriers:
+        # Sources: each implementation (the data starts there); targets: the
+        # declared functions only, whose dispatch edges reach the overrides.
+        targets = [t for t in c.targets if t in lk.model.defs]
         for src in _with_overrides(lk, c.sources):
-            for dst in _with_overrides(lk, c.targets):
+            for dst in targets:
                 d = lk.model.defs[src]
                 lk.add_edge(src, dst, "bridge", d.module, d.fact.line, carrier=c.field)
 

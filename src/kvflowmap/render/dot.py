@@ -212,23 +212,32 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, 
     return out
 
 
+LEGEND_GLYPHS = {"call": "───▶", "call_ref": "───&gt;", "dispatch": "───▷", "bridge": "<B>╍╍╍▶</B>",
+                 "sets_state": "━━━▶", "reads_state": "───&gt;", "produces": "┈┈┈▶",
+                 "consumes": "┈┈┈▶", "other": "┈┈┈&gt;"}
+LEGEND_NAMES = {"call_ref": "reference (callback)", "module": "module code",
+                "bridge": "bridge (label: carrier field)", "dispatch": "dispatch (base → override)"}
+
+
 def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
-    """A legend cluster for the node kinds and edge styles present in ``g``."""
+    """A legend cluster for the node kinds and edge styles present in ``g``:
+    one sample node per kind, one HTML table of line samples for the edges
+    (real sample edges would stretch across the picture's rank columns)."""
     kinds = sorted({node_kind(d) for _, d in g.nodes(data=True)}, key=list(NODE_STYLES).index)
     edges = sorted({edge_style_key(d) for *_, d in g.edges(data=True)},
                    key=list(EDGE_STYLES).index)
-    names = {"call_ref": "reference (callback)", "module": "module code"}
     out = ["  subgraph cluster_legend {",
            '    label="legend"; style="rounded"; color="#888888"; fontsize="12";']
     for k in kinds:
-        out.append(f'    "legend:node:{k}" ' + _attrs(label=names.get(k, k), tooltip=k,
+        out.append(f'    "legend:node:{k}" ' + _attrs(label=LEGEND_NAMES.get(k, k), tooltip=k,
                                                       **NODE_STYLES[k]))
-    for k in edges:
-        a, b = f"legend:edge:{k}", f"legend:edge:{k}:to"
-        text = names.get(k, k.replace("_", " ")) + ("\n(label: carrier)" if k == "bridge" else "")
-        out.append(f'    "{a}" ' + _attrs(label=esc(text), shape="plaintext", fontsize="10"))
-        out.append(f'    "{b}" ' + _attrs(label="", shape="point", width="0.06"))
-        out.append(f'    "{a}" -> "{b}" ' + _attrs(**EDGE_STYLES[k]))
+    if edges:
+        rows = "".join(
+            f'<TR><TD><FONT COLOR="{EDGE_STYLES[k]["color"]}">{LEGEND_GLYPHS[k]}</FONT></TD>'
+            f'<TD ALIGN="LEFT">{esc(LEGEND_NAMES.get(k, k.replace("_", " ")))}</TD></TR>'
+            for k in edges)
+        out.append('    "legend:edges" [shape="plaintext", fontsize="10", tooltip="edge kinds", '
+                   f'label=<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{rows}</TABLE>>];')
     out.append("  }")
     return out
 

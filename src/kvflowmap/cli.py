@@ -1,0 +1,163 @@
+"""Command line: ``kvflowmap graph | fetch | cache``.
+
+``main(argv) -> int`` is what tests call; exit codes are 0 (ok), 1 (findings
+or a stale check) and 2 (usage, configuration or environment error).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from kvflowmap import __version__
+from kvflowmap.cli_sources import SourceOptions, make_request
+from kvflowmap.console import Reporter
+from kvflowmap.sources.errors import SourceError
+
+
+class UsageFailure(Exception):
+    """Exit 2 with this message."""
+
+
+def source_options(f):
+    """Options shared by every command that analyses code."""
+    opts = [
+        click.argument("src", nargs=-1, type=click.Path()),
+        click.option("--context", multiple=True, type=click.Path(),
+                     help="Code analysed but not the subject (e.g. a vLLM checkout)."),
+        click.option("--release", "releases", multiple=True, metavar="NAME==VERSION",
+                     help="A released package as context, fetched once into the cache."),
+        click.option("--installed", multiple=True, metavar="NAME",
+                     help="An installed distribution as context (located, never imported)."),
+        click.option("--all", "all_files", is_flag=True,
+                     help="Index every file of the context, not only what the flow needs."),
+        click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR",
+                     help="Where facts and releases are cached."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the fact cache."),
+        click.option("-j", "--jobs", type=int, default=None, help="Parallel parser processes."),
+        click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr."),
+        click.option("-v", "--verbose", is_flag=True, help="Time per phase on stderr."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _options(kw: dict) -> SourceOptions:
+    return SourceOptions(
+        sources=kw.pop("src"), context=kw.pop("context"), releases=kw.pop("releases"),
+        installed=kw.pop("installed"), all_files=kw.pop("all_files"),
+        cache_dir=kw.pop("cache_dir"), no_cache=kw.pop("no_cache"), jobs=kw.pop("jobs"),
+    )
+
+
+def run_analysis(kw: dict):
+    """Options -> (Analysis, ProjectConfig, Reporter); prints warnings."""
+    from kvflowmap.api import analyse
+
+    rep = Reporter(quiet=kw.pop("quiet"), verbose=kw.pop("verbose"))
+    opts = _options(kw)
+    req, config = make_request(opts, say=rep.info)
+    with rep.progress() as progress:
+        analysis = analyse(req, progress=progress)
+    for w in analysis.warnings:
+        rep.warn(w)
+    rep.timings(analysis.timings, analysis.stats)
+    return analysis, config, rep
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kvflowmap")
+def cli() -> None:
+    """Map, check and document the KV-cache flow of vLLM and its KV connectors."""
+
+
+@cli.command()
+@source_options
+@click.option("-o", "--out", type=click.Path(), help="Output file (format from suffix).")
+@click.option("-f", "--format", "fmt", type=click.Choice(
+    ["svg", "png", "pdf", "dot", "mermaid", "json", "pycg-json"]), help="Output format.")
+@click.option("--focus", multiple=True, metavar="SYMBOL", help="Centre on these symbols.")
+@click.option("--depth", type=int, default=2, show_default=True, help="Hops around --focus.")
+@click.option("--direction", type=click.Choice(["callers", "callees", "both"]), default="both",
+              show_default=True)
+@click.option("--from", "path_from", metavar="A", help="Draw the paths from A ...")
+@click.option("--to", "path_to", metavar="B", help="... to B.")
+@click.option("--include", multiple=True, metavar="GLOB", help="Keep only matching node ids.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Drop matching node ids.")
+@click.option("--full", is_flag=True, help="The whole graph, not only the KV-transfer flow.")
+@click.option("--max-nodes", type=int, default=80, show_default=True,
+              help="Node budget of the default flow picture.")
+@click.option("--link-template", metavar="URL",
+              help="Source links, e.g. https://host/org/repo/blob/main/{file}#L{line}.")
+@click.option("--show-unresolved", is_flag=True, help="List the calls that were not resolved.")
+def graph(**kw) -> None:
+    """Draw the flow across scheduler, worker and connector."""
+    from kvflowmap.commands.graph_cmd import run_graph
+
+    analysis, config, rep = run_analysis(kw)
+    run_graph(analysis, config, rep, **kw)
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, metavar="NAME==VERSION...")
+@click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
+def fetch(specs: Sequence[str], cache_dir: str | None) -> None:
+    """Download releases once into the cache and print where they are."""
+    from kvflowmap.index.cache import default_cache_dir
+    from kvflowmap.sources.fetch import fetch_release
+
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    for spec in specs:
+        click.echo(f"{spec}\t{fetch_release(spec, root)}")
+
+
+@cli.group()
+def cache() -> None:
+    """Inspect or clear the fact and release cache."""
+
+
+@cache.command("info")
+@click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
+def cache_info(cache_dir: str | None) -> None:
+    """Where the cache is and how big."""
+    from kvflowmap.commands.cache_cmd import info
+
+    click.echo(info(cache_dir))
+
+
+@cache.command("clear")
+@click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
+@click.option("--releases", is_flag=True, help="Also delete downloaded releases.")
+def cache_clear(cache_dir: str | None, releases: bool) -> None:
+    """Delete cached facts (and releases with --releases)."""
+    from kvflowmap.commands.cache_cmd import clear
+
+    click.echo(clear(cache_dir, releases))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code instead of exiting."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="kvflowmap",
+                 standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code or 0)
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        return 2
+    except (SourceError, UsageFailure) as exc:
+        click.echo(f"kvflowmap: error: {exc}", err=True)
+        return 2
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

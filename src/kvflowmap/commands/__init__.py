@@ -1,0 +1,1 @@
+"""One module per CLI command: turn an Analysis into output."""
