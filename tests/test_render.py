@@ -21,6 +21,7 @@ PEGA = "pegaflow.connector.PegaKVConnector"
 WORKER = "pegaflow.connector.worker.WorkerConnector"
 STATE = "vllm.v1.request.RequestStatus.WAITING_FOR_REMOTE_KVS"
 FIELD = "vllm.v1.outputs.KVConnectorOutput.finished_recving"
+META = "vllm.v1.core.sched.output.SchedulerOutput.kv_connector_metadata"
 TRICKY_DOC = 'Say "hi" to C:\\path <now> & then'
 NEEDS_DOT = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 
@@ -68,9 +69,9 @@ def make_graph(reverse: bool = False) -> nx.MultiDiGraph:
         (f"{SCHED}.schedule", STATE, ed("sets_state", sf, 320)),
         (STATE, f"{SCHED}._update_from_kv_xfer_finished", ed("reads_state", sf, 905)),
         (f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv",
-         ed("bridge", bf, 1, carrier="kv_connector_metadata")),
+         ed("bridge", bf, 1, carrier=META)),
         (f"{WORKER}.get_finished", f"{SCHED}._update_from_kv_xfer_finished",
-         ed("bridge", bf, 2, carrier="finished_recving")),
+         ed("bridge", bf, 2, carrier=FIELD)),
         (f"{WORKER}.get_finished", FIELD, ed("produces", "pegaflow/connector/worker.py", 95)),
         (FIELD, f"{SCHED}._update_from_kv_xfer_finished", ed("consumes", sf, 910)),
         ("pegaflow.vllm_plugin", PEGA, ed("call", "pegaflow/vllm_plugin.py", 5)),
@@ -124,12 +125,24 @@ def test_dot_clusters_by_side_then_package() -> None:
     dot = to_dot(make_graph())
     assert 'label="vLLM"' in dot and 'label="pegaflow"' in dot
     assert 'label="scheduler process"' in dot and 'label="worker process"' in dot
+    g = make_graph()
+    g.nodes[f"{SCHED}.schedule"]["side"] = "both"
+    assert _cluster_of(to_dot(g))[f"{SCHED}.schedule"][0] == "cluster_both"
+    assert "both processes" in to_mermaid(g)
 
 
 def test_dot_shapes_and_edge_styles() -> None:
     dot = to_dot(make_graph())
     bridge = _edge_line(dot, f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv")
     assert 'style="dashed,bold"' in bridge and 'label="kv_connector_metadata"' in bridge
+    assert 'constraint="false"' in bridge and META in bridge  # full carrier in the tooltip
+    g = make_graph()
+    g.add_edge(f"{BASE}.get_num_new_matched_tokens", f"{WORKER}.start_load_kv", kind="bridge",
+               file="b.py", line=3, root="r", carrier=META)
+    again = _edge_line(to_dot(g), f"{BASE}.get_num_new_matched_tokens", f"{WORKER}.start_load_kv")
+    assert 'style="dashed,bold"' in again and "label=" not in again  # one label per target
+    assert 'label="kv_connector_metadata"' in _edge_line(
+        to_dot(g), f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv")
     call = _edge_line(dot, f"{SCHED}.schedule", f"{BASE}.get_num_new_matched_tokens")
     assert "dashed" not in call and "310" in call and "350" in call  # parallel edges merged
     assert 'arrowhead="empty"' in _edge_line(dot, f"{BASE}.get_num_new_matched_tokens",
@@ -233,7 +246,7 @@ def test_node_link_json() -> None:
     assert unkeyed(data) == unkeyed(to_node_link(make_graph(reverse=True)))
     assert data["nodes"] == to_node_link(make_graph(reverse=True))["nodes"]
     assert [n["id"] for n in data["nodes"]] == sorted(n["id"] for n in data["nodes"])
-    bridge = next(e for e in data["links"] if e.get("carrier") == "finished_recving")
+    bridge = next(e for e in data["links"] if e.get("carrier") == FIELD)
     assert bridge["kind"] == "bridge" and bridge["source"] == f"{WORKER}.get_finished"
     back = nx.node_link_graph(json.loads(render_graph(make_graph(), "json")), edges="links",
                               directed=True, multigraph=True)

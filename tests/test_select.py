@@ -80,6 +80,15 @@ def test_flow_view_trims_low_priority_nodes() -> None:
     # states, fields and bridge endpoints are kept first; then degree, then id
     assert set(view) == {STATE, FIELD, f"{W}.get_finished", f"{S}.finish", f"{S}.schedule"}
     assert len(flow_view(make_graph(), max_nodes=2)) == 2
+    # the state ranks 4th but would have no edge left: the next connected node replaces it
+    assert set(flow_view(make_graph(), max_nodes=4)) == {
+        f"{W}.get_finished", f"{S}.finish", FIELD, f"{S}.schedule"}
+    g = make_graph()
+    g.nodes[f"{W}.save"]["hook"] = True  # degree 1, but a protocol hook
+    assert f"{W}.save" in flow_view(g, max_nodes=6) and f"{W}.save" not in flow_view(make_graph(), 6)
+    g = make_graph()
+    g.add_edge(f"{S}.probe", f"{W}.save", kind="dispatch", line=1, file="f.py", root="r")
+    assert {f"{S}.probe", f"{W}.save"} <= set(flow_view(g, max_nodes=7))
 
 
 def test_focus_directions_and_depth() -> None:

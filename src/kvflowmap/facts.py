@@ -24,6 +24,26 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Stmt:
+    """One statement of a function body, as a tree for control-flow analysis.
+
+    ``kind``: simple | return | raise | assert | break | continue | if | for |
+    while | try | except | with | match | def | class. ``events`` index into
+    the file's ``calls``, ``containers``, ``assigns`` and ``returns`` lists
+    (``("call", 3)``): what happens in this statement itself (for compound
+    statements: in the test, iterable or context expressions)."""
+
+    kind: str
+    line: int
+    text: str | None = None  # the test, the returned/raised value, the caught type
+    events: tuple[tuple[str, int], ...] = ()
+    body: tuple[Stmt, ...] = ()
+    orelse: tuple[Stmt, ...] = ()  # else / elif chain / for-else / try-else
+    handlers: tuple[Stmt, ...] = ()  # ``except`` statements of a try
+    final: tuple[Stmt, ...] = ()  # ``finally``
+
+
+@dataclass(frozen=True)
 class FunctionFact:
     """A ``def`` or ``async def`` (methods included)."""
 
@@ -40,6 +60,7 @@ class FunctionFact:
     doc: str | None
     class_qualname: str | None  # enclosing class when this is a method
     abstract: bool = False
+    body: tuple[Stmt, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,9 @@ def resolve(g: nx.MultiDiGraph, names: Iterable[str]) -> list[str]:
 def _no_match_message(g: nx.MultiDiGraph, name: str) -> str:
     """Explain that ``name`` matched nothing, with close matches."""
     ids = sorted(g)
-    short = {n.rsplit(".", 1)[-1]: n for n in ids}
+    short = sorted({n.rsplit(".", 1)[-1] for n in ids})
     close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
-    for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], sorted(short), n=5):
+    for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], short, n=5):
         close.extend(n for n in ids if n.endswith("." + s) and n not in close)
     msg = f"no node matches {name!r} (give a full id or the end of one, e.g. 'Class.method')"
     if close:
@@ -100,18 +100,35 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80) -> nx.MultiDiGraph:
     When there are more than ``max_nodes``, nodes are ranked and the top
     ``max_nodes`` kept. Rank, best first:
 
-    1. tier 0: states, fields, nodes with ``hook=True`` (protocol hooks) and
+    1. tier 0: states, fields, protocol hooks (nodes with ``hook=True``, or
+       endpoints of a ``dispatch`` edge: a base hook and its overrides) and
        endpoints of bridge edges; tier 1: other nodes with a ``side``;
        tier 2: the rest;
     2. within a tier, higher degree inside the flow subgraph first;
     3. ties by node id.
+
+    Then nodes left without any edge by the cut (they had some in the full
+    flow) are dropped, and their places go to the next ranked nodes that
+    connect to what is kept.
     """
     flow = [n for n, d in g.nodes(data=True) if d.get("flow")]
     view = _subgraph(g, flow)
     if view.number_of_nodes() <= max_nodes:
         return view
     ranked = sorted(view, key=lambda n: (_tier(view, n), -view.degree(n), n))
-    return _subgraph(view, ranked[:max(max_nodes, 0)])
+    keep = set(ranked[:max(max_nodes, 0)])
+    keep -= {n for n in keep if view.degree(n) and not _touches(view, n, keep)}
+    for n in ranked[max(max_nodes, 0):]:
+        if len(keep) >= max_nodes:
+            break
+        if _touches(view, n, keep):
+            keep.add(n)
+    return _subgraph(view, keep)
+
+
+def _touches(g: nx.MultiDiGraph, n: str, nodes: set[str]) -> bool:
+    """Whether ``n`` has an edge to or from another node of ``nodes``."""
+    return any(m in nodes and m != n for m in itertools.chain(g.predecessors(n), g.successors(n)))
 
 
 def _tier(g: nx.MultiDiGraph, n: str) -> int:
@@ -120,7 +137,7 @@ def _tier(g: nx.MultiDiGraph, n: str) -> int:
     if d.get("kind") in KEEP_KINDS or d.get("hook"):
         return 0
     incident = itertools.chain(g.in_edges(n, data="kind"), g.out_edges(n, data="kind"))
-    if any(kind == "bridge" for _, _, kind in incident):
+    if any(kind in ("bridge", "dispatch") for _, _, kind in incident):
         return 0
     return 1 if d.get("side") else 2
 

@@ -25,6 +25,7 @@ from kvflowmap.facts import (
     RefFact,
     ReturnFact,
 )
+from kvflowmap.index.stmts import StmtTreeMixin
 from kvflowmap.index.text import chain, docstring, literal_string, node_code
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
@@ -43,7 +44,7 @@ def extract_module(module: cst.Module, facts: FileFacts) -> FileFacts:
     return facts
 
 
-class _FactVisitor(cst.CSTVisitor):
+class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
     def __init__(self, module: cst.Module, positions, facts: FileFacts) -> None:
         self.module = module
         self.positions = positions
@@ -54,6 +55,7 @@ class _FactVisitor(cst.CSTVisitor):
         self.type_checking = 0
         self.called: set[int] = set()  # ids of nodes that are a call's func
         self.awaited: set[int] = set()
+        self._init_stmts()
 
     # -- helpers -------------------------------------------------------------
     def _pos(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -70,6 +72,10 @@ class _FactVisitor(cst.CSTVisitor):
 
     def _code(self, node: cst.CSTNode | None) -> str | None:
         return None if node is None else node_code(self.module, node)
+
+    def _add_assign(self, fact: AssignFact) -> None:
+        self.facts.assigns.append(fact)
+        self._event("assign", len(self.facts.assigns) - 1)
 
     def _annotation(self, ann: cst.Annotation | None) -> str | None:
         return None if ann is None else self._code(ann.annotation)
@@ -93,9 +99,11 @@ class _FactVisitor(cst.CSTVisitor):
             self._record_value_refs(d.decorator)
         self.scope.append(node.name.value)
         self.class_stack.append(qual)
+        self._push_frame()
         return True
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._pop_frame()
         self.scope.pop()
         self.class_stack.pop()
 
@@ -110,10 +118,12 @@ class _FactVisitor(cst.CSTVisitor):
                                 "cls": self.class_stack[-1]})
         self.scope.append(node.name.value)
         self.class_stack.append(None)
+        self._push_frame()
         return True
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         info = self.func_stack.pop()
+        body = self._pop_frame()
         self.scope.pop()
         self.class_stack.pop()
         node = original_node
@@ -127,6 +137,7 @@ class _FactVisitor(cst.CSTVisitor):
                 is_generator=info["generator"], doc=docstring(node.body),
                 class_qualname=info["cls"],
                 abstract=any(d.split(".")[-1] == "abstractmethod" for d in decorators),
+                body=body,
             )
         )
 
@@ -204,11 +215,13 @@ class _FactVisitor(cst.CSTVisitor):
                 awaited=id(node) in self.awaited,
             )
         )
+        self._event("call", len(self.facts.calls) - 1)
         if callee and "." in callee:
             base, _, meth = callee.rpartition(".")
             if meth in CONTAINER_METHODS:
                 key = self._code(pos_args[0].value) if pos_args else None
                 self.facts.containers.append(ContainerOpFact(self._scope, base, meth, key, line, col))
+                self._event("container", len(self.facts.containers) - 1)
             if meth in LOG_LEVELS and "log" in base.split(".")[-1].lower() and node.args:
                 msg = literal_string(node.args[0].value)
                 if msg is not None:
@@ -261,7 +274,7 @@ class _FactVisitor(cst.CSTVisitor):
         target = chain(node.target)
         line, col = self._pos(node)
         if target:
-            self.facts.assigns.append(AssignFact(self._scope, target, chain(node.value), None,
+            self._add_assign(AssignFact(self._scope, target, chain(node.value), None,
                                                  line, col, aug=True))
         elif isinstance(node.target, cst.Subscript):
             self._container_write(node.target, "setitem", node)
@@ -278,7 +291,7 @@ class _FactVisitor(cst.CSTVisitor):
             return
         name = chain(target)
         if name:
-            self.facts.assigns.append(AssignFact(self._scope, name, value, annotation, line, col))
+            self._add_assign(AssignFact(self._scope, name, value, annotation, line, col))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)
@@ -289,6 +302,7 @@ class _FactVisitor(cst.CSTVisitor):
         if target.slice and isinstance(target.slice[0].slice, cst.Index):
             key = self._code(target.slice[0].slice.value)
         self.facts.containers.append(ContainerOpFact(self._scope, container, op, key, line, col))
+        self._event("container", len(self.facts.containers) - 1)
 
     def visit_Del(self, node: cst.Del) -> bool:
         targets = [e.value for e in node.target.elements] if isinstance(
@@ -310,7 +324,7 @@ class _FactVisitor(cst.CSTVisitor):
             target = chain(node.asname.name)
             if target:
                 line, col = self._pos(node)
-                self.facts.assigns.append(AssignFact(self._scope, target, chain(node.item),
+                self._add_assign(AssignFact(self._scope, target, chain(node.item),
                                                      None, line, col))
         return True
 
@@ -319,7 +333,7 @@ class _FactVisitor(cst.CSTVisitor):
             target = chain(node.name.name)
             if target:
                 line, col = self._pos(node)
-                self.facts.assigns.append(AssignFact(self._scope, target, None,
+                self._add_assign(AssignFact(self._scope, target, None,
                                                      self._code(node.type), line, col))
         return True
 
@@ -369,6 +383,7 @@ class _FactVisitor(cst.CSTVisitor):
         if isinstance(value, cst.Tuple):
             elements = tuple(self._code(e.value) or "" for e in value.elements)
         self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col))
+        self._event("return", len(self.facts.returns) - 1)
 
 
 def _class_body_names(v: _FactVisitor, node: cst.ClassDef):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 
 import libcst as cst
@@ -31,7 +32,7 @@ def facts_from_bytes(path: str, data: bytes) -> FileFacts:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        facts.problem = ProblemFact(exc.raw_line, f"syntax error: {exc.message}")
+        facts.problem = _syntax_problem(text, exc)
         return facts
     except RecursionError:
         facts.problem = ProblemFact(0, "nesting too deep to parse")
@@ -41,6 +42,17 @@ def facts_from_bytes(path: str, data: bytes) -> FileFacts:
     except RecursionError:
         return FileFacts(path=path, sha=facts.sha, lines=facts.lines,
                          problem=ProblemFact(0, "nesting too deep to analyse"))
+
+
+def _syntax_problem(text: str, exc: cst.ParserSyntaxError) -> ProblemFact:
+    """CPython's parser points at the right line more often than LibCST's."""
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        return ProblemFact(err.lineno or 0, f"syntax error: {err.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return ProblemFact(exc.raw_line, f"syntax error: {exc.message}")
 
 
 def _check_bytes(data: bytes) -> ProblemFact | None:

@@ -5,8 +5,8 @@ clusters, nodes and edges are emitted in sorted order. Parallel edges of the
 same kind between the same two nodes are drawn once; their lines are listed
 in the edge tooltip.
 
-Layout: one cluster per process side (scheduler, worker, shared/unknown, and
-external code), inside it one cluster per top-level package. A legend cluster
+Layout: one cluster per process side (scheduler, worker, both, shared/unknown,
+and external code), inside it one cluster per top-level package. A legend cluster
 explains the node shapes and edge styles that occur in the picture.
 
 The grouping and labelling helpers (:func:`node_kind`, :func:`group_key`,
@@ -30,6 +30,7 @@ RENDER_FORMATS = ("svg", "png", "pdf")
 SIDES = {
     "scheduler": ("scheduler process", "#eef4fb", "#4a7fb5"),
     "worker": ("worker process", "#fdf3ea", "#c0762c"),
+    "both": ("both processes", "#f5f0fa", "#8e6bb0"),
     "shared": ("shared / side unknown", "#f6f6f6", "#999999"),
     "external": ("outside the analysed sources", "#ffffff", "#cccccc"),
 }
@@ -48,7 +49,7 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     "call_ref": {"color": "#999999", "arrowhead": "vee"},
     "dispatch": {"color": "#7b3294", "arrowhead": "empty"},
     "bridge": {"color": "#d7191c", "style": "dashed,bold", "penwidth": "2.2",
-               "fontcolor": "#d7191c", "fontsize": "10"},
+               "fontcolor": "#d7191c", "fontsize": "10", "constraint": "false"},
     "sets_state": {"color": "#1a7f37", "penwidth": "2"},
     "reads_state": {"color": "#66bb6a", "arrowhead": "vee"},
     "produces": {"color": "#e08214", "style": "dotted", "penwidth": "1.6"},
@@ -82,14 +83,14 @@ def group_key(n: str, d: dict) -> tuple[tuple[int, str], str]:
     if node_kind(d) == "external":
         side = "external"
     else:
-        side = d.get("side") if d.get("side") in ("scheduler", "worker") else "shared"
+        side = d.get("side") if d.get("side") in SIDES else "shared"
     pkg = d.get("package") or ("builtins" if n.startswith("<builtin>") else n.split(".")[0])
     return (list(SIDES).index(side), side), str(pkg)
 
 
 def package_title(pkg: str) -> str:
     """Human title of a top-level package cluster."""
-    return {"vllm": "vLLM", "builtins": "Python builtins"}.get(pkg, pkg)
+    return {"vllm": "vLLM", "builtins": "Python builtins", "builtin": "Python builtins"}.get(pkg, pkg)
 
 
 def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
@@ -193,19 +194,27 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
 
 
 def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, str]) -> list[str]:
-    """Edge statements; parallel edges of one style (and carrier) are merged."""
+    """Edge statements; parallel edges of one style (and carrier) are merged.
+
+    A bridge is labelled with its carrier's field name, once per (carrier,
+    target): many connector overrides feed the same vLLM receiver."""
     merged: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
     for u, v, d in g.edges(data=True):
         merged[(u, v, edge_style_key(d), str(d.get("carrier") or ""))].append(d)
     out: list[str] = []
+    labelled: set[tuple[str, str]] = set()
     for (u, v, kind, carrier), ds in sorted(merged.items()):
         ds.sort(key=lambda d: (str(d.get("file", "")), int(d.get("line") or 0)))
         locs = ", ".join(f"{d.get('file', '?')}:{d.get('line', '?')}" for d in ds[:12])
         more = f" (+{len(ds) - 12} more)" if len(ds) > 12 else ""
-        tip = esc(f"{u}\n{kind.replace('_', ' ')} → {v}\n{locs}{more}")
+        via = f" via {carrier}" if carrier else ""
+        tip = esc(f"{u}\n{kind.replace('_', ' ')}{via} → {v}\n{locs}{more}")
         first = ds[0]
         url = _link(link_template, roots, first.get("root"), first.get("file"), first.get("line"))
-        label = esc(carrier) if carrier else None
+        label = None
+        if carrier and (carrier, v) not in labelled:
+            labelled.add((carrier, v))
+            label = esc(carrier.rsplit(".", 1)[-1])
         out.append(f'  "{esc(u)}" -> "{esc(v)}" ' + _attrs(
             label=label, tooltip=tip, labeltooltip=tip if label else None,
             URL=esc(url) if url else None, **EDGE_STYLES[kind]))

@@ -5,7 +5,7 @@ per package) and the same edge kinds, told apart by arrow and colour:
 
 - ``call`` ``-->``; callback reference ``-->|ref|``
 - ``dispatch`` ``-->|dispatch|`` (purple)
-- ``bridge`` ``-.->|carrier|`` (red, thick)
+- ``bridge`` ``-.->|field|`` (red, thick; the carrier's field name)
 - ``sets_state`` ``==>`` (green); ``reads_state`` ``-->|reads|`` (green)
 - ``produces`` / ``consumes`` ``-.->`` (orange / blue)
 
@@ -100,7 +100,8 @@ def _edge_lines(g: nx.MultiDiGraph, ids: dict[str, str]) -> tuple[list[str], lis
     for i, (u, v, kind, carrier) in enumerate(merged):
         arrow = ARROWS[kind]
         if kind == "bridge" and carrier:
-            arrow = f"-.->|{_text(carrier).replace('|', '#124;')}|"
+            field = carrier.rsplit(".", 1)[-1]
+            arrow = f"-.->|{_text(field).replace('|', '#124;')}|"
         lines.append(f"  {ids[u]} {arrow} {ids[v]}")
         by_kind[kind].append(i)
     styles = []

@@ -53,8 +53,10 @@ def _import_root(dist: metadata.Distribution, name: str) -> Path:
         raise SourceError(f"{label} is installed without a file list (RECORD): "
                           "cannot tell where its sources are")
     base = Path(str(dist.locate_file("")))
+    # Editable installs put a finder module in site-packages: not the package.
     py_files = [f for f in dist.files
-                if f.suffix == ".py" and f.parts and f.parts[0] != ".."]
+                if f.suffix == ".py" and f.parts and f.parts[0] != ".."
+                and not f.name.startswith("__editable__")]
     if any(Path(str(dist.locate_file(f))).is_file() for f in py_files):
         return base
     editable = _editable_root(dist)

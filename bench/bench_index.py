@@ -1,0 +1,131 @@
+"""Benchmark: cold, warm and one-file-edited runs against LibCST parse-only.
+
+Everything is measured in one run on the same files, and reported as ratios
+(absolute seconds on a shared machine are noise):
+
+    python bench/bench_index.py            # pegaflow-llm 0.25.1 against vllm 0.33.0
+    python bench/bench_index.py --all      # also `graph --all` over all of vllm 0.33.0
+
+Each measured run is a separate ``kvflowmap`` process (so the pool start-up,
+imports and cache reads are all counted) with its own fresh cache folder.
+Peak memory is the child's max RSS (parent-side ``RUSAGE_CHILDREN``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import libcst as cst
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.sources.fetch import fetch_release
+
+VLLM, PEGAFLOW = "vllm==0.33.0", "pegaflow-llm==0.25.1"
+
+
+def release_cache() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("KVFLOWMAP_TEST_CACHE") or user_cache_dir("kvflowmap"))
+
+
+def run_cli(args: list[str], cache: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one kvflowmap process."""
+    cmd = [sys.executable, "-m", "kvflowmap", *args, "--cache-dir", str(cache), "-q"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024
+
+
+def parse_only(files: list[Path]) -> tuple[float, int]:
+    """One core, LibCST ``parse_module`` only: the floor of a LibCST tool."""
+    t0 = time.perf_counter()
+    lines = 0
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8")
+            lines += text.count("\n")
+            cst.parse_module(text)
+        except Exception:
+            pass
+    return time.perf_counter() - t0, lines
+
+
+def analysed_files(subject: Path, vllm: Path, cache: Path) -> list[Path]:
+    """The files a default run indexes (asked of the tool itself)."""
+    a = analyse(Request(sources=[str(subject)], release_roots=[(vllm, "vllm")], cache_dir=cache))
+    out = []
+    for module in a.linker.model.facts:
+        sf = a.linker.model.source(module)
+        if sf is not None:
+            out.append(sf.path)
+    return sorted(out)
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="also graph --all over vllm")
+    args = ap.parse_args()
+    vllm = fetch_release(VLLM, release_cache())
+    pega = fetch_release(PEGAFLOW, release_cache()) / "pegaflow"
+    work = Path(tempfile.mkdtemp(prefix="kvflowmap-bench-"))
+    subject = work / "pegaflow"
+    shutil.copytree(pega, subject)
+    graph = ["graph", str(subject), "--context", str(vllm), "--format", "json", "--out",
+             str(work / "flow.json")]
+    files = analysed_files(subject, vllm, work / "probe-cache")
+    parse_s, lines = parse_only(files)
+    cache = work / "cache"
+    cold, cold_mem = run_cli(graph, cache)
+    warm, _ = run_cli(graph, cache)
+    edited = subject / "connector" / "worker.py"
+    edited.write_text(edited.read_text() + "\n\ndef _bench_edit():\n    return 1\n")
+    edit, _ = run_cli(graph, cache)
+    src_bytes = sum(f.stat().st_size for f in files)
+    rows = [
+        ("files analysed (default run)", f"{len(files)} files, {lines} lines"),
+        ("LibCST parse-only, 1 core", f"{parse_s:.2f} s (= 1.00)"),
+        ("cold graph (empty cache)", f"{cold:.2f} s = {cold / parse_s:.2f} x parse-only; "
+                                     f"peak {cold_mem:.0f} MiB"),
+        ("warm graph (nothing changed)", f"{warm:.2f} s = {warm / cold:.1%} of cold"),
+        ("one subject file edited", f"{edit:.2f} s = {edit / cold:.1%} of cold"),
+        ("fact cache size", f"{du(cache / 'facts') / 1e6:.1f} MB = "
+                            f"{du(cache / 'facts') / src_bytes:.1%} of {src_bytes / 1e6:.1f} MB sources"),
+    ]
+    if args.all:
+        all_files = sorted(vllm.rglob("*.py"))
+        all_parse, all_lines = parse_only(all_files)
+        wall, peak = run_cli(["graph", str(vllm), "--all", "--full", "--format", "json",
+                              "--out", str(work / "all.json")], work / "cache-all")
+        edges = len(json.loads((work / "all.json").read_text())["links"])
+        rows += [
+            ("vllm --all: files", f"{len(all_files)} files, {all_lines} lines"),
+            ("vllm --all: LibCST parse-only, 1 core", f"{all_parse:.2f} s"),
+            ("vllm --all: kvflowmap graph", f"{wall:.2f} s = {wall / all_parse:.2f} x parse-only; "
+                                            f"peak {peak:.0f} MiB; {edges} edges"),
+        ]
+    width = max(len(r[0]) for r in rows)
+    print(f"kvflowmap bench  (cpus={os.cpu_count()}, python {sys.version.split()[0]})")
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

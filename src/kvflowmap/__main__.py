@@ -1,0 +1,7 @@
+"""``python -m kvflowmap``."""
+
+import sys
+
+from kvflowmap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""Statement trees of function bodies, built during the same LibCST walk.
+
+Control-flow rules (acquire/release on every path, the state a transition
+starts from) need the shape of a function body: branches, loops, try blocks,
+early returns. The fact visitor mixes this in; statements are opened in
+``on_visit`` and closed in ``on_leave``, and the ``visit_<Node>_<field>``
+hook tells which branch (body, orelse, handlers, finally) the next
+statements belong to.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from kvflowmap.facts import Stmt
+
+_SMALL = {
+    cst.Return: "return", cst.Raise: "raise", cst.Assert: "assert",
+    cst.Break: "break", cst.Continue: "continue",
+}
+_COMPOUND = {
+    cst.If: "if", cst.For: "for", cst.While: "while", cst.Try: "try", cst.TryStar: "try",
+    cst.With: "with", cst.Match: "match", cst.FunctionDef: "def", cst.ClassDef: "class",
+}
+_PSEUDO = {cst.ExceptHandler: "except", cst.ExceptStarHandler: "except", cst.MatchCase: "case"}
+_FIELDS = {"body": "body", "orelse": "orelse", "handlers": "handlers",
+           "finalbody": "final", "cases": "body"}
+
+
+class StmtTreeMixin:
+    """Builds one statement tree per function; mixed into the fact visitor."""
+
+    def _init_stmts(self) -> None:
+        # One frame per function (and a throw-away one per class body / module).
+        self._frames: list[dict] = [{"stack": [], "root": []}]
+
+    def _push_frame(self) -> None:
+        self._frames.append({"stack": [], "root": []})
+
+    def _pop_frame(self) -> tuple[Stmt, ...]:
+        return tuple(_freeze(n) for n in self._frames.pop()["root"])
+
+    def _event(self, kind: str, index: int) -> None:
+        stack = self._frames[-1]["stack"]
+        if stack:
+            stack[-1]["events"].append((kind, index))
+
+    def _stmt_kind(self, node: cst.CSTNode) -> str | None:
+        t = type(node)
+        if t in _SMALL:
+            return _SMALL[t]
+        if t in _COMPOUND:
+            return _COMPOUND[t]
+        if t in _PSEUDO:
+            return _PSEUDO[t]
+        if isinstance(node, cst.BaseSmallStatement):
+            return "simple"
+        return None
+
+    def _stmt_text(self, node: cst.CSTNode) -> str | None:
+        if isinstance(node, (cst.If, cst.While, cst.Assert)):
+            return self._code(node.test)
+        if isinstance(node, cst.Return):
+            return self._code(node.value)
+        if isinstance(node, cst.Raise):
+            return self._code(node.exc)
+        if isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)):
+            return self._code(node.type)
+        if isinstance(node, cst.For):
+            return f"{self._code(node.target)} in {self._code(node.iter)}"
+        if isinstance(node, cst.With):
+            return ", ".join(self._code(i) or "" for i in node.items)
+        if isinstance(node, cst.MatchCase):
+            return self._code(node.pattern)
+        return None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = self._stmt_kind(node)
+        if kind is not None:
+            frame = self._frames[-1]
+            entry = {"kind": kind, "line": self._pos(node)[0], "text": self._stmt_text(node),
+                     "events": [], "node": node, "field": None,
+                     "body": [], "orelse": [], "handlers": [], "final": []}
+            stack = frame["stack"]
+            if not stack:
+                frame["root"].append(entry)
+            elif stack[-1]["field"] is not None:
+                stack[-1][stack[-1]["field"]].append(entry)
+            else:  # a statement inside an expression position: keep it ordered
+                stack[-1]["body"].append(entry)
+            stack.append(entry)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        stack = self._frames[-1]["stack"]
+        if stack and stack[-1]["node"] is original_node:
+            stack.pop()
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        stack = self._frames[-1]["stack"]
+        if stack and stack[-1]["node"] is node:
+            stack[-1]["field"] = _FIELDS.get(attribute)
+        super().on_visit_attribute(node, attribute)
+
+
+def _freeze(entry: dict) -> Stmt:
+    return Stmt(
+        kind=entry["kind"], line=entry["line"], text=entry["text"],
+        events=tuple(entry["events"]),
+        body=tuple(_freeze(e) for e in entry["body"]),
+        orelse=tuple(_freeze(e) for e in entry["orelse"]),
+        handlers=tuple(_freeze(e) for e in entry["handlers"]),
+        final=tuple(_freeze(e) for e in entry["final"]),
+    )

@@ -1,0 +1,56 @@
+"""Bad input: one warning each, the rest analysed, nothing imported or run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.cli import main
+
+
+def test_bad_files_are_named_and_the_rest_is_analysed(tree) -> None:
+    root = tree({
+        "pkg/__init__.py": "",
+        "pkg/good.py": "def ok():\n    return 1\n",
+        "pkg/syntax.py": "def broken(:\n    pass\n",
+        "pkg/nulls.py": b"x = 1\n\0\n",
+        "pkg/latin.py": b"# caf\xe9\nx = 1\n",
+    })
+    a = analyse(Request(sources=[str(root)]))
+    text = "\n".join(a.warnings)
+    assert "pkg.good.ok" in a.graph
+    assert f"{root / 'pkg/syntax.py'}:1: syntax error" in text
+    assert f"{root / 'pkg/nulls.py'}:2: contains null bytes" in text
+    assert f"{root / 'pkg/latin.py'}:1: not UTF-8" in text
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_file(tree) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/secret.py": "x = 1\n"})
+    (root / "pkg/secret.py").chmod(0)
+    a = analyse(Request(sources=[str(root)]))
+    assert any("secret.py:0: cannot read" in w for w in a.warnings)
+
+
+def test_missing_src_exits_2(tmp_path: Path, capsys) -> None:
+    assert main(["graph", str(tmp_path / "nope"), "--format", "json"]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_symlink_loop_ends(tree) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n"})
+    (root / "pkg" / "loop").symlink_to(root / "pkg", target_is_directory=True)
+    a = analyse(Request(sources=[str(root)]))
+    assert "pkg.a.f" in a.graph
+
+
+def test_analysed_code_is_never_imported_or_run(tree, tmp_path: Path) -> None:
+    marker = tmp_path / "was_run"
+    evil = f"open({str(marker)!r}, 'w').write('ran')\n"
+    root = tree({"evil/__init__.py": evil, "evil/mod.py": evil + "def f():\n    pass\n",
+                 "setup.py": evil, "conftest.py": evil})
+    assert main(["graph", str(root), "--format", "json", "-q", "--full"]) == 0
+    assert not marker.exists()

@@ -1,0 +1,74 @@
+"""The indexer: facts, cache hits, parallel parsing, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.index.cache import FactCache
+from kvflowmap.index.parse import facts_from_bytes
+
+SRC = '''
+import logging
+logger = logging.getLogger(__name__)
+
+class Conn(Base):
+    """A connector."""
+    limit: int = 3
+
+    def probe(self, request, n: int = 0) -> tuple[int, bool]:
+        self._pending[request.request_id] = n
+        self._ids.add(request.request_id)
+        request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+        if request.status == RequestStatus.WAITING:
+            logger.info("parked %s", request.request_id)
+        return 0, True
+'''
+
+
+def test_facts_cover_the_kinds() -> None:
+    ff = facts_from_bytes("m.py", SRC.encode())
+    assert ff.problem is None
+    fn = next(f for f in ff.functions if f.name == "probe")
+    assert fn.qualname == "Conn.probe" and fn.class_qualname == "Conn"
+    assert [p.name for p in fn.params] == ["self", "request", "n"]
+    assert fn.params[2].annotation == "int" and fn.params[2].default == "0"
+    assert fn.returns == "tuple[int, bool]"
+    cls = ff.classes[0]
+    assert cls.bases == ("Base",) and cls.doc == "A connector." and ("limit", "int") in cls.attributes
+    ops = {(c.container, c.op) for c in ff.containers}
+    assert ("self._pending", "setitem") in ops and ("self._ids", "add") in ops
+    status = [a for a in ff.assigns if a.target == "request.status"]
+    assert status[0].value == "RequestStatus.WAITING_FOR_REMOTE_KVS" and status[0].line == 12
+    assert "RequestStatus.WAITING" in ff.compares[0].operands
+    assert ff.logs[0].message == "parked %s" and ff.logs[0].level == "info"
+    assert ff.returns[0].elements == ("0", "True")
+    assert ff.imports[0].module == "logging"
+
+
+def test_second_run_parses_nothing(tree, tmp_path: Path) -> None:
+    root = tree({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(12)}
+                | {"pkg/__init__.py": ""})
+    cache = tmp_path / "c"
+    first = analyse(Request(sources=[str(root)], cache_dir=cache, jobs=2))
+    assert first.stats.parsed == 13 and first.stats.cached == 0
+    second = analyse(Request(sources=[str(root)], cache_dir=cache, jobs=2))
+    assert second.stats.parsed == 0 and second.stats.cached == 13
+    (root / "pkg/m3.py").write_text("def changed():\n    pass\n")
+    third = analyse(Request(sources=[str(root)], cache_dir=cache, jobs=2))
+    assert third.stats.parsed == 1
+    assert "pkg.m3.changed" in third.graph
+
+
+def test_corrupt_and_foreign_cache_entries_are_rebuilt(tmp_path: Path) -> None:
+    cache = FactCache(tmp_path)
+    ff = facts_from_bytes("a.py", b"x = 1\n")
+    cache.put(ff)
+    entry = next((tmp_path / "facts").rglob("*.pkl"))
+    entry.write_bytes(entry.read_bytes()[:20])
+    assert cache.get(ff.sha, "a.py") is None
+    entry.write_bytes(b"some other tool\n" + b"\0" * 40)
+    assert cache.get(ff.sha, "a.py") is None
+    cache.put(ff)
+    assert cache.get(ff.sha, "b.py").path == "b.py"
+    assert (tmp_path / ".gitignore").read_text().strip().endswith("*")
