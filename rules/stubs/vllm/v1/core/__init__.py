@@ -1,0 +1,1 @@
+"""Scheduler-side core of the v1 engine."""

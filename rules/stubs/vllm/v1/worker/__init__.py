@@ -1,0 +1,1 @@
+"""Worker-side code of the v1 engine."""

@@ -1,0 +1,1 @@
+"""The GPU model runner (v2 layout)."""

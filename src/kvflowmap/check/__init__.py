@@ -1,0 +1,1 @@
+"""``kvflowmap check``: rule files, the rule kinds that run them, and findings."""
