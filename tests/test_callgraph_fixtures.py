@@ -164,7 +164,11 @@ def _build_graph_api() -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _graph(root: str) -> Any:
-    return _build_graph_api()([root])
+    # minivllm's vLLM half is the stub shipped with the rules (one copy only).
+    from kvflowmap.check.stubs import stub_root
+
+    context = [str(stub_root())] if root.endswith("minivllm") else []
+    return _build_graph_api()([root], context=context)
 
 
 def _kinds(graph: Any, caller: str, callee: str) -> set[str]:

@@ -135,7 +135,7 @@ def test_dot_shapes_and_edge_styles() -> None:
     dot = to_dot(make_graph())
     bridge = _edge_line(dot, f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv")
     assert 'style="dashed,bold"' in bridge and 'label="kv_connector_metadata"' in bridge
-    assert 'constraint="false"' in bridge and META in bridge  # full carrier in the tooltip
+    assert META in bridge  # the full carrier is in the tooltip
     g = make_graph()
     g.add_edge(f"{BASE}.get_num_new_matched_tokens", f"{WORKER}.start_load_kv", kind="bridge",
                file="b.py", line=3, root="r", carrier=META)
@@ -151,6 +151,11 @@ def test_dot_shapes_and_edge_styles() -> None:
     state_line = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{STATE}" ['))
     assert 'shape="ellipse"' in state_line and 'style="filled"' in state_line
     assert 'label="RequestStatus.WAITING_FOR_REMOTE_KVS"' in state_line
+    ext = next(ln for ln in dot.splitlines() if ln.strip().startswith('"&lt;builtin&gt;.len" ['))
+    assert 'label="&lt;builtin&gt;.len"' in ext and 'style="dotted"' in ext
+    g = make_graph()
+    g.add_node("<builtin>.None.get_finished", kind="external")
+    assert 'label="&lt;builtin&gt;.None.get_finished"' in to_dot(g)
     assert 'shape="component"' in next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{PEGA}" ['))
 
 

@@ -113,6 +113,12 @@ def test_find_paths_shortest_first() -> None:
     assert [len(p) for p in paths] == sorted(len(p) for p in paths)
     assert len(find_paths(g, "schedule", "finish", 1)) == 1
     assert find_paths(g, "finish", "schedule", 5) == []
+    # two sources match: results are merged shortest first across all pairs
+    assert find_paths(g, "get_finished", "Scheduler.finish", 5) == [
+        [f"{W}.get_finished", f"{S}.finish"],
+        [f"{C}.get_finished", f"{W}.get_finished", f"{S}.finish"],
+        [f"{W}.get_finished", FIELD, f"{S}.finish"],
+        [f"{C}.get_finished", f"{W}.get_finished", FIELD, f"{S}.finish"]]
 
 
 def test_paths_view_union() -> None:

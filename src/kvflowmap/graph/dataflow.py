@@ -7,7 +7,7 @@ from collections import deque
 from kvflowmap.graph.build import Linker
 
 
-def _state_member(lk: Linker, ctx: tuple[str, str], chain: str) -> str | None:
+def state_member(lk: Linker, ctx: tuple[str, str], chain: str) -> str | None:
     """``RequestStatus.X`` in ctx -> the state node id, when X is a state."""
     head, _, member = chain.rpartition(".")
     if not head or "(" in chain:
@@ -26,14 +26,14 @@ def add_states(lk: Linker) -> None:
         ff = lk.model.facts[module]
         for a in ff.assigns:
             if a.value and "." in a.target:
-                state = _state_member(lk, (module, a.scope), a.value)
+                state = state_member(lk, (module, a.scope), a.value)
                 if state:
                     _state_node(lk, state)
                     lk.add_edge(lk.scope_node(module, a.scope), state, "sets_state", module,
                                 a.line, target=a.target)
         for c in ff.compares:
             for op in c.operands:
-                state = _state_member(lk, (module, c.scope), op)
+                state = state_member(lk, (module, c.scope), op)
                 if state:
                     _state_node(lk, state)
                     lk.add_edge(state, lk.scope_node(module, c.scope), "reads_state", module,

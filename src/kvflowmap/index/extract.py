@@ -97,12 +97,16 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         )
         for d in node.decorators:
             self._record_value_refs(d.decorator)
-        self.scope.append(node.name.value)
-        self.class_stack.append(qual)
-        self._push_frame()
         return True
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+    # Bases, decorators and defaults run in the enclosing scope: the new
+    # scope starts at the body.
+    def visit_ClassDef_body(self, node: cst.ClassDef) -> None:
+        self.scope.append(node.name.value)
+        self.class_stack.append(".".join(self.scope))
+        self._push_frame()
+
+    def leave_ClassDef_body(self, node: cst.ClassDef) -> None:
         self._pop_frame()
         self.scope.pop()
         self.class_stack.pop()
@@ -115,17 +119,22 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
             self._record_decorator_call(d.decorator)
         self.func_stack.append({"qual": qual, "node": node, "line": line, "col": col,
                                 "decorators": decorators, "generator": False,
-                                "cls": self.class_stack[-1]})
+                                "cls": self.class_stack[-1], "body": ()})
+        return True
+
+    def visit_FunctionDef_body(self, node: cst.FunctionDef) -> None:
         self.scope.append(node.name.value)
         self.class_stack.append(None)
         self._push_frame()
-        return True
+
+    def leave_FunctionDef_body(self, node: cst.FunctionDef) -> None:
+        self.func_stack[-1]["body"] = self._pop_frame()
+        self.scope.pop()
+        self.class_stack.pop()
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         info = self.func_stack.pop()
-        body = self._pop_frame()
-        self.scope.pop()
-        self.class_stack.pop()
+        body = info["body"]
         node = original_node
         decorators = info["decorators"]
         self.facts.functions.append(
@@ -338,6 +347,7 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         return True
 
     def visit_For(self, node: cst.For) -> bool:
+        self._record_value_refs(node.iter)
         return True
 
     # -- reads, comparisons, returns ----------------------------------------

@@ -10,6 +10,10 @@ from functools import lru_cache
 _UNWRAP = {"Optional", "Union", "Annotated", "Final", "ClassVar", "Type", "type"}
 
 
+# Annotations that say nothing about which class a value is.
+_UNTYPED = {"None", "Any", "typing.Any", "object", "t.Any"}
+
+
 @lru_cache(maxsize=4096)
 def annotation_names(text: str | None) -> tuple[str, ...]:
     """Dotted names a value annotated ``text`` may be an instance of.
@@ -24,7 +28,7 @@ def annotation_names(text: str | None) -> tuple[str, ...]:
         return ()
     out: list[str] = []
     _collect(tree, out, 0)
-    return tuple(dict.fromkeys(n for n in out if n != "None"))
+    return tuple(dict.fromkeys(n for n in out if n not in _UNTYPED))
 
 
 def _collect(node: ast.AST, out: list[str], depth: int) -> None:

@@ -18,6 +18,9 @@ from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import Model
 
 Value = tuple[str, str]
+# Names whose values say nothing about a type (``self._w = None`` then later
+# ``self._w = Worker()``: only the second assignment types it).
+_NOT_VALUES = frozenset({"super", "None", "True", "False", "NotImplemented", "Ellipsis"})
 Ctx = tuple[str, str]  # (module, scope)
 MAX_DEPTH = 12
 
@@ -93,7 +96,7 @@ class Evaluator:
 
     def name(self, ctx: Ctx, name: str, depth: int) -> tuple[Value, ...]:
         """Values of a bare name: locals, enclosing functions, module, builtins."""
-        if name == "super":
+        if name in _NOT_VALUES:
             return ()
         module, scope = ctx
         info = self._self_class(ctx)
@@ -101,9 +104,12 @@ class Evaluator:
             return (("class" if info[2] else "inst", info[1]),)
         s = scope
         while s:
-            local = self._local(module, s, name, depth)
-            if local is not None:
-                return local
+            # Class bodies do not enclose their methods' names (Python scoping).
+            d = self.model.defs.get(f"{module}.{s}")
+            if d is None or not d.is_class:
+                local = self._local(module, s, name, depth)
+                if local is not None:
+                    return local
             s = s.rpartition(".")[0]
         target = self.model.resolve_global(module, name)
         if target is None:

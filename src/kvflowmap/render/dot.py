@@ -5,13 +5,10 @@ clusters, nodes and edges are emitted in sorted order. Parallel edges of the
 same kind between the same two nodes are drawn once; their lines are listed
 in the edge tooltip.
 
-Layout: one cluster per process side (scheduler, worker, both, shared/unknown,
-and external code), inside it one cluster per top-level package. A legend cluster
-explains the node shapes and edge styles that occur in the picture.
-
-The grouping and labelling helpers (:func:`node_kind`, :func:`group_key`,
-:func:`package_title`, :func:`short_labels`, :func:`edge_style_key`) are
-shared with the mermaid renderer.
+Layout: a cluster per process side (scheduler, worker, both, shared/unknown,
+external code), inside it a cluster per top-level package; a legend cluster for
+the node and edge kinds present. The grouping and labelling helpers are shared
+with the mermaid renderer.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from collections import defaultdict
 import networkx as nx
 
 RENDER_FORMATS = ("svg", "png", "pdf")
+EXTERNAL_FULL_LABEL = 40  # longest external id drawn in full
 
 # Sides in drawing order: key -> (cluster title, fill, border).
 SIDES = {
@@ -49,7 +47,7 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     "call_ref": {"color": "#999999", "arrowhead": "vee"},
     "dispatch": {"color": "#7b3294", "arrowhead": "empty"},
     "bridge": {"color": "#d7191c", "style": "dashed,bold", "penwidth": "2.2",
-               "fontcolor": "#d7191c", "fontsize": "10", "constraint": "false"},
+               "fontcolor": "#d7191c", "fontsize": "10"},
     "sets_state": {"color": "#1a7f37", "penwidth": "2"},
     "reads_state": {"color": "#66bb6a", "arrowhead": "vee"},
     "produces": {"color": "#e08214", "style": "dotted", "penwidth": "1.6"},
@@ -95,7 +93,8 @@ def package_title(pkg: str) -> str:
 
 def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
     """Node id -> the last 2 dotted components, lengthened where two nodes
-    would otherwise share a label. Module-code nodes are marked."""
+    would otherwise share a label. Module-code nodes are marked; external
+    nodes keep their full id when it is short enough."""
     parts = {n: n.split(".") for n in g}
     size = dict.fromkeys(g, 2)
     while True:
@@ -111,6 +110,8 @@ def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
     for n, d in g.nodes(data=True):
         if node_kind(d) == "module":
             labels[n] += "\n(module code)"
+        elif node_kind(d) == "external" and len(n) <= EXTERNAL_FULL_LABEL:
+            labels[n] = n  # `<builtin>.None.x`, `torch.cuda.synchronize`: keep the origin
     return labels
 
 

@@ -1,1 +1,0 @@
-"""Scheduler-side core of the v1 engine."""

@@ -1,1 +1,0 @@
-"""The v1 scheduler."""

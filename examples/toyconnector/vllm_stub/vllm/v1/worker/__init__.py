@@ -1,1 +1,0 @@
-"""Worker-side code of the v1 engine."""

@@ -1,1 +1,0 @@
-"""The GPU model runner (v2 layout)."""

@@ -1,0 +1,80 @@
+"""Per-function questions rule kinds ask: what a method returns, which
+containers it fills or drains, which same-named methods it delegates to."""
+
+from __future__ import annotations
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.facts import AssignFact, CallFact, ContainerOpFact, ReturnFact
+
+ADD_OPS = frozenset({"setitem", "add", "append", "appendleft", "extend", "update",
+                     "setdefault", "insert"})
+REMOVE_OPS = frozenset({"pop", "popitem", "popleft", "discard", "remove", "delitem", "clear"})
+
+
+def own(ctx: CheckContext, fqn: str, items):
+    """Facts of one function (its own scope only)."""
+    q = ctx.definition(fqn).fact.qualname
+    return [x for x in items if x.scope == q]
+
+
+def returns_of(ctx: CheckContext, fqn: str) -> list[ReturnFact]:
+    return own(ctx, fqn, ctx.facts(fqn).returns)
+
+
+def containers_of(ctx: CheckContext, fqn: str) -> list[ContainerOpFact]:
+    return own(ctx, fqn, ctx.facts(fqn).containers)
+
+
+def assigns_of(ctx: CheckContext, fqn: str) -> list[AssignFact]:
+    return own(ctx, fqn, ctx.facts(fqn).assigns)
+
+
+def calls_of(ctx: CheckContext, fqn: str) -> list[CallFact]:
+    return own(ctx, fqn, ctx.facts(fqn).calls)
+
+
+def element(ret: ReturnFact, index: int) -> str | None:
+    """Source text of item ``index`` of a returned tuple display, else None."""
+    if ret.elements is None or index >= len(ret.elements):
+        return None
+    return ret.elements[index]
+
+
+def same_class_callees(ctx: CheckContext, fqn: str, depth: int = 3) -> list[str]:
+    """``fqn`` and the analysed methods of its own class it calls, transitively."""
+    cls = fqn.rpartition(".")[0]
+    seen = [fqn]
+    frontier = [fqn]
+    for _ in range(depth):
+        nxt = []
+        for f in frontier:
+            for _, callee, kind in ctx.graph.out_edges(f, data="kind"):
+                if kind == "call" and callee.rpartition(".")[0] == cls and callee not in seen \
+                        and callee in ctx.model.defs:
+                    seen.append(callee)
+                    nxt.append(callee)
+        frontier = nxt
+    return seen
+
+
+def delegates(ctx: CheckContext, fqn: str, depth: int = 3) -> list[str]:
+    """``fqn`` plus same-named methods it forwards to (facade -> halves)."""
+    name = fqn.rpartition(".")[2]
+    seen = [fqn]
+    frontier = [fqn]
+    for _ in range(depth):
+        nxt = []
+        for f in frontier:
+            for _, callee, kind in ctx.graph.out_edges(f, data="kind"):
+                if kind in ("call", "dispatch") and callee.rpartition(".")[2] == name \
+                        and callee in ctx.model.defs and callee not in seen:
+                    seen.append(callee)
+                    nxt.append(callee)
+        frontier = nxt
+    return seen
+
+
+def self_attr(chain: str, selfname: str = "self") -> str | None:
+    """``self._x`` -> ``_x``; anything else -> None."""
+    head, _, rest = chain.partition(".")
+    return rest if head == selfname and rest and "." not in rest and "(" not in rest else None

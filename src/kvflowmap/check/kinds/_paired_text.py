@@ -1,0 +1,122 @@
+"""Source text of statements and the small text tests ``paired`` relies on.
+
+The facts keep dotted chains, not whole expressions: ``self.release(tuple(r.lease
+for r in results))`` has no argument chain and ``self._owned[k] = lease`` keeps
+the key but not the value. To tell whether a statement *mentions* an acquired
+value, ``paired`` reads the statement's own source lines (static reading, the
+code is never imported) and looks for the name as a whole word.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from kvflowmap.facts import Stmt
+
+_STRING = re.compile(r"""("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
+_ASSIGN = re.compile(r"(?<![=!<>:+\-*/%&|^@])=(?!=)")
+MAX_LINES = 60
+
+
+@lru_cache(maxsize=256)
+def _lines(path: str) -> tuple[str, ...]:
+    try:
+        return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+    except OSError:
+        return ()
+
+
+def clear_cache() -> None:
+    """Forget cached file contents (tests rewrite files under the same path)."""
+    _lines.cache_clear()
+
+
+def strip_strings(text: str) -> str:
+    """``text`` with string literals emptied, so names inside strings and
+    brackets inside strings do not count."""
+    return _STRING.sub("''", text)
+
+
+def statement_text(path: str, stmt: Stmt) -> str:
+    """The code of ``stmt``: the recorded header text for compound statements,
+    the source lines (up to balanced brackets) for simple ones."""
+    if stmt.kind in ("if", "while", "for", "with", "except", "case", "assert", "raise"):
+        return strip_strings(stmt.text or "")
+    lines = _lines(path)
+    out: list[str] = []
+    depth = 0
+    for i in range(stmt.line - 1, min(len(lines), stmt.line - 1 + MAX_LINES)):
+        code = strip_strings(lines[i]).split("#", 1)[0]
+        out.append(code)
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth <= 0 and not code.rstrip().endswith("\\"):
+            break
+    text = " ".join(s.strip() for s in out)
+    if stmt.kind == "return" and not text.lstrip().startswith("return"):
+        return strip_strings(stmt.text or "")
+    return text
+
+
+def rhs(text: str) -> str:
+    """The right-hand side of an assignment statement (whole text if none)."""
+    parts = _ASSIGN.split(text, maxsplit=1)
+    return parts[1] if len(parts) == 2 else text
+
+
+def mentions(text: str, names: frozenset[str] | set[str]) -> bool:
+    """Whether ``text`` uses any of ``names`` (dotted chains allowed) as a
+    whole name, not as part of a longer one (``result`` is not in ``results``)."""
+    return any(_word(n).search(text) for n in names)
+
+
+@lru_cache(maxsize=4096)
+def _word(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.])" + re.escape(name) + r"(?!\w)")
+
+
+def split_top(text: str, op: str) -> list[str]:
+    """Split a test on a top-level boolean operator (`` and `` / `` or ``)."""
+    parts, depth, start, i = [], 0, 0, 0
+    sep = f" {op} "
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i + len(sep)
+            i = start
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+_EMPTY = (re.compile(r"^not\s+(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is\s+None$"),
+          re.compile(r"^(?P<n>[\w.]+)\s*==\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)\s*==\s*0$"))
+_FULL = (re.compile(r"^(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is\s+not\s+None$"),
+         re.compile(r"^(?P<n>[\w.]+)\s*!=\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)$"))
+
+
+def emptiness(test: str) -> tuple[set[str], set[str]]:
+    """Names a test proves empty on its true edge and on its false edge.
+
+    ``x is None`` / ``not x``: x is empty when true. ``x`` / ``x is not None``:
+    x is empty when false. ``a and b`` passes on the true edge what each
+    conjunct proves; ``a or b`` passes on the false edge what each disjunct
+    proves; anything else proves nothing."""
+    test = test.strip()
+    if test.startswith("(") and test.endswith(")"):
+        test = test[1:-1].strip()
+    conj, disj = split_top(test, "and"), split_top(test, "or")
+    if len(conj) > 1:
+        return set().union(*(emptiness(c)[0] for c in conj)), set()
+    if len(disj) > 1:
+        return set(), set().union(*(emptiness(d)[1] for d in disj))
+    true = {m.group("n") for p in _EMPTY if (m := p.match(test))}
+    false = {m.group("n") for p in _FULL if (m := p.match(test))}
+    return true - {"True", "False"}, false - {"True", "False"}

@@ -1,0 +1,8 @@
+"""Rule kind `paired`."""
+
+# being written
+PARAMS: dict = {}
+
+
+def check(ctx):
+    return []

@@ -1,0 +1,8 @@
+"""Rule kind `states`."""
+
+# being written
+PARAMS: dict = {}
+
+
+def check(ctx):
+    return []

@@ -1,0 +1,392 @@
+"""Load rule files: YAML -> schema check -> kind/params check -> ``Rule``.
+
+Every problem of every file is collected (import-linter style) as a
+``RuleFileError`` naming the file, the line, the key and the expected form.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import fnmatch
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvflowmap.check.model import AppliesTo, Example, Rule
+from kvflowmap.sources.errors import SourceError
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "rule.schema.json"
+SKIPPED_DIRS = ("protocol", "stubs")  # under a rules root: not rule files
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string",
+               "boolean": "true or false", "integer": "an integer", "number": "a number",
+               "null": "nothing"}
+
+
+@dataclass(frozen=True)
+class RuleFileError:
+    """One problem in one rule file, ready to show to the user."""
+
+    path: Path
+    line: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{_display(self.path)}:{self.line}"
+        return f"{where}: key '{self.key}': {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class UnknownRuleError(SourceError):
+    """A rule id (or pattern) given by the user matches no rule."""
+
+
+def default_rule_dirs() -> list[Path]:
+    """The rules shipped with kvflowmap (``kvflowmap/rules``, package data)."""
+    import kvflowmap
+
+    return [Path(kvflowmap.__file__).parent / "rules"]
+
+
+def load_rules(paths: Sequence[Path]) -> tuple[list[Rule], list[RuleFileError]]:
+    """Rules from rule files and directories (searched for ``*.yaml``/``*.yml``,
+    skipping ``protocol/`` and ``stubs/``), with every error of every file."""
+    rules: list[Rule] = []
+    errors: list[RuleFileError] = []
+    seen: dict[str, Rule] = {}
+    for file, pack in _rule_files(paths):
+        rule, errs = load_rule_file(file, pack)
+        errors.extend(errs)
+        if rule is None:
+            continue
+        if rule.id in seen:
+            first = seen[rule.id]
+            errors.append(RuleFileError(file, rule.line, "id", f"duplicate rule id '{rule.id}' "
+                                        f"(also defined in {_display(first.path)}:{first.line})"))
+            continue
+        seen[rule.id] = rule
+        rules.append(rule)
+    rules.sort(key=lambda r: (r.pack, r.id))
+    return rules, sorted(set(errors), key=lambda e: (str(e.path), e.line, e.key, e.message))
+
+
+def load_rule_file(path: Path, pack: str) -> tuple[Rule | None, list[RuleFileError]]:
+    """One rule file; the rule is None when the file has errors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [RuleFileError(path, 1, "", f"cannot read rule file: {exc}")]
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if ctx and ctx_mark is not None:
+            problem = f"{ctx} (line {ctx_mark.line + 1}): {problem}"
+        return None, [RuleFileError(path, line, "", f"malformed YAML: {problem}")]
+    errors = [_schema_error(path, node, e)
+              for top in _validator().iter_errors(data) for e in _narrow(top)]
+    if isinstance(data, dict):  # kind and pattern checks even when the schema failed
+        errors += _check_kind(path, node, data) + _check_globs(path, node, data)
+    if errors:
+        return None, errors
+    rule = _make_rule(path, pack, node, data)
+    return _with_defaults(rule), []
+
+
+def select_rules(rules: Sequence[Rule], select: Sequence[str], ignore: Sequence[str]) -> list[Rule]:
+    """Rules whose id (or pack) matches ``select`` (all when empty) and not
+    ``ignore``; globs like ``pegaflow-*`` work. An id or pattern that matches
+    no rule raises ``UnknownRuleError`` naming close matches."""
+    unknown = [p for p in [*select, *ignore] if not any(_matches(r, p) for r in rules)]
+    if unknown:
+        ids = sorted(r.id for r in rules)
+        parts = []
+        for pat in unknown:
+            close = difflib.get_close_matches(pat, ids, n=3, cutoff=0.5)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            parts.append(f"'{pat}'{hint}")
+        raise UnknownRuleError(f"unknown rule id {', '.join(parts)}; "
+                               "`kvflowmap rules` lists the rules")
+    chosen = [r for r in rules if not select or any(_matches(r, p) for p in select)]
+    return [r for r in chosen if not any(_matches(r, p) for p in ignore)]
+
+
+def kind_params(kind: str) -> dict[str, tuple[Any, Any, str]] | None:
+    """The ``PARAMS`` table of a rule kind, or None when it has none."""
+    from kvflowmap.check import engine  # lazy: engine imports the kinds
+
+    check = engine.KINDS.get(kind)
+    if check is None:
+        return None
+    table = getattr(check, "PARAMS", None)
+    if table is None:
+        table = getattr(sys.modules.get(getattr(check, "__module__", "")), "PARAMS", None)
+    return table if isinstance(table, dict) else None
+
+
+def kind_doc(kind: str) -> str:
+    """First paragraph of a kind module's docstring ('' when unknown)."""
+    from kvflowmap.check import engine
+
+    check = engine.KINDS.get(kind)
+    module = sys.modules.get(getattr(check, "__module__", "")) if check else None
+    doc = (getattr(module, "__doc__", None) or "").strip()
+    return doc.split("\n\n")[0].replace("\n", " ") if doc else ""
+
+
+# -- files -------------------------------------------------------------------
+
+def _rule_files(paths: Iterable[Path]) -> list[tuple[Path, str]]:
+    out: list[tuple[Path, str]] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            for f in sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()):
+                rel = f.relative_to(p).parts
+                if rel[0] in SKIPPED_DIRS or _in_skipped(f):
+                    continue
+                if p.parent.name == "rules":  # a pack directory itself
+                    pack = p.name
+                else:
+                    pack = rel[0] if len(rel) > 1 else p.name
+                out.append((f, pack))
+        else:
+            out.append((p, _pack_of_file(p)))
+    return out
+
+
+def _in_skipped(f: Path) -> bool:
+    parts = f.parts
+    return any(a == "rules" and b in SKIPPED_DIRS for a, b in zip(parts, parts[1:]))
+
+
+def _pack_of_file(f: Path) -> str:
+    parts = f.parts
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == "rules" and i + 1 < len(parts) - 1:
+            return parts[i + 1]
+    return f.parent.name
+
+
+def _display(path: Path) -> str:
+    try:
+        return Path(path).absolute().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# -- schema errors -----------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _line_of(node: yaml.Node | None, path: Sequence[str | int]) -> int:
+    """Line (1-based) of the YAML node at a JSON path: the key for a mapping
+    entry, the item for a list element; the deepest node found otherwise."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == part]
+            if not match:
+                break
+            line, node = match[0][0].start_mark.line + 1, match[0][1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) \
+                and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _key(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _schema_error(path: Path, root: yaml.Node | None, err) -> RuleFileError:
+    loc = list(err.absolute_path)
+    expected = err.schema.get("x-expected") if isinstance(err.schema, dict) else None
+    v, inst = err.validator, err.instance
+    if "propertyNames" in err.schema_path:
+        loc, msg = loc + [inst], f"bad file name: expected {expected or 'a valid name'}"
+    elif v == "required":
+        missing = [k for k in err.validator_value if k not in inst]
+        loc = loc + missing[:1]
+        sub = _subschema(err.schema, missing[0]) if missing else {}
+        form = sub.get("x-expected") or sub.get("description") or ""
+        return RuleFileError(path, _line_of(root, loc[:-1]), _key(loc),
+                             "missing required key" + (f" (expected {form})" if form else ""))
+    elif v == "additionalProperties":
+        extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
+        loc = loc + extra[:1]
+        msg = f"unknown key (expected one of {', '.join(sorted(err.schema.get('properties', {})))})"
+    elif v == "enum":
+        msg = f"expected one of {', '.join(map(str, err.validator_value))} (got {_got(inst)})"
+    elif v == "type":
+        words = [_TYPE_WORDS.get(t, t) for t in _as_list(err.validator_value)]
+        msg = f"expected {expected or ' or '.join(words)} (got {_got(inst)})"
+    elif expected:
+        msg = f"expected {expected}" + (f" (got {_got(inst)})" if not isinstance(inst, (dict, list)) else "")
+    else:
+        msg = err.message
+    return RuleFileError(path, _line_of(root, loc), _key(loc), msg)
+
+
+def _narrow(err) -> list:
+    """For anyOf/oneOf: when only one branch fits the value's type, report
+    that branch's own errors instead of the vague 'not valid under any'."""
+    if err.validator not in ("anyOf", "oneOf") or not err.context:
+        return [err]
+    by_branch: dict[int, list] = {}
+    for sub in err.context:
+        by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
+    fitting = [errs for errs in by_branch.values()
+               if not any(e.validator == "type" and not e.relative_path for e in errs)]
+    if len(fitting) == 1 and len(by_branch) > 1:
+        return [narrowed for sub in fitting[0] for narrowed in _narrow(sub)]
+    return [err]
+
+
+def _subschema(schema: dict, key: str) -> dict:
+    sub = schema.get("properties", {}).get(key, {})
+    return sub if isinstance(sub, dict) else {}
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+# -- rule objects and kind checks --------------------------------------------
+
+def _names(value: Any) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value or ())
+
+
+def _example(item: dict) -> Example:
+    kind = "bad" if "bad" in item else "good"
+    code = item[kind]
+    files = {"example.py": code} if isinstance(code, str) else dict(code["files"])
+    return Example(kind, files, item.get("note", "") or "")
+
+
+def _make_rule(path: Path, pack: str, node: yaml.Node, data: dict) -> Rule:
+    at = data.get("applies_to") or {}
+    return Rule(
+        id=data["id"], title=data["title"], severity=data["severity"],
+        rationale=data["rationale"], kind=data["kind"], params=dict(data.get("params") or {}),
+        applies_to=AppliesTo(_names(at.get("base_class")), _names(at.get("classes")),
+                             _names(at.get("modules")), bool(at.get("include_context", False))),
+        examples=tuple(_example(x) for x in data["examples"]), help=data["help"],
+        pack=pack, path=path, line=_line_of(node, ["id"]))
+
+
+def _check_kind(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
+    from kvflowmap.check import engine
+
+    kind, params = data.get("kind"), data.get("params") or {}
+    if not isinstance(kind, str):
+        return []
+    if kind not in engine.KINDS:
+        return [RuleFileError(path, _line_of(node, ["kind"]), "kind", "expected one of "
+                              f"{', '.join(sorted(engine.KINDS))} (got {kind!r})")]
+    table = kind_params(kind)
+    errors: list[RuleFileError] = []
+    for name, value in params.items() if isinstance(params, dict) else ():
+        where = (path, _line_of(node, ["params", name]), f"params.{name}")
+        if table is not None and name not in table:
+            known = ", ".join(sorted(table)) or "no parameters"
+            errors.append(RuleFileError(*where, f"unknown parameter of kind '{kind}' "
+                                        f"(expected one of {known})"))
+        elif table is not None and not _type_ok(value, table[name]):
+            help_ = f": {table[name][2]}" if table[name][2] else ""
+            errors.append(RuleFileError(*where, f"expected {_type_words(table[name][0])} "
+                                        f"(got {_got(value)}){help_}"))
+        elif str(name).endswith("_regex"):
+            errors.extend(RuleFileError(*where, f"bad regular expression {pat!r}: {msg}")
+                          for pat, msg in _bad_regexes(value))
+    return errors
+
+
+def _type_ok(value: Any, spec: tuple) -> bool:
+    types = spec[0] if isinstance(spec[0], tuple) else (spec[0],)
+    if value is None and spec[1] is None:
+        return True
+    if isinstance(value, bool) and bool not in types:
+        return False
+    if isinstance(value, int) and float in types:
+        return True
+    return isinstance(value, types)
+
+
+def _type_words(types: Any) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    words = {dict: "a mapping", list: "a list", tuple: "a list", str: "a string",
+             bool: "true or false", int: "an integer", float: "a number"}
+    return " or ".join(dict.fromkeys(words.get(t, getattr(t, "__name__", str(t))) for t in types))
+
+
+def _bad_regexes(value: Any) -> list[tuple[str, str]]:
+    pats = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
+    out = []
+    for pat in pats:
+        try:
+            re.compile(pat)
+        except (re.error, TypeError) as exc:
+            out.append((pat, str(exc)))
+    return out
+
+
+def _check_globs(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
+    """fnmatch silently treats an unclosed ``[`` as a literal: flag it."""
+    at = data.get("applies_to")
+    errors = []
+    for key in ("classes", "modules"):
+        value = at.get(key) if isinstance(at, dict) else None
+        pats = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for i, pat in enumerate(pats):
+            if isinstance(pat, str) and re.search(r"\[[^\]]*$", pat):
+                loc = ["applies_to", key] + ([i] if isinstance(value, list) else [])
+                errors.append(RuleFileError(path, _line_of(node, loc), _key(loc),
+                                            f"bad glob {pat!r}: '[' without a closing ']'"))
+    return errors
+
+
+def _with_defaults(rule: Rule) -> Rule:
+    table = kind_params(rule.kind)
+    if not table:
+        return rule
+    params = {name: copy.deepcopy(spec[1]) for name, spec in sorted(table.items())}
+    params.update(rule.params)
+    return dataclasses.replace(rule, params=params)
+
+
+def _matches(rule: Rule, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(rule.id, pattern) or rule.pack == pattern

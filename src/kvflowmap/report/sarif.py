@@ -1,0 +1,174 @@
+"""``--format sarif``: SARIF 2.1.0 for code-scanning services and IDEs.
+
+One run; ``tool.driver`` carries the rule metadata; each result has its
+location relative to a named root (``originalUriBaseIds``), the enclosing
+function as a logical location, the explaining path as a ``codeFlow`` and
+the stable fingerprint in ``partialFingerprints``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kvflowmap import __version__
+from kvflowmap.check.model import Finding, Rule, Step
+from kvflowmap.report.json_out import ordered
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
+                "sarif-schema-2.1.0.json")
+# Where people learn about the tool; replace when the project has a public home.
+INFORMATION_URI = "https://github.com/kvflowmap/kvflowmap"
+FINGERPRINT_KEY = "kvflowmap/v1"
+LEVELS = {"error": "error", "warning": "warning", "note": "note"}
+
+# Rule ids the tool itself reports, which no rule file declares.
+BUILTIN_RULES = {
+    "internal-error": ("A rule failed on a file", "error",
+                       "A rule kind raised an exception; the run went on without its result "
+                       "for this file. Please report it with the message."),
+    "bad-suppression": ("Malformed or useless inline suppression", "warning",
+                        "A `# kvflowmap: ignore[rule-id] -- reason` comment must name known "
+                        "rules, give a reason and suppress a finding."),
+}
+
+
+def _text(value: str, fallback: str) -> str:
+    return value.strip() or fallback
+
+
+def rule_descriptor(rule: Rule) -> dict[str, Any]:
+    """A ``reportingDescriptor`` for one rule file."""
+    help_text = _text(rule.help, rule.title)
+    markdown = f"**{rule.title}**\n\n{_text(rule.rationale, rule.title)}\n\n{help_text}"
+    return {
+        "id": rule.id,
+        "name": rule.id,
+        "shortDescription": {"text": _text(rule.title, rule.id)},
+        "fullDescription": {"text": _text(rule.rationale, rule.title or rule.id)},
+        "help": {"text": help_text or rule.id, "markdown": markdown},
+        "defaultConfiguration": {"level": LEVELS.get(rule.severity, "warning")},
+        "properties": {"tags": sorted({t for t in (rule.pack, rule.kind) if t})},
+    }
+
+
+def _builtin_descriptor(rule_id: str, severity: str) -> dict[str, Any]:
+    title, level, text = BUILTIN_RULES.get(rule_id, (rule_id, severity, rule_id))
+    return {
+        "id": rule_id, "name": rule_id,
+        "shortDescription": {"text": title}, "fullDescription": {"text": text},
+        "help": {"text": text, "markdown": text},
+        "defaultConfiguration": {"level": LEVELS.get(level, "warning")},
+        "properties": {"tags": ["kvflowmap"]},
+    }
+
+
+def _descriptors(rules: Iterable[Rule], findings: list[Finding]) -> list[dict[str, Any]]:
+    """Every given rule plus any rule id only findings mention, sorted by id."""
+    by_id = {r.id: rule_descriptor(r) for r in rules}
+    for f in findings:
+        if f.rule not in by_id:
+            by_id[f.rule] = _builtin_descriptor(f.rule, f.severity)
+    return [by_id[k] for k in sorted(by_id)]
+
+
+class _Locator:
+    """Artifact locations: a relative URI under a root's base id when the root
+    is known, else an absolute file URI, else the bare relative path."""
+
+    def __init__(self, roots: Mapping[str, str]) -> None:
+        self.roots = dict(roots)
+
+    def artifact(self, file: str, root: str, abspath: str = "") -> dict[str, Any]:
+        rel = file.replace(os.sep, "/")
+        if root in self.roots and rel:
+            return {"uri": quote(rel, safe="/"), "uriBaseId": root}
+        if abspath:
+            return {"uri": _file_uri(abspath)}
+        return {"uri": quote(rel or ".", safe="/")}
+
+    def root_of(self, step: Step, finding: Finding) -> str:
+        """The root a step's file lies in: the finding's when the file is the
+        same, else the first root (by label) holding that file."""
+        if step.file == finding.file:
+            return finding.root
+        for label in sorted(self.roots):
+            if os.path.isfile(os.path.join(self.roots[label], step.file)):
+                return label
+        return ""
+
+    def base_ids(self) -> dict[str, Any]:
+        return {label: {"uri": _file_uri(path).rstrip("/") + "/"}
+                for label, path in sorted(self.roots.items())}
+
+
+def _file_uri(path: str) -> str:
+    return Path(os.path.abspath(path)).as_uri()
+
+
+def _physical(artifact: dict[str, Any], line: int, column: int | None) -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": max(1, line)}
+    if column is not None:
+        region["startColumn"] = max(1, column)
+    return {"artifactLocation": artifact, "region": region}
+
+
+def _logical(function: str) -> list[dict[str, Any]]:
+    return [{"fullyQualifiedName": function, "kind": "function"}] if function else []
+
+
+def _code_flow(f: Finding, loc: _Locator) -> dict[str, Any]:
+    steps = []
+    for step in f.path:
+        location: dict[str, Any] = {
+            "physicalLocation": _physical(loc.artifact(step.file, loc.root_of(step, f)),
+                                          step.line, None),
+            "message": {"text": step.note or step.function or f"{step.file}:{step.line}"},
+        }
+        if step.function:
+            location["logicalLocations"] = _logical(step.function)
+        steps.append({"location": location})
+    return {"threadFlows": [{"locations": steps}]}
+
+
+def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
+    location: dict[str, Any] = {
+        "physicalLocation": _physical(loc.artifact(f.file, f.root, f.abspath), f.line, f.column)}
+    if f.function:
+        location["logicalLocations"] = _logical(f.function)
+    result: dict[str, Any] = {
+        "ruleId": f.rule, "ruleIndex": index[f.rule],
+        "level": LEVELS.get(f.severity, "warning"),
+        "message": {"text": f.message or f.rule},
+        "locations": [location],
+        "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
+    }
+    if f.path:
+        result["codeFlows"] = [_code_flow(f, loc)]
+    if f.suppressed:
+        reason = dict(f.extra).get("suppression", "")
+        result["suppressions"] = [{"kind": "inSource", **({"justification": reason} if reason else {})}]
+    return result
+
+
+def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
+                 roots: Mapping[str, str]) -> str:
+    """A SARIF 2.1.0 log with one run (``roots``: root label -> absolute path)."""
+    items = ordered(findings)
+    descriptors = _descriptors(rules, items)
+    index = {d["id"]: i for i, d in enumerate(descriptors)}
+    loc = _Locator(roots)
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "kvflowmap", "version": __version__,
+                            "informationUri": INFORMATION_URI, "rules": descriptors}},
+        "columnKind": "unicodeCodePoints",
+        "results": [_result(f, index, loc) for f in items],
+    }
+    if loc.roots:
+        run["originalUriBaseIds"] = loc.base_ids()
+    log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+    return json.dumps(log, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
