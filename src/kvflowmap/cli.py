@@ -103,6 +103,43 @@ def graph(**kw) -> None:
 
 
 @cli.command()
+@source_options
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(exists=True),
+              help="Rule files or folders (default: the shipped rules).")
+@click.option("--select", multiple=True, metavar="IDS", help="Only these rule ids (globs, commas).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rule ids (globs, commas).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), default="error",
+              show_default=True, help="Lowest severity that makes the exit code 1.")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
+              default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(), help="Write the report here, not stdout.")
+@click.option("--baseline", type=click.Path(), help="Report only findings not in this file.")
+@click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
+def check(**kw) -> None:
+    """Check lifecycle invariants; files given only filter what is reported."""
+    from kvflowmap.check.pipeline import run_check
+    from kvflowmap.commands import check_cmd as cc
+    from kvflowmap.sources.config import load_config
+
+    all_rules, rules = cc.load_selected(kw.pop("rule_dirs"), kw.pop("select"), kw.pop("ignore"))
+    src, only = cc.split_sources(kw["src"])
+    if only is not None and not load_config(Path.cwd()).sources:
+        src = cc.package_dirs(only)
+    kw["src"] = src
+    fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("output")
+    baseline, write_base = cc.baseline_set(kw.pop("baseline")), kw.pop("write_baseline")
+    analysis, _, rep = run_analysis(kw)
+    known = [r.id for r in all_rules]
+    outcome = run_check(analysis, rules, known_rule_ids=known, only_files=only, baseline=baseline)
+    everything = run_check(analysis, rules, known_rule_ids=known, only_files=only) \
+        if write_base and baseline is not None else outcome
+    roots = {r.label: str(r.path) for r in analysis.roots}
+    cc.report(outcome, fmt=fmt, output=output, rules=rules, roots=roots, write_base=write_base,
+              all_findings=everything.findings)
+    raise click.exceptions.Exit(outcome.exit_code(fail_on))
+
+
+@cli.command()
 @click.argument("specs", nargs=-1, required=True, metavar="NAME==VERSION...")
 @click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
 def fetch(specs: Sequence[str], cache_dir: str | None) -> None:
@@ -137,6 +174,12 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
     from kvflowmap.commands.cache_cmd import clear
 
     click.echo(clear(cache_dir, releases))
+
+
+def _register_rule_commands() -> None:
+    from kvflowmap.commands import rules_cmd
+
+    rules_cmd.register(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -150,8 +150,11 @@ def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
     if f.path:
         result["codeFlows"] = [_code_flow(f, loc)]
     if f.suppressed:
+        suppression = {"kind": "inSource"}
         reason = dict(f.extra).get("suppression", "")
-        result["suppressions"] = [{"kind": "inSource", **({"justification": reason} if reason else {})}]
+        if reason:
+            suppression["justification"] = reason
+        result["suppressions"] = [suppression]
     return result
 
 

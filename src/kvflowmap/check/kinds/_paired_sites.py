@@ -1,0 +1,348 @@
+"""What each node of one function's CFG does to one ``paired`` rule's resources.
+
+A *resource* is taken by an acquire call (``pin(b)``, ``lease = c.lease(k)``)
+or by an entry put into a named container (``self._inflight.add(k)``). A node
+*releases* it (a release call that mentions it, a removal from the same
+container with a compatible key, a reset of the container, a helper whose
+summary releases) or *hands it over* (stores it into an owning structure,
+returns it, passes it to a method that stores its argument). ``trace`` then
+searches the CFG for a path from the acquire to an exit that does neither.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.check.kinds._paired_spec import Spec
+from kvflowmap.check.kinds._paired_text import emptiness, mentions, rhs, statement_text
+from kvflowmap.facts import CallFact, ContainerOpFact, Stmt
+
+Edge = tuple[int, str, int]  # (source node, label, destination node)
+NOT_HANDLES = {"self", "cls", "_", "None", "True", "False"}
+
+
+def call_matches(patterns: tuple[str, ...], callee: str | None, fqns: list[str]) -> bool:
+    """A pattern without a dot matches the called name; with a dot, the callee
+    chain as written or any resolved fully qualified name."""
+    if not callee:
+        return False
+    name = callee.rpartition(".")[2].rstrip("()")
+    for p in patterns:
+        if "." not in p:
+            if fnmatchcase(name, p):
+                return True
+        elif fnmatchcase(callee, p) or any(fnmatchcase(f, p) for f in fqns):
+            return True
+    return False
+
+
+def chain_matches(patterns: tuple[str, ...], chain: str) -> bool:
+    """A pattern without a dot matches the last attribute; with one, the chain."""
+    last = chain.rpartition(".")[2]
+    return any(fnmatchcase(chain, p) if "." in p else fnmatchcase(last, p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What calling a helper does. ``releases``: tokens done on every normal
+    path (``call`` or ``container:<chain>``); ``returns_resource``: an
+    acquired resource leaves through ``return``; ``stores_param``: a
+    parameter is stored into an owning structure."""
+
+    releases: frozenset[str] = frozenset()
+    returns_resource: bool = False
+    stores_param: bool = False
+
+
+EMPTY = Summary()
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One acquisition site."""
+
+    node: int
+    kind: str  # call | container
+    what: str  # the callee chain or the container chain
+    key: str | None
+    handles: frozenset[str]  # names that stand for the acquired thing
+    line: int
+    col: int
+    edge: str | None = None  # held only along this edge (acquire in a test)
+
+
+@dataclass
+class Trace:
+    """Leaking paths found from one acquisition (None when there is none)."""
+
+    normal: list[Edge] | None = None
+    exceptional: list[Edge] | None = None
+    returned: bool = False  # handed over by ``return`` on some path
+
+
+class FunctionSites:
+    """Classifies the events of one function for one rule."""
+
+    def __init__(self, ctx, spec: Spec, fqn: str, summary_of: Callable[[str], Summary]) -> None:
+        self.ctx, self.spec, self.fqn, self.summary_of = ctx, spec, fqn, summary_of
+        d = ctx.definition(fqn)
+        self.module, self.fn, self.ff = d.module, d.fact, ctx.facts(fqn)
+        self.path = ctx.where(fqn)[2]
+        self.cfg: CFG = build_cfg(self.fn.body, self._may_raise)
+        self._texts: dict[int, str] = {}
+        self._targets: dict[int, list[tuple[str, bool]]] = {}
+        self._locals = {a for a in ctx.model.assigns.get((self.module, self.fn.qualname), {})}
+        self._locals |= {p.name for p in self.fn.params}
+
+    # -- events ----------------------------------------------------------------
+    def events(self, stmt: Stmt, kind: str) -> list[int]:
+        return [i for k, i in stmt.events if k == kind]
+
+    def text(self, stmt: Stmt) -> str:
+        if id(stmt) not in self._texts:
+            self._texts[id(stmt)] = statement_text(self.path, stmt)
+        return self._texts[id(stmt)]
+
+    def targets(self, index: int) -> list[tuple[str, bool]]:
+        """(fqn, external) of what call ``index`` may run."""
+        if index not in self._targets:
+            call = self.ff.calls[index]
+            self._targets[index] = [(t.fqn, t.external) for t in self.ctx.resolve_call(self.fqn, call)]
+        return self._targets[index]
+
+    def roles(self, index: int) -> set[str]:
+        """acquire / release / handover, from the rule's patterns and, for
+        analysed helpers, from their summaries."""
+        call, spec = self.ff.calls[index], self.spec
+        fqns = [f for f, _ in self.targets(index)]
+        if call_matches(spec.exclude, call.callee, fqns):
+            return set()
+        roles = {r for r, pats in (("acquire", spec.acquire), ("release", spec.release),
+                                   ("handover", spec.handover_calls))
+                 if call_matches(pats, call.callee, fqns)}
+        if spec.summaries and not roles:
+            for fqn, external in self.targets(index):
+                s = EMPTY if external else self.summary_of(fqn)
+                roles |= {"acquire"} if s.returns_resource else set()
+                roles |= {"release"} if "call" in s.releases else set()
+                roles |= {"handover"} if s.stores_param else set()
+        return roles - {"acquire"} if "release" in roles else roles
+
+    def helper_tokens(self, index: int) -> frozenset[str]:
+        if not self.spec.summaries:
+            return frozenset()
+        return frozenset().union(*(self.summary_of(f).releases
+                                   for f, ext in self.targets(index) if not ext))
+
+    def _may_raise(self, stmt: Stmt) -> bool:
+        if not self.spec.calls_raise:
+            return False
+        for i in self.events(stmt, "call"):
+            call = self.ff.calls[i]
+            if not call_matches(self.spec.no_raise, call.callee, []):
+                return True
+        return False
+
+    # -- acquisitions ----------------------------------------------------------
+    def acquires(self) -> list[Resource]:
+        out: list[Resource] = []
+        for node in self.cfg.nodes:
+            s = node.stmt
+            if node.kind != "stmt" or s is None or s.kind == "with":
+                continue  # a context manager's __exit__ releases what a with item takes
+            for i in self.events(s, "call"):
+                if "acquire" in self.roles(i):
+                    out.append(self._call_resource(node.id, s, self.ff.calls[i]))
+            for i in self.events(s, "container"):
+                co = self.ff.containers[i]
+                if co.op in self.spec.add_ops and chain_matches(self.spec.containers, co.container):
+                    out.append(Resource(node.id, "container", co.container, co.key,
+                                        frozenset(), co.line, co.col))
+        return out
+
+    def _call_resource(self, node: int, s: Stmt, call: CallFact) -> Resource:
+        targets = {self.ff.assigns[i].target for i in self.events(s, "assign")}
+        handles = {t for t in targets if "." not in t and t not in NOT_HANDLES}
+        receiver = (call.callee or "").rpartition(".")[0]
+        if not handles and receiver and receiver not in NOT_HANDLES and "(" not in receiver:
+            handles.add(receiver)  # lock.acquire() ... lock.release()
+        key = call.args[0] if call.args and call.args[0] not in NOT_HANDLES else None
+        edge = None
+        if s.kind in ("if", "while"):
+            edge = "false" if (s.text or "").lstrip().startswith("not ") else "true"
+        return Resource(node, "call", call.callee or "?", key, self.aliases(frozenset(handles)),
+                        call.line, call.col, edge)
+
+    def aliases(self, handles: frozenset[str]) -> frozenset[str]:
+        """Local names that come to hold the resource (``y = x``, ``xs.append(x)``,
+        ``for y in xs``), flow-insensitively, to a fixed point."""
+        names = set(handles)
+        changed = bool(names)
+        while changed:
+            changed = False
+            for s in _walk(self.fn.body):
+                for new in self._alias_targets(s, names):
+                    if new not in names and new not in NOT_HANDLES:
+                        names.add(new)
+                        changed = True
+        return frozenset(names)
+
+    def _alias_targets(self, s: Stmt, names: set[str]) -> Iterator[str]:
+        if s.kind == "for":
+            target, _, it = (s.text or "").partition(" in ")
+            if mentions(it, names):
+                yield from (t.strip(" ()[]") for t in target.split(","))
+            return
+        if s.kind not in ("simple", "return") or not s.events:
+            return
+        text = self.text(s)
+        for i in self.events(s, "assign"):
+            t = self.ff.assigns[i].target
+            if "." not in t and mentions(rhs(text), names):
+                yield t
+        for i in self.events(s, "container"):
+            co = self.ff.containers[i]
+            if "." not in co.container and co.op in self.spec.add_ops and mentions(text, names):
+                yield co.container
+
+    # -- what a node does to a resource -----------------------------------------
+    def releases(self, node: int, r: Resource) -> bool:
+        n = self.cfg.nodes[node]
+        s = n.stmt
+        if n.kind != "stmt" or s is None:
+            return False
+        if r.kind == "call":
+            return self._call_released(s, r)
+        for i in self.events(s, "container"):
+            co = self.ff.containers[i]
+            if co.container == r.what and co.op in self.spec.remove_ops and _keys_ok(r.key, co):
+                return True
+        if any(self.ff.assigns[i].target == r.what for i in self.events(s, "assign")):
+            return True  # reset or swap: self._c = {}, self._c -= done
+        token = f"container:{r.what}"
+        return any(token in self.helper_tokens(i) and self._names_ok(s, r, release=True)
+                   for i in self.events(s, "call"))
+
+    def _call_released(self, s: Stmt, r: Resource) -> bool:
+        if any("release" in self.roles(i) for i in self.events(s, "call")):
+            return self._names_ok(s, r, release=True)
+        if s.kind == "for":  # ``for x in held: release(x)`` releases every element
+            target, _, it = (s.text or "").partition(" in ")
+            if r.handles and mentions(it, r.handles):
+                inner = {t.strip(" ()[]") for t in target.split(",")} | set(r.handles)
+                return any(mentions(self.text(b), inner) and
+                           any("release" in self.roles(i) for i in self.events(b, "call"))
+                           for b in _walk(s.body))
+        return False
+
+    def _names_ok(self, s: Stmt, r: Resource, release: bool) -> bool:
+        """Whether ``s`` mentions the resource; a resource with no known name
+        matches any statement (loose, so unknown flow never reports)."""
+        names = set(r.handles) | ({r.key} if r.key else set()) if release else _handover_names(r)
+        return not names or mentions(self.text(s), names)
+
+    def hands_over(self, node: int, r: Resource) -> bool:
+        s = self.cfg.nodes[node].stmt
+        if self.cfg.nodes[node].kind != "stmt" or s is None:
+            return False
+        if s.kind == "return" and self.spec.return_hands_over and s.text:
+            names = _handover_names(r)
+            if node == r.node or (names and mentions(s.text, names)):
+                return True
+        if not self._names_ok(s, r, release=False):
+            return False
+        for i in self.events(s, "container"):
+            co = self.ff.containers[i]
+            if co.container != r.what and co.op in self.spec.add_ops and self._owner(co.container):
+                return True
+        for i in self.events(s, "assign"):
+            a = self.ff.assigns[i]
+            if a.target != r.what and "." in a.target and self._owner(a.target):
+                return True
+        return any("handover" in self.roles(i) for i in self.events(s, "call"))
+
+    def _owner(self, chain: str) -> bool:
+        if chain_matches(self.spec.owners, chain):
+            return True
+        # In a nested function, a store into an enclosing function's local
+        # hands the value to the enclosing function.
+        head = chain.split(".")[0]
+        return "." in self.fn.qualname and head not in self._locals and \
+            f"{self.module}.{self.fn.qualname.rpartition('.')[0]}" in self.ctx.model.defs
+
+    def pruned(self, node: int, label: str, names: frozenset[str] | None) -> bool:
+        """An edge on which a tested name is known empty (``if x is None``):
+        nothing is held there. ``names=None`` prunes on any name (guards)."""
+        s = self.cfg.nodes[node].stmt
+        if s is None or s.kind not in ("if", "while") or label not in ("true", "false"):
+            return False
+        empty_true, empty_false = emptiness(s.text or "")
+        empty = empty_true if label == "true" else empty_false
+        return bool(empty) if names is None else bool(empty & names)
+
+    # -- search ------------------------------------------------------------------
+    def trace(self, r: Resource) -> Trace:
+        """Paths from ``r``'s acquisition to each exit that neither release nor
+        hand it over (breadth-first, so each is a shortest such path)."""
+        cfg, out = self.cfg, Trace()
+        if self.hands_over(r.node, r):
+            return Trace(returned=self.cfg.nodes[r.node].stmt.kind == "return")
+        parent: dict[int, tuple[int, str]] = {}
+        queue: deque[int] = deque()
+        for d, lab in cfg.successors(r.node):
+            if lab != "exception" and (r.edge is None or lab == r.edge) and d not in parent:
+                parent[d] = (r.node, lab)
+                queue.append(d)
+        while queue:
+            m = queue.popleft()
+            if m in (cfg.exit, cfg.raise_exit):
+                path = _path(parent, r.node, m)
+                if m == cfg.exit:
+                    out.normal = out.normal or path
+                else:
+                    out.exceptional = out.exceptional or path
+                continue
+            if m == r.node or self.releases(m, r):
+                continue
+            if self.hands_over(m, r):
+                out.returned |= cfg.nodes[m].stmt.kind == "return"
+                continue
+            for d, lab in cfg.successors(m):
+                if d not in parent and not self.pruned(m, lab, r.handles):
+                    parent[d] = (m, lab)
+                    queue.append(d)
+        return out
+
+
+def _handover_names(r: Resource) -> set[str]:
+    """What a store or return must mention to take the resource: its names,
+    else its key (a container entry is known by its key)."""
+    if r.kind == "call" and r.handles:
+        return set(r.handles)
+    return {r.key} if r.key else set()
+
+
+def _keys_ok(key: str | None, co: ContainerOpFact) -> bool:
+    return key is None or co.key is None or co.key == key
+
+
+def _path(parent: dict[int, tuple[int, str]], start: int, end: int) -> list[Edge]:
+    edges: list[Edge] = []
+    node = end
+    while True:
+        src, lab = parent[node]
+        edges.append((src, lab, node))
+        node = src
+        if node == start:
+            return edges[::-1]
+
+
+def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    for s in stmts:
+        yield s
+        for part in (s.body, s.orelse, s.handlers, s.final):
+            yield from _walk(part)

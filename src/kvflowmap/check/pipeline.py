@@ -1,0 +1,57 @@
+"""The whole check as data: rules -> findings -> file filter -> suppressions -> baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from kvflowmap.api import Analysis
+from kvflowmap.check.baseline import filter_new
+from kvflowmap.check.engine import run_rules
+from kvflowmap.check.model import Finding, Rule, severity_rank
+from kvflowmap.check.suppress import apply_suppressions
+
+
+@dataclass
+class CheckOutcome:
+    """What ``kvflowmap check`` reports and how it exits."""
+
+    findings: list[Finding]  # reported: not suppressed, not in the baseline
+    suppressed: list[Finding] = field(default_factory=list)
+    known: list[Finding] = field(default_factory=list)  # matched the baseline
+
+    def exit_code(self, fail_on: str) -> int:
+        """1 when a reported finding is at or above ``fail_on``."""
+        worst = max((severity_rank(f.severity) for f in self.findings), default=-1)
+        return 1 if worst >= severity_rank(fail_on) else 0
+
+
+def subject_files(analysis: Analysis) -> list[str]:
+    """Absolute paths of the subject files that were analysed."""
+    model = analysis.linker.model
+    out = []
+    for module in model.facts:
+        sf = model.source(module)
+        if sf is not None and sf.root.subject:
+            out.append(str(sf.path))
+    return sorted(out)
+
+
+def run_check(analysis: Analysis, rules: Sequence[Rule], *, known_rule_ids: Collection[str],
+              only_files: Collection[str] | None = None,
+              baseline: set[str] | None = None) -> CheckOutcome:
+    """Run ``rules`` and apply the file filter, suppressions and baseline."""
+    findings = run_rules(analysis, rules)
+    files = subject_files(analysis)
+    if only_files is not None:
+        wanted = set(only_files)
+        findings = [f for f in findings if f.abspath in wanted]
+        files = [f for f in files if f in wanted]
+    roots = {r.label: str(r.path) for r in analysis.roots}
+    kept, suppressed, problems = apply_suppressions(
+        findings, known_rule_ids, files, roots=roots, active_rule_ids=[r.id for r in rules])
+    kept = sorted(kept + problems, key=Finding.sort_key)
+    known: list[Finding] = []
+    if baseline is not None:
+        kept, known = filter_new(kept, baseline)
+    return CheckOutcome(kept, suppressed, known)

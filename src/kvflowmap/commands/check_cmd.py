@@ -1,0 +1,89 @@
+"""``kvflowmap check``: load rules, analyse, report findings, exit 0/1/2."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kvflowmap.check.baseline import load_baseline, write_baseline
+from kvflowmap.check.loader import default_rule_dirs, load_rules, select_rules
+from kvflowmap.check.model import Finding, Rule
+from kvflowmap.check.pipeline import CheckOutcome, run_check
+from kvflowmap.report.github import render_github
+from kvflowmap.report.json_out import render_json
+from kvflowmap.report.sarif import render_sarif
+from kvflowmap.report.text import render_text
+from kvflowmap.sources.errors import SourceError
+
+
+def load_selected(rule_dirs: tuple[str, ...], select: tuple[str, ...],
+                  ignore: tuple[str, ...]) -> tuple[list[Rule], list[Rule]]:
+    """(all rules, selected rules); every rule-file error at once, exit 2."""
+    paths = [Path(p) for p in rule_dirs] or default_rule_dirs()
+    rules, errors = load_rules(paths)
+    if errors:
+        raise SourceError("invalid rule files:\n" + "\n".join(str(e) for e in errors))
+    return rules, select_rules(rules, _split(select), _split(ignore))
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def split_sources(src: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | None]:
+    """Files given (as pre-commit does) are a report filter, not the subject."""
+    files = [str(Path(s).resolve()) for s in src if s.endswith(".py") and Path(s).is_file()]
+    if src and len(files) == len(src):
+        return (), files
+    return src, None
+
+
+def render(outcome: CheckOutcome, fmt: str, rules: list[Rule], roots: dict[str, str],
+           to_file: bool = False) -> str:
+    """The report in ``fmt``; no colour codes when it goes to a file."""
+    findings = outcome.findings
+    if fmt == "json":
+        return render_json(findings, {"suppressed": len(outcome.suppressed),
+                                      "baseline": len(outcome.known)})
+    if fmt == "sarif":
+        return render_sarif(findings, rules, roots)
+    if fmt == "github":
+        return render_github(findings)
+    console = Console(file=io.StringIO(), color_system=None, width=200) if to_file else None
+    return render_text(findings, console=console)
+
+
+def report(outcome: CheckOutcome, *, fmt: str, output: str | None, rules: list[Rule],
+           roots: dict[str, str], write_base: str | None, all_findings: list[Finding]) -> None:
+    text = render(outcome, fmt, rules, roots, to_file=bool(output))
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    if write_base:
+        n = write_baseline(write_base, all_findings)
+        click.echo(f"wrote {n} findings to baseline {write_base}", err=True)
+
+
+def baseline_set(path: str | None) -> set[str] | None:
+    if not path:
+        return None
+    try:
+        return load_baseline(path)
+    except (OSError, ValueError) as exc:
+        raise SourceError(str(exc)) from exc
+
+
+def package_dirs(files: list[str]) -> tuple[str, ...]:
+    """Top-level package directories of files (subject when no config says)."""
+    out = []
+    for f in files:
+        cur = Path(f).parent
+        while (cur.parent / "__init__.py").exists() and cur.parent != cur:
+            cur = cur.parent
+        out.append(str(cur if (cur / "__init__.py").exists() else Path(f)))
+    return tuple(dict.fromkeys(out))
