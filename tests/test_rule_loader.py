@@ -166,7 +166,8 @@ MALFORMED = [
     (_edit("params:\n  limit: 5", "params: [1]"), 10, "params", "expected a mapping"),
     (_edit("  - good:\n      files:", "  - bad:\n      files:"), 13, "examples",
      "at least one `good:` example"),
-    (_edit("    note: flagged", "    good: x"), 14, "examples[0]", "exactly one of `bad:` or `good:`"),
+    (_edit("    note: flagged", "    good: x"), 14, "examples[0]",
+     "exactly one of `bad:` or `good:`"),
     (_edit("pkg/helpers.py", "pkg/my-helpers.py"), 23, "examples[1].good.files.pkg/my-helpers.py",
      "bad file name: expected a relative .py path"),
     (_edit("      files:", "      fils:"), 19, "examples[1].good.fils", "unknown key"),
@@ -275,3 +276,9 @@ def test_default_rule_dirs_is_the_shipped_rules_folder():
 def test_rule_file_error_without_key():
     assert str(RuleFileError(Path("/x/r.yaml"), 3, "", "malformed YAML: boom")) == \
         "/x/r.yaml:3: malformed YAML: boom"
+
+
+def test_overlapping_paths_load_a_file_once(tmp_path, engine):
+    f = write(tmp_path, "rules/pegaflow/demo.yaml", VALID)
+    rules, errors = load_rules([tmp_path / "rules", tmp_path / "rules" / "pegaflow", f])
+    assert errors == [] and len(rules) == 1

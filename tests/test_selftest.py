@@ -163,3 +163,21 @@ def test_format_report_table(tmp_path, engine, cache):
     assert "2 rules: 3 examples passed, 3 failed; 2 true positives, 2 false positives, " \
            "2 missed" in text
     assert "3 failures:" in text
+
+
+def test_test_rules_command_exit_codes(tmp_path, engine, cache, capsys):
+    from kvflowmap.commands.rules_cmd import cmd_test_rules, split_test_dirs
+
+    make_rule(tmp_path, "t-good", GOOD_EXAMPLES)
+    rules_dir = tmp_path / "rules"
+    write(rules_dir, "demo/fixtures/pkg/a.py", "def bad_a():  # expect: t-good\n    pass\n")
+    extra = write(tmp_path, "more/m.py", "def bad_m():  # expect: t-good\n    pass\n").parent
+    assert split_test_dirs([rules_dir, extra]) == ([rules_dir], [extra, rules_dir / "demo" /
+                                                                 "fixtures"])
+    assert cmd_test_rules([rules_dir, extra], cache_dir=cache) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["t-good", "3/3", "4", "0", "0"]
+    make_rule(tmp_path, "t-broken", BROKEN_EXAMPLES)
+    assert cmd_test_rules([rules_dir], cache_dir=cache) == 1
+    write(rules_dir, "demo/zz.yaml", "id: [\n")
+    assert cmd_test_rules([rules_dir], cache_dir=cache) == 2
+    assert "zz.yaml" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 Indexing is lazy by default: every subject file is parsed, but context code
 (vLLM) is parsed only from the protocol's entry modules outward along imports,
-up to ``CONTEXT_IMPORT_DEPTH`` hops. ``all_files=True`` parses everything.
+up to ``CONTEXT_IMPORT_DEPTH`` hops (2: measured on vLLM 0.33.0, enough to type the connector, the factory and the carriers; --all for everything). ``all_files=True`` parses everything.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kvflowmap.model.core import Model
 from kvflowmap.protocol import DEFAULT_PROTOCOL, Protocol, load_protocol
 from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table, list_files, root_for
 
-CONTEXT_IMPORT_DEPTH = 3
+CONTEXT_IMPORT_DEPTH = 2
 
 
 @dataclass

@@ -182,11 +182,14 @@ def _register_rule_commands() -> None:
     rules_cmd.register(cli)
 
 
+_register_rule_commands()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code instead of exiting."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="kvflowmap",
-                 standalone_mode=False)
+        rc = cli.main(args=list(argv) if argv is not None else None, prog_name="kvflowmap",
+                      standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)
     except click.ClickException as exc:
@@ -199,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except SystemExit as exc:
         return int(exc.code or 0)
-    return 0
+    # In non-standalone mode click returns the code of ``Exit`` instead of raising.
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

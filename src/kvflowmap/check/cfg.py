@@ -1,8 +1,10 @@
 """An intraprocedural control-flow graph built from a function's ``Stmt`` tree.
 
-Nodes are statements (their ``events`` happen at the node) plus four kinds of
+Nodes are statements (their ``events`` happen at the node) plus five kinds of
 synthetic node: ``entry``, ``exit`` (normal return), ``raise`` (the function
-is left by an exception) and ``with-exit`` (a context manager's ``__exit__``).
+is left by an exception), ``with-exit`` (a context manager's ``__exit__``)
+and ``loop`` (the head of a ``for`` loop, where each iteration starts; the
+``for`` node itself evaluates the iterable once).
 Edges carry a label saying which way control went: ``next``, ``true`` /
 ``false`` (a test), ``case`` / ``no-match``, ``break``, ``continue``,
 ``return``, ``end`` (falling off the function), ``raise``, ``assert`` and
@@ -31,7 +33,7 @@ class Node:
     """One CFG node; ``stmt`` is None for entry/exit/raise."""
 
     id: int
-    kind: str  # entry | exit | raise | stmt | with-exit
+    kind: str  # entry | exit | raise | stmt | with-exit | loop
     stmt: Stmt | None = None
 
     @property
@@ -161,10 +163,16 @@ class _Builder:
     def _loop(self, s: Stmt, preds: list[Pred], jumps: dict[str, list[Pred]],
               infinite: bool) -> list[Pred]:
         n = self.node(s, preds, jumps)
+        head = n
+        if s.kind == "for":
+            # The iterable is evaluated once: its exception edge leaves the
+            # ``for`` node, and iterations come back to a separate loop head.
+            head = self.cfg.add("loop", s)
+            self.cfg.link([(n, "next")], head)
         inner = {**jumps, "break": [], "continue": []}  # return/raise lists shared
-        body_out = self.block(s.body, [(n, "true")], inner)
-        self.cfg.link(body_out + inner["continue"], n)
-        done = [] if infinite else self.block(s.orelse, [(n, "false")], jumps)
+        body_out = self.block(s.body, [(head, "true")], inner)
+        self.cfg.link(body_out + inner["continue"], head)
+        done = [] if infinite else self.block(s.orelse, [(head, "false")], jumps)
         return done + inner["break"]
 
     def _for(self, s: Stmt, preds: list[Pred], jumps: dict[str, list[Pred]]) -> list[Pred]:

@@ -7,7 +7,6 @@ Every problem of every file is collected (import-linter style) as a
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import fnmatch
 import json
@@ -26,9 +25,11 @@ from kvflowmap.sources.errors import SourceError
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "rule.schema.json"
 SKIPPED_DIRS = ("protocol", "stubs")  # under a rules root: not rule files
-_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string",
-               "boolean": "true or false", "integer": "an integer", "number": "a number",
-               "null": "nothing"}
+_TYPE_WORDS: dict[Any, str] = {
+    "object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
+    "integer": "an integer", "number": "a number", "null": "nothing", dict: "a mapping",
+    list: "a list", tuple: "a list", str: "a string", bool: "true or false", int: "an integer",
+    float: "a number"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class RuleFileError:
 
     def __str__(self) -> str:
         where = f"{_display(self.path)}:{self.line}"
-        return f"{where}: key '{self.key}': {self.message}" if self.key else f"{where}: {self.message}"
+        key = f"key '{self.key}': " if self.key else ""
+        return f"{where}: {key}{self.message}"
 
 
 class UnknownRuleError(SourceError):
@@ -101,8 +103,7 @@ def load_rule_file(path: Path, pack: str) -> tuple[Rule | None, list[RuleFileErr
         errors += _check_kind(path, node, data) + _check_globs(path, node, data)
     if errors:
         return None, errors
-    rule = _make_rule(path, pack, node, data)
-    return _with_defaults(rule), []
+    return _make_rule(path, pack, node, data), []
 
 
 def select_rules(rules: Sequence[Rule], select: Sequence[str], ignore: Sequence[str]) -> list[Rule]:
@@ -136,34 +137,25 @@ def kind_params(kind: str) -> dict[str, tuple[Any, Any, str]] | None:
     return table if isinstance(table, dict) else None
 
 
-def kind_doc(kind: str) -> str:
-    """First paragraph of a kind module's docstring ('' when unknown)."""
-    from kvflowmap.check import engine
-
-    check = engine.KINDS.get(kind)
-    module = sys.modules.get(getattr(check, "__module__", "")) if check else None
-    doc = (getattr(module, "__doc__", None) or "").strip()
-    return doc.split("\n\n")[0].replace("\n", " ") if doc else ""
-
-
 # -- files -------------------------------------------------------------------
 
 def _rule_files(paths: Iterable[Path]) -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            for f in sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()):
+            found = (q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file())
+            for f in sorted(found):
                 rel = f.relative_to(p).parts
                 if rel[0] in SKIPPED_DIRS or _in_skipped(f):
                     continue
-                if p.parent.name == "rules":  # a pack directory itself
-                    pack = p.name
-                else:
-                    pack = rel[0] if len(rel) > 1 else p.name
+                pack = p.name if p.parent.name == "rules" or len(rel) == 1 else rel[0]
                 out.append((f, pack))
         else:
             out.append((p, _pack_of_file(p)))
-    return out
+    first: dict[Path, tuple[Path, str]] = {}
+    for f, pack in out:  # a file reached twice (overlapping paths) loads once
+        first.setdefault(f.resolve(), (f, pack))
+    return list(first.values())
 
 
 def _in_skipped(f: Path) -> bool:
@@ -172,11 +164,10 @@ def _in_skipped(f: Path) -> bool:
 
 
 def _pack_of_file(f: Path) -> str:
-    parts = f.parts
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "rules" and i + 1 < len(parts) - 1:
-            return parts[i + 1]
-    return f.parent.name
+    """The folder under the nearest ``rules/`` ancestor, else the parent's name."""
+    dirs = f.parts[:-1]
+    below = [dirs[i + 1] for i in range(len(dirs) - 1) if dirs[i] == "rules"]
+    return below[-1] if below else f.parent.name
 
 
 def _display(path: Path) -> str:
@@ -232,32 +223,33 @@ def _got(value: Any) -> str:
 
 
 def _schema_error(path: Path, root: yaml.Node | None, err) -> RuleFileError:
-    loc = list(err.absolute_path)
+    """A jsonschema error in words: the key, the expected form, what was given."""
+    loc, (v, inst) = list(err.absolute_path), (err.validator, err.instance)
     expected = err.schema.get("x-expected") if isinstance(err.schema, dict) else None
-    v, inst = err.validator, err.instance
+    props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+    got = f" (got {_got(inst)})" if not isinstance(inst, (dict, list)) or v == "type" else ""
+    line_loc = None
     if "propertyNames" in err.schema_path:
         loc, msg = loc + [inst], f"bad file name: expected {expected or 'a valid name'}"
     elif v == "required":
-        missing = [k for k in err.validator_value if k not in inst]
-        loc = loc + missing[:1]
-        sub = _subschema(err.schema, missing[0]) if missing else {}
-        form = sub.get("x-expected") or sub.get("description") or ""
-        return RuleFileError(path, _line_of(root, loc[:-1]), _key(loc),
-                             "missing required key" + (f" (expected {form})" if form else ""))
+        missing = [k for k in err.validator_value if k not in inst][:1]
+        sub = props.get(missing[0], {}) if missing else {}
+        form = sub.get("x-expected") or sub.get("description")
+        line_loc, loc = loc, loc + missing
+        msg = "missing required key" + (f" (expected {form})" if form else "")
     elif v == "additionalProperties":
-        extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
-        loc = loc + extra[:1]
-        msg = f"unknown key (expected one of {', '.join(sorted(err.schema.get('properties', {})))})"
+        loc += sorted(k for k in inst if k not in props)[:1]
+        msg = f"unknown key (expected one of {', '.join(sorted(props))})"
     elif v == "enum":
-        msg = f"expected one of {', '.join(map(str, err.validator_value))} (got {_got(inst)})"
-    elif v == "type":
-        words = [_TYPE_WORDS.get(t, t) for t in _as_list(err.validator_value)]
-        msg = f"expected {expected or ' or '.join(words)} (got {_got(inst)})"
-    elif expected:
-        msg = f"expected {expected}" + (f" (got {_got(inst)})" if not isinstance(inst, (dict, list)) else "")
+        msg = f"expected one of {', '.join(map(str, err.validator_value))}{got}"
+    elif v == "type" and not expected:
+        types = err.validator_value if isinstance(err.validator_value, list) \
+            else [err.validator_value]
+        msg = f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}{got}"
     else:
-        msg = err.message
-    return RuleFileError(path, _line_of(root, loc), _key(loc), msg)
+        msg = f"expected {expected}{got}" if expected else err.message
+    return RuleFileError(path, _line_of(root, loc if line_loc is None else line_loc),
+                         _key(loc), msg)
 
 
 def _narrow(err) -> list:
@@ -275,15 +267,6 @@ def _narrow(err) -> list:
     return [err]
 
 
-def _subschema(schema: dict, key: str) -> dict:
-    sub = schema.get("properties", {}).get(key, {})
-    return sub if isinstance(sub, dict) else {}
-
-
-def _as_list(value: Any) -> list:
-    return value if isinstance(value, list) else [value]
-
-
 # -- rule objects and kind checks --------------------------------------------
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -298,10 +281,14 @@ def _example(item: dict) -> Example:
 
 
 def _make_rule(path: Path, pack: str, node: yaml.Node, data: dict) -> Rule:
+    """The rule, its params completed with the kind's defaults."""
     at = data.get("applies_to") or {}
+    table = kind_params(data["kind"]) or {}
+    params = {name: copy.deepcopy(spec[1]) for name, spec in sorted(table.items())}
+    params.update(data.get("params") or {})
     return Rule(
         id=data["id"], title=data["title"], severity=data["severity"],
-        rationale=data["rationale"], kind=data["kind"], params=dict(data.get("params") or {}),
+        rationale=data["rationale"], kind=data["kind"], params=params,
         applies_to=AppliesTo(_names(at.get("base_class")), _names(at.get("classes")),
                              _names(at.get("modules")), bool(at.get("include_context", False))),
         examples=tuple(_example(x) for x in data["examples"]), help=data["help"],
@@ -348,9 +335,8 @@ def _type_ok(value: Any, spec: tuple) -> bool:
 
 def _type_words(types: Any) -> str:
     types = types if isinstance(types, tuple) else (types,)
-    words = {dict: "a mapping", list: "a list", tuple: "a list", str: "a string",
-             bool: "true or false", int: "an integer", float: "a number"}
-    return " or ".join(dict.fromkeys(words.get(t, getattr(t, "__name__", str(t))) for t in types))
+    return " or ".join(dict.fromkeys(_TYPE_WORDS.get(t, getattr(t, "__name__", str(t)))
+                                     for t in types))
 
 
 def _bad_regexes(value: Any) -> list[tuple[str, str]]:
@@ -377,15 +363,6 @@ def _check_globs(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]
                 errors.append(RuleFileError(path, _line_of(node, loc), _key(loc),
                                             f"bad glob {pat!r}: '[' without a closing ']'"))
     return errors
-
-
-def _with_defaults(rule: Rule) -> Rule:
-    table = kind_params(rule.kind)
-    if not table:
-        return rule
-    params = {name: copy.deepcopy(spec[1]) for name, spec in sorted(table.items())}
-    params.update(rule.params)
-    return dataclasses.replace(rule, params=params)
 
 
 def _matches(rule: Rule, pattern: str) -> bool:

@@ -134,7 +134,7 @@ def _analyse(root: Path, rules: Sequence[Rule], cache: Path) -> tuple[list[Findi
     from kvflowmap.check.stubs import stub_root
 
     analysis = analyse(Request(sources=[str(root)], context=[str(stub_root())], cache_dir=cache))
-    problems = [w for w in analysis.warnings if w.startswith(str(root))]
+    problems = [w for w in analysis.warnings if w.startswith((str(root), str(root.resolve())))]
     return run_rules(analysis, rules), problems
 
 

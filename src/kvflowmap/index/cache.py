@@ -18,7 +18,7 @@ from kvflowmap import __version__
 from kvflowmap.facts import FileFacts
 
 # Bump when the facts or the extractor change in a way the version misses.
-FORMAT = 3
+FORMAT = 4
 HEADER = f"kvflowmap-facts {__version__} {FORMAT}\n".encode()
 
 

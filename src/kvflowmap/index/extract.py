@@ -1,14 +1,14 @@
 """One LibCST pass over one file, producing ``FileFacts``.
 
-Only ``PositionProvider`` is resolved: qualified-name and scope providers cost
+No metadata provider is resolved: qualified-name and scope providers cost
 5-10x the parse and do not follow re-exports or ``self.x`` types anyway, so
-linking is done later over the facts (see ``kvflowmap.model``).
+linking is done later over the facts (see ``kvflowmap.model``); and positions
+are counted during the walk itself (see ``kvflowmap.index.lines``).
 """
 
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kvflowmap.facts import (
     AssignFact,
@@ -25,6 +25,7 @@ from kvflowmap.facts import (
     RefFact,
     ReturnFact,
 )
+from kvflowmap.index.lines import LineTracker
 from kvflowmap.index.stmts import StmtTreeMixin
 from kvflowmap.index.text import chain, docstring, literal_string, node_code
 
@@ -35,20 +36,19 @@ CONTAINER_METHODS = {
 }
 
 
-def extract_module(module: cst.Module, facts: FileFacts) -> FileFacts:
-    """Fill ``facts`` from a parsed module and return it."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    visitor = _FactVisitor(module, positions, facts)
-    wrapper.module.visit(visitor)
+def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFacts:
+    """Fill ``facts`` from a parsed module (of text ``source``) and return it."""
+    module.visit(_FactVisitor(module, facts, source))
     return facts
 
 
-class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
-    def __init__(self, module: cst.Module, positions, facts: FileFacts) -> None:
+class _FactVisitor(StmtTreeMixin, LineTracker, cst.CSTVisitor):
+    def __init__(self, module: cst.Module, facts: FileFacts, source: str) -> None:
         self.module = module
-        self.positions = positions
         self.facts = facts
+        self._init_lines(module, source)
+        self._pending_refs: dict[int, str] = {}
+        self._classes: list[dict] = []
         self.scope: list[str] = []  # qualname parts
         self.class_stack: list[str | None] = [None]
         self.func_stack: list[dict] = []
@@ -58,13 +58,12 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         self._init_stmts()
 
     # -- helpers -------------------------------------------------------------
-    def _pos(self, node: cst.CSTNode) -> tuple[int, int]:
-        p = self.positions.get(node)
-        return (p.start.line, p.start.column + 1) if p else (0, 0)
-
-    def _end(self, node: cst.CSTNode) -> int:
-        p = self.positions.get(node)
-        return p.end.line if p else 0
+    def _pos(self, node: cst.CSTNode, token: str | None = None) -> tuple[int, int]:
+        """(line, column) of a node being visited now."""
+        line = self.node_line(node)
+        if token is None:
+            token = (chain(node) or "").split(".")[0].rstrip("()[]") or None
+        return line, self.col_of(line, token)
 
     @property
     def _scope(self) -> str:
@@ -83,18 +82,14 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
     # -- definitions ---------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         qual = ".".join([*self.scope, node.name.value])
-        line, col = self._pos(node)
+        line, col = self._pos(node, "class")
         attrs, members = _class_body_names(self, node)
-        self.facts.classes.append(
-            ClassFact(
-                qualname=qual, name=node.name.value, line=line, col=col,
-                end_line=self._end(node),
-                bases=tuple(self._code(a.value) or "" for a in node.bases if a.keyword is None),
-                decorators=tuple(self._code(d.decorator) or "" for d in node.decorators),
-                doc=docstring(node.body),
-                attributes=attrs, members=members,
-            )
-        )
+        self._classes.append(dict(
+            qualname=qual, name=node.name.value, line=line, col=col,
+            bases=tuple(self._code(a.value) or "" for a in node.bases if a.keyword is None),
+            decorators=tuple(self._code(d.decorator) or "" for d in node.decorators),
+            doc=docstring(node.body), attributes=attrs, members=members,
+        ))
         for d in node.decorators:
             self._record_value_refs(d.decorator)
         return True
@@ -111,12 +106,18 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         self.scope.pop()
         self.class_stack.pop()
 
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.facts.classes.append(ClassFact(end_line=self.line - 1, **self._classes.pop()))
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         qual = ".".join([*self.scope, node.name.value])
-        line, col = self._pos(node)
+        line, col = self._pos(node, "def")
         decorators = tuple(self._code(d.decorator) or "" for d in node.decorators)
+        deco_line = self.line + len(node.leading_lines)
         for d in node.decorators:
-            self._record_decorator_call(d.decorator)
+            deco_line += len(d.leading_lines)
+            self._record_decorator_call(d.decorator, deco_line)
+            deco_line += self.module.code_for_node(d).count("\n") - len(d.leading_lines)
         self.func_stack.append({"qual": qual, "node": node, "line": line, "col": col,
                                 "decorators": decorators, "generator": False,
                                 "cls": self.class_stack[-1], "body": ()})
@@ -140,7 +141,7 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         self.facts.functions.append(
             FunctionFact(
                 qualname=info["qual"], name=node.name.value, line=info["line"],
-                col=info["col"], end_line=self._end(node),
+                col=info["col"], end_line=self.line - 1,
                 params=self._params(node.params), returns=self._annotation(node.returns),
                 decorators=decorators, is_async=node.asynchronous is not None,
                 is_generator=info["generator"], doc=docstring(node.body),
@@ -187,7 +188,7 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, name, None, asname, 0, line,
                                                  self.type_checking > 0))
-        return False
+        return self._skip(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         line, _ = self._pos(node)
@@ -196,12 +197,17 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
         if isinstance(node.names, cst.ImportStar):
             self.facts.imports.append(ImportFact(self._scope, module or "", "*", None, level,
                                                  line, self.type_checking > 0))
-            return False
+            return self._skip(node)
         for alias in node.names:
             name = chain(alias.name) or ""
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, module or "", name, asname, level,
                                                  line, self.type_checking > 0))
+        return self._skip(node)
+
+    def _skip(self, node: cst.CSTNode) -> bool:
+        """Do not walk into ``node``, but count the lines it spans."""
+        self.line += self.module.code_for_node(node).count("\n")
         return False
 
     # -- calls ---------------------------------------------------------------
@@ -239,13 +245,13 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
             self._record_value_refs(a.value)
         return True
 
-    def _record_decorator_call(self, deco: cst.BaseExpression) -> None:
+    def _record_decorator_call(self, deco: cst.BaseExpression, line: int) -> None:
         # A decorator runs at definition time: record it as a call from the
         # enclosing scope so ``@wraps``-style wrappers are linked.
         target = deco.func if isinstance(deco, cst.Call) else deco
         name = chain(target)
         if name:
-            line, col = self._pos(deco)
+            col = self.col_of(line, name.split(".")[0])
             self.facts.calls.append(CallFact(self._scope, name, line, col))
 
     def _record_value_refs(self, value: cst.BaseExpression) -> None:
@@ -259,8 +265,19 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
             if isinstance(item, (cst.Name, cst.Attribute)):
                 name = chain(item)
                 if name and name not in ("None", "True", "False", "self"):
-                    line, col = self._pos(item)
-                    self.facts.refs.append(RefFact(self._scope, name, line, col))
+                    # Recorded when the walk reaches it, so its line is exact.
+                    self._pending_refs[id(item)] = name
+
+    def _ref_reached(self, node: cst.CSTNode) -> None:
+        name = self._pending_refs.pop(id(node), None)
+        if name is not None:
+            line, col = self._pos(node)
+            self.facts.refs.append(RefFact(self._scope, name, line, col))
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        if self._pending_refs:
+            self._ref_reached(node)
+        return True
 
     # -- assignments and containers -----------------------------------------
     def visit_Assign(self, node: cst.Assign) -> bool:
@@ -352,6 +369,8 @@ class _FactVisitor(StmtTreeMixin, cst.CSTVisitor):
 
     # -- reads, comparisons, returns ----------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if self._pending_refs:
+            self._ref_reached(node)
         if id(node) not in self.called:
             base = chain(node.value)
             if base:

@@ -38,7 +38,7 @@ def facts_from_bytes(path: str, data: bytes) -> FileFacts:
         facts.problem = ProblemFact(0, "nesting too deep to parse")
         return facts
     try:
-        return extract_module(module, facts)
+        return extract_module(module, facts, text)
     except RecursionError:
         return FileFacts(path=path, sha=facts.sha, lines=facts.lines,
                          problem=ProblemFact(0, "nesting too deep to analyse"))

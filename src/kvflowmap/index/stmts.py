@@ -78,7 +78,7 @@ class StmtTreeMixin:
         kind = self._stmt_kind(node)
         if kind is not None:
             frame = self._frames[-1]
-            entry = {"kind": kind, "line": self._pos(node)[0], "text": self._stmt_text(node),
+            entry = {"kind": kind, "line": self.node_line(node), "text": self._stmt_text(node),
                      "events": [], "node": node, "field": None,
                      "body": [], "orelse": [], "handlers": [], "final": []}
             stack = frame["stack"]

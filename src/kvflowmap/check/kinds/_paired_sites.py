@@ -18,10 +18,18 @@ from fnmatch import fnmatchcase
 
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.check.kinds._paired_spec import Spec
-from kvflowmap.check.kinds._paired_text import emptiness, mentions, rhs, statement_text
+from kvflowmap.check.kinds._paired_text import (
+    emptiness,
+    is_decrement,
+    mentions,
+    rhs,
+    statement_text,
+)
 from kvflowmap.facts import CallFact, ContainerOpFact, Stmt
 
 Edge = tuple[int, str, int]  # (source node, label, destination node)
+State = tuple[int, bool]  # (node, an exception happened on the way)
+FAILING = ("exception", "raise", "assert")
 NOT_HANDLES = {"self", "cls", "_", "None", "True", "False"}
 
 
@@ -51,11 +59,13 @@ class Summary:
     """What calling a helper does. ``releases``: tokens done on every normal
     path (``call`` or ``container:<chain>``); ``returns_resource``: an
     acquired resource leaves through ``return``; ``stores_param``: a
-    parameter is stored into an owning structure."""
+    parameter is stored into an owning structure; ``nothrow``: it cannot raise
+    (as far as the rule's ``no_raise`` and other summaries tell)."""
 
     releases: frozenset[str] = frozenset()
     returns_resource: bool = False
     stores_param: bool = False
+    nothrow: bool = False  # no raise/assert, and every call is known not to raise
 
 
 EMPTY = Summary()
@@ -92,9 +102,9 @@ class FunctionSites:
         d = ctx.definition(fqn)
         self.module, self.fn, self.ff = d.module, d.fact, ctx.facts(fqn)
         self.path = ctx.where(fqn)[2]
-        self.cfg: CFG = build_cfg(self.fn.body, self._may_raise)
         self._texts: dict[int, str] = {}
         self._targets: dict[int, list[tuple[str, bool]]] = {}
+        self.cfg: CFG = build_cfg(self.fn.body, self._may_raise)
         self._locals = {a for a in ctx.model.assigns.get((self.module, self.fn.qualname), {})}
         self._locals |= {p.name for p in self.fn.params}
 
@@ -141,9 +151,24 @@ class FunctionSites:
     def _may_raise(self, stmt: Stmt) -> bool:
         if not self.spec.calls_raise:
             return False
-        for i in self.events(stmt, "call"):
-            call = self.ff.calls[i]
-            if not call_matches(self.spec.no_raise, call.callee, []):
+        return any(self._call_may_raise(i) for i in self.events(stmt, "call"))
+
+    def _call_may_raise(self, index: int) -> bool:
+        call = self.ff.calls[index]
+        targets = self.targets(index)
+        if call_matches(self.spec.no_raise, call.callee, [f for f, _ in targets]):
+            return False
+        if (call.callee or "").endswith(".pop") and len(call.args) + len(call.kwargs) >= 2:
+            return False  # d.pop(k, default) cannot fail
+        if not targets or not self.spec.summaries:
+            return True
+        for fqn, external in targets:
+            d = None if external else self.ctx.model.defs.get(fqn)
+            if d is None:
+                return True
+            # Building a class with no __init__ of ours (a dataclass) runs no
+            # code that could fail; a helper summarised as nothrow neither.
+            if not d.is_class and not self.summary_of(fqn).nothrow:
                 return True
         return False
 
@@ -159,7 +184,8 @@ class FunctionSites:
                     out.append(self._call_resource(node.id, s, self.ff.calls[i]))
             for i in self.events(s, "container"):
                 co = self.ff.containers[i]
-                if co.op in self.spec.add_ops and chain_matches(self.spec.containers, co.container):
+                if co.op in self.spec.add_ops and chain_matches(self.spec.containers, co.container) \
+                        and not (co.op == "setitem" and is_decrement(self.text(s))):
                     out.append(Resource(node.id, "container", co.container, co.key,
                                         frozenset(), co.line, co.col))
         return out
@@ -167,9 +193,14 @@ class FunctionSites:
     def _call_resource(self, node: int, s: Stmt, call: CallFact) -> Resource:
         targets = {self.ff.assigns[i].target for i in self.events(s, "assign")}
         handles = {t for t in targets if "." not in t and t not in NOT_HANDLES}
+        if not handles:  # ``held.append(self.lease(k))``: the local collection holds it
+            handles = {co.container for co in map(self.ff.containers.__getitem__,
+                                                  self.events(s, "container"))
+                       if "." not in co.container and co.op in self.spec.add_ops}
         receiver = (call.callee or "").rpartition(".")[0]
-        if not handles and receiver and receiver not in NOT_HANDLES and "(" not in receiver:
-            handles.add(receiver)  # lock.acquire() ... lock.release()
+        if not handles and not call.args and receiver and receiver not in NOT_HANDLES \
+                and "(" not in receiver:
+            handles.add(receiver)  # lock.acquire() ... lock.release(); pool.pin(b) names b
         key = call.args[0] if call.args and call.args[0] not in NOT_HANDLES else None
         edge = None
         if s.kind in ("if", "while"):
@@ -249,7 +280,7 @@ class FunctionSites:
         s = self.cfg.nodes[node].stmt
         if self.cfg.nodes[node].kind != "stmt" or s is None:
             return False
-        if s.kind == "return" and self.spec.return_hands_over and s.text:
+        if s.kind == "return" and self.spec.return_hands_over and s.text and r.kind == "call":
             names = _handover_names(r)
             if node == r.node or (names and mentions(s.text, names)):
                 return True
@@ -257,17 +288,23 @@ class FunctionSites:
             return False
         for i in self.events(s, "container"):
             co = self.ff.containers[i]
-            if co.container != r.what and co.op in self.spec.add_ops and self._owner(co.container):
+            if co.container != r.what and co.op in self.spec.add_ops and \
+                    self._owner(co.container, r):
                 return True
         for i in self.events(s, "assign"):
             a = self.ff.assigns[i]
-            if a.target != r.what and "." in a.target and self._owner(a.target):
+            if a.target != r.what and "." in a.target and self._owner(a.target, r):
                 return True
-        return any("handover" in self.roles(i) for i in self.events(s, "call"))
+        # A container entry is handed over only to the listed container owners.
+        return r.kind == "call" and any("handover" in self.roles(i)
+                                        for i in self.events(s, "call"))
 
-    def _owner(self, chain: str) -> bool:
-        if chain_matches(self.spec.owners, chain):
+    def _owner(self, chain: str, r: Resource) -> bool:
+        owners = self.spec.owners if r.kind == "call" else self.spec.container_owners
+        if chain_matches(owners, chain):
             return True
+        if r.kind != "call":
+            return False
         # In a nested function, a store into an enclosing function's local
         # hands the value to the enclosing function.
         head = chain.split(".")[0]
@@ -287,24 +324,26 @@ class FunctionSites:
     # -- search ------------------------------------------------------------------
     def trace(self, r: Resource) -> Trace:
         """Paths from ``r``'s acquisition to each exit that neither release nor
-        hand it over (breadth-first, so each is a shortest such path)."""
+        hand it over (breadth-first, so each is a shortest such path). With
+        ``failed_paths_only`` only paths through an exception count."""
         cfg, out = self.cfg, Trace()
         if self.hands_over(r.node, r):
             return Trace(returned=self.cfg.nodes[r.node].stmt.kind == "return")
-        parent: dict[int, tuple[int, str]] = {}
-        queue: deque[int] = deque()
+        parent: dict[State, tuple[State, str]] = {}
+        queue: deque[State] = deque()
         for d, lab in cfg.successors(r.node):
-            if lab != "exception" and (r.edge is None or lab == r.edge) and d not in parent:
-                parent[d] = (r.node, lab)
-                queue.append(d)
+            if lab != "exception" and (r.edge is None or lab == r.edge):
+                self._visit(parent, queue, (r.node, False), lab, d)
         while queue:
-            m = queue.popleft()
+            state = queue.popleft()
+            m, failed = state
             if m in (cfg.exit, cfg.raise_exit):
-                path = _path(parent, r.node, m)
-                if m == cfg.exit:
-                    out.normal = out.normal or path
-                else:
-                    out.exceptional = out.exceptional or path
+                if failed or not self.spec.failed_paths_only:
+                    path = _path(parent, (r.node, False), state)
+                    if m == cfg.exit:
+                        out.normal = out.normal or path
+                    else:
+                        out.exceptional = out.exceptional or path
                 continue
             if m == r.node or self.releases(m, r):
                 continue
@@ -312,10 +351,16 @@ class FunctionSites:
                 out.returned |= cfg.nodes[m].stmt.kind == "return"
                 continue
             for d, lab in cfg.successors(m):
-                if d not in parent and not self.pruned(m, lab, r.handles):
-                    parent[d] = (m, lab)
-                    queue.append(d)
+                if not self.pruned(m, lab, r.handles):
+                    self._visit(parent, queue, state, lab, d)
         return out
+
+    @staticmethod
+    def _visit(parent: dict, queue: deque, state: State, label: str, dst: int) -> None:
+        nxt = (dst, state[1] or label in FAILING)
+        if nxt not in parent:
+            parent[nxt] = (state, label)
+            queue.append(nxt)
 
 
 def _handover_names(r: Resource) -> set[str]:
@@ -330,14 +375,14 @@ def _keys_ok(key: str | None, co: ContainerOpFact) -> bool:
     return key is None or co.key is None or co.key == key
 
 
-def _path(parent: dict[int, tuple[int, str]], start: int, end: int) -> list[Edge]:
+def _path(parent: dict[State, tuple[State, str]], start: State, end: State) -> list[Edge]:
     edges: list[Edge] = []
-    node = end
+    state = end
     while True:
-        src, lab = parent[node]
-        edges.append((src, lab, node))
-        node = src
-        if node == start:
+        src, lab = parent[state]
+        edges.append((src[0], lab, state[0]))
+        state = src
+        if state == start:
             return edges[::-1]
 
 

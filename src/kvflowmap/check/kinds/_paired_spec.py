@@ -25,19 +25,27 @@ PARAMS: dict[str, tuple[tuple[type, ...], Any, str]] = {
                              "clear"], "Container operations that take an entry out."),
     "owners": ((list,), ["self.*"], "Container/attribute patterns that take ownership: "
                "storing the resource there hands it over."),
+    "container_owners": ((list,), [], "Container/attribute patterns that take over a "
+                         "container entry when its key is stored there (default: none, an "
+                         "entry is only released by its removal)."),
     "handover_calls": ((list,), [], "Call patterns that take ownership of a resource "
                        "mentioned in their arguments (queues, executors...)."),
     "return_hands_over": ((bool,), True, "Returning the resource hands it to the caller "
                           "(whose calls then acquire it)."),
     "on_return": ((bool,), True, "Report paths that leave the function normally."),
     "on_exception": ((bool,), True, "Report paths that leave the function by an exception."),
+    "failed_paths_only": ((bool,), False, "Only report paths on which an exception happens "
+                          "(propagated or caught): on a path without failure, what is still "
+                          "held at the exit is handed over to the object (pending entries)."),
     "calls_raise": ((bool,), True, "Any call may raise (else only raise and assert do)."),
     "no_raise": ((list,), ["logger.*", "*.logger.*", "*._logger.*", "logging.*", "log.*",
                            "*.add", "*.discard", "*.append", "*.appendleft", "*.extend",
-                           "*.update", "*.setdefault", "*.clear", "*.get", "len", "isinstance",
+                           "*.update", "*.setdefault", "*.clear", "*.get", "*.items", "*.keys",
+                           "*.values", "*.copy", "len", "isinstance", "super",
                            "hasattr", "getattr", "print", "time.*", "*.perf_counter",
                            "set", "list", "dict", "tuple", "frozenset", "sorted", "min",
-                           "max", "range", "enumerate", "zip", "id", "bool", "int", "str"],
+                           "max", "range", "enumerate", "zip", "id", "bool", "int", "str",
+                           "super().__init__", "<builtin>.object.__init__", "abc.ABC.__init__"],
                  "Call patterns assumed not to raise."),
     "summaries": ((bool,), True, "Look into called helpers: one that releases on all its "
                   "paths is a release, one that returns a resource is an acquire, one "
@@ -63,10 +71,12 @@ class Spec:
     add_ops: frozenset[str]
     remove_ops: frozenset[str]
     owners: tuple[str, ...]
+    container_owners: tuple[str, ...]
     handover_calls: tuple[str, ...]
     return_hands_over: bool
     on_return: bool
     on_exception: bool
+    failed_paths_only: bool
     calls_raise: bool
     no_raise: tuple[str, ...]
     summaries: bool

@@ -19,6 +19,8 @@ from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.kinds._paired_text import mentions, rhs
 from kvflowmap.facts import Stmt
 
+MAX_DEPTH = 40  # nested summaries; each level costs a few dozen Python frames
+
 
 class Summaries:
     """Per rule: ``of(fqn)`` summarises an analysed function, ``sites(fqn)``
@@ -28,6 +30,7 @@ class Summaries:
         self.ctx, self.spec = ctx, spec
         self._memo: dict[str, Summary] = {}
         self._sites: dict[str, FunctionSites] = {}
+        self._depth = 0
 
     def sites(self, fqn: str) -> FunctionSites:
         if fqn not in self._sites:
@@ -42,8 +45,14 @@ class Summaries:
         d = self.ctx.model.defs.get(fqn)
         if d is None or d.is_class:
             return EMPTY
+        if self._depth >= MAX_DEPTH:
+            return EMPTY  # a very long call chain: stop looking (conservative)
         self._memo[fqn] = EMPTY  # cycle guard
-        self._memo[fqn] = self._compute(fqn)
+        self._depth += 1
+        try:
+            self._memo[fqn] = self._compute(fqn)
+        finally:
+            self._depth -= 1
         return self._memo[fqn]
 
     def _compute(self, fqn: str) -> Summary:
@@ -53,7 +62,10 @@ class Summaries:
         every = set().union(*tokens.values()) if tokens else set()
         released = frozenset(t for t in every if _on_all_paths(sites, tokens, t))
         returns = any(sites.trace(r).returned for r in sites.acquires() if r.kind == "call")
-        return Summary(released, returns, self._stores_param(sites))
+        nothrow = not any(s.kind in ("raise", "assert") or
+                          any(sites._call_may_raise(i) for i in sites.events(s, "call"))
+                          for s in _walk(sites.fn.body))
+        return Summary(released, returns, self._stores_param(sites), nothrow)
 
     def _tokens(self, sites: FunctionSites, stmt: Stmt) -> set[str]:
         """Release tokens a statement does; a ``for`` does what its body does."""

@@ -65,6 +65,14 @@ def rhs(text: str) -> str:
     return parts[1] if len(parts) == 2 else text
 
 
+_DECREMENT = re.compile(r"^\s*[\w.()\[\]]+\s*-\s*\d+\s*$")
+
+
+def is_decrement(text: str) -> bool:
+    """``d[k] = n - 1`` / ``d[k] -= 1``: a counted entry is updated, not added."""
+    return "-=" in text or bool(_DECREMENT.match(rhs(text)))
+
+
 def mentions(text: str, names: frozenset[str] | set[str]) -> bool:
     """Whether ``text`` uses any of ``names`` (dotted chains allowed) as a
     whole name, not as part of a longer one (``result`` is not in ``results``)."""

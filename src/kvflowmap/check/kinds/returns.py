@@ -1,0 +1,178 @@
+"""Rule kind ``returns``: literal return shapes a protocol method must never produce.
+
+For each method called ``method`` in the target classes, every ``return`` is
+looked at: a tuple display (``return 0, True``), a conditional expression of
+tuples, a local variable assigned a literal tuple (``result = (0, True)`` ...
+``return result``; the assignment is read back from the source text because
+the facts keep only chains), and a returned call to an analysed function
+(``return self._scheduler.get_num_new_matched_tokens(...)``), which is checked
+in that delegate instead, once, whoever delegates to it. A shape matching a
+``forbid`` pattern (``*`` matches any element), or a tuple of the wrong length
+/ a literal that is not a tuple when ``require_tuple_len`` is set, is a
+finding at the ``return``, with a path from where the value was built.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.model import Finding, Step
+from kvflowmap.facts import ReturnFact
+
+PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
+    "method": ((str,), "get_num_new_matched_tokens", "method name of the target classes"),
+    "forbid": ((list,), [], "forbidden tuples, each a list of literal texts ('*' = any), "
+               "e.g. [['0', 'True']]"),
+    "require_tuple_len": ((int, type(None)), None, "every literal return must be a tuple "
+                          "of this length"),
+    "follow_delegates": ((bool,), True, "check analysed functions whose result is returned"),
+    "depth": ((int,), 4, "how many delegations deep to follow"),
+}
+
+Shape = tuple[tuple[str, ...] | str, tuple[Step, ...]]  # tuple elements or a literal
+
+
+def check(ctx: CheckContext) -> list[Finding]:
+    """Findings for forbidden literal return shapes of ``method``."""
+    roots = ctx.methods_named(str(ctx.param("method", PARAMS["method"][1])))
+    seen: set[str] = set(roots)
+    return each_function(ctx, roots, lambda f: _check_function(ctx, f, (), seen, 0))
+
+
+def _check_function(ctx: CheckContext, fqn: str, prefix: tuple[Step, ...], seen: set[str],
+                    depth: int) -> list[Finding]:
+    fn, ff = ctx.function(fqn), ctx.facts(fqn)
+    out: list[Finding] = []
+    for r in (r for r in ff.returns if r.scope == fn.qualname):
+        node = _parse(r.value or "None")
+        ret = ctx.step(fqn, r.line, f"returns {r.value or 'None'}")
+        for shape, built in _shapes(ctx, fqn, node, 0):
+            out += _judge(ctx, fqn, r, shape, (*prefix, *built, ret))
+        if isinstance(node, ast.Call) and ctx.param("follow_delegates", True) \
+                and depth < int(ctx.param("depth", 4)):
+            for target in _delegates(ctx, fqn, r, node):
+                if target in seen:
+                    continue  # a target method itself, or already checked
+                seen.add(target)
+                step = ctx.step(fqn, r.line, f"returns the result of {target}")
+                out += _check_function(ctx, target, (*prefix, step), seen, depth + 1)
+    return out
+
+
+def _parse(text: str) -> ast.expr | None:
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _shapes(ctx: CheckContext, fqn: str, node: ast.expr | None, depth: int) -> list[Shape]:
+    """Literal shapes an expression may evaluate to, with where they were built."""
+    if node is None or depth > 3:
+        return []
+    if isinstance(node, ast.Tuple):
+        return [(tuple(_text(e) for e in node.elts), ())]
+    if isinstance(node, ast.Constant):
+        return [(_text(node), ())]
+    if isinstance(node, ast.IfExp):
+        return _shapes(ctx, fqn, node.body, depth + 1) + _shapes(ctx, fqn, node.orelse, depth + 1)
+    if isinstance(node, ast.Name):
+        return _variable(ctx, fqn, node.id, depth)
+    return []
+
+
+def _variable(ctx: CheckContext, fqn: str, name: str, depth: int) -> list[Shape]:
+    """Shapes of a local variable from its assignments in the function."""
+    d = ctx.definition(fqn)
+    out: list[Shape] = []
+    for a in ctx.model.assigns.get((d.module, d.fact.qualname), {}).get(name, ()):
+        if a.aug or a.value is not None:
+            continue  # a chain (name, call): not a literal
+        value = _assigned_value(ctx.where(fqn)[2], a.line, name)
+        for shape, built in _shapes(ctx, fqn, value, depth + 1):
+            text = ", ".join(shape) if isinstance(shape, tuple) else shape
+            out.append((shape, (*built, ctx.step(fqn, a.line, f"{name} = ({text})"))))
+    return out
+
+
+def _assigned_value(path: str, line: int, name: str) -> ast.expr | None:
+    for node in _assignments(path).get(line, ()):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return node.value
+    return None
+
+
+@lru_cache(maxsize=64)
+def _assignments(path: str) -> dict[int, list[ast.Assign | ast.AnnAssign]]:
+    """Assignments of a source file by line (parsed with ``ast``, never run)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return {}
+    out: dict[int, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            out.setdefault(node.lineno, []).append(node)
+    return out
+
+
+def _text(node: ast.expr) -> str:
+    return ast.unparse(node)
+
+
+def _delegates(ctx: CheckContext, fqn: str, r: ReturnFact, node: ast.Call) -> list[str]:
+    """Analysed subject functions a returned call resolves to."""
+    callee = _dotted(node.func)
+    out: list[str] = []
+    for call in ctx.calls_in(fqn):
+        if call.line < r.line or call.callee is None or call.callee.replace("()", "") != callee:
+            continue
+        for t in ctx.resolve_call(fqn, call):
+            d = ctx.model.defs.get(t.fqn)
+            if not t.external and d is not None and not d.is_class and ctx.is_subject(d.module):
+                out.append(t.fqn)
+        break
+    return sorted(set(out))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return None
+
+
+def _norm(x: object) -> str:
+    """A pattern element from YAML (``0``, ``true``, ``"0"``) as Python source text."""
+    if isinstance(x, bool) or x is None:
+        return repr(x)
+    return str(x).strip()
+
+
+def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | str,
+           path: tuple[Step, ...]) -> list[Finding]:
+    method = fqn.rpartition(".")[2]
+    shown = f"({', '.join(shape)})" if isinstance(shape, tuple) else shape
+    out: list[Finding] = []
+    want = ctx.param("require_tuple_len")
+    if want is not None and (not isinstance(shape, tuple) or len(shape) != int(want)):
+        out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}; callers unpack a "
+                               f"tuple of {want}", column=r.col, path=path,
+                               anchor=f"len:{shown}"))
+    for pat in ctx.param("forbid") or []:
+        pat = tuple(_norm(p) for p in pat)
+        if isinstance(shape, tuple) and len(pat) == len(shape) and all(
+                p == "*" or p.replace(" ", "") == s.replace(" ", "") for p, s in zip(pat, shape)):
+            out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}, a forbidden shape "
+                                   f"({', '.join(pat)})", column=r.col, path=path,
+                                   anchor=f"forbid:{shown}"))
+    return out

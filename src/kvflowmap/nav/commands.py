@@ -1,0 +1,69 @@
+"""Glue between the CLI and the navigation queries: run one, print or write
+its output, and turn outcomes into exit codes (0 found, 1 ambiguous or no
+path, 2 a name that matches nothing)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kvflowmap.api import Analysis
+from kvflowmap.graph.select import SelectError
+from kvflowmap.nav import paths, states, where_render
+from kvflowmap.nav.where import Ambiguous, where
+
+
+def _emit(text: str | bytes, out: str | None) -> None:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if out:
+        Path(out).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+
+
+def run_where(analysis: Analysis, name: str, fmt: str) -> int:
+    """``kvflowmap where NAME``."""
+    try:
+        result = where(analysis.graph, name)
+    except SelectError as exc:
+        raise click.UsageError(str(exc)) from exc
+    _emit(where_render.where_json(result) if fmt == "json" else where_render.where_text(result),
+          None)
+    return 1 if isinstance(result, Ambiguous) else 0
+
+
+def run_path(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
+             calls_only: bool) -> int:
+    """``kvflowmap path A B``."""
+    if max_paths < 1:
+        raise click.UsageError("--max must be 1 or more")
+    kinds = paths.CONTROL_KINDS if calls_only else paths.ALL_KINDS
+    try:
+        result = paths.find_paths(analysis.graph, a, b, max_paths, kinds)
+    except SelectError as exc:
+        raise click.UsageError(str(exc)) from exc
+    _emit(paths.paths_json(result) if fmt == "json" else paths.paths_text(result), None)
+    return 1 if isinstance(result, paths.NoPath) else 0
+
+
+def run_states(analysis: Analysis, fmt: str, out: str | None) -> int:
+    """``kvflowmap states``."""
+    from kvflowmap.render.dot import RenderError, render
+
+    sm = states.state_machine(analysis.linker)
+    if fmt == "svg":
+        if not out:
+            raise click.UsageError("--format svg needs --out FILE")
+        try:
+            _emit(render(states.states_dot(sm, title="Request lifecycle"), "svg"), out)
+        except RenderError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return 0
+    width = 120 if out or not sys.stdout.isatty() else click.get_terminal_size()[0]
+    text = {"json": states.states_json, "mermaid": states.states_mermaid}.get(
+        fmt, lambda m: states.states_text(m, width=width))(sm)
+    _emit(text, out)
+    return 0

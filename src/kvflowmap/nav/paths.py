@@ -1,0 +1,169 @@
+"""``kvflowmap path A B``: how control or data gets from A to B.
+
+Paths follow edge direction over calls, dispatch and bridges, and over the
+data steps the graph models (a function produces a field that another
+consumes; sets a state that another reads). They are listed shortest first;
+ties in order of node ids. Each step shows the edge that makes it (its kind,
+file and line; control edges are preferred over data edges when a pair has
+both). When there is no path, :class:`NoPath` says what A does reach.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+from dataclasses import asdict, dataclass
+
+import networkx as nx
+
+from kvflowmap.graph import select
+from kvflowmap.nav.where import lookup
+
+CONTROL_KINDS = ("call", "dispatch", "bridge")
+DATA_KINDS = ("produces", "consumes", "sets_state", "reads_state")
+ALL_KINDS = CONTROL_KINDS + DATA_KINDS
+_SRC, _DST = "\0source", "\0target"  # virtual ends: one search for many matches
+_EXTRA_TIES = 50  # paths looked at beyond --max so that ties sort by name
+
+
+@dataclass(frozen=True)
+class Step:
+    """One edge of a path; ``lines`` holds every line of that kind when the
+    pair is linked at several places (``line`` is the first)."""
+
+    src: str
+    dst: str
+    kind: str
+    file: str
+    line: int
+    root: str
+    note: str = ""
+    lines: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """Paths from the nodes matching ``src`` to those matching ``dst``."""
+
+    src: str
+    dst: str
+    paths: tuple[tuple[Step, ...], ...]
+
+
+@dataclass(frozen=True)
+class NoPath:
+    """No path: what A reaches that looks like B, and what leads into B."""
+
+    src: str
+    dst: str
+    reachable: int
+    nearest: tuple[tuple[str, int], ...]  # (node, hops from A), most B-like first
+    into_dst: tuple[str, ...]  # direct predecessors of B
+    reverse: bool  # a path exists from B to A
+
+
+def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
+               kinds: tuple[str, ...] = ALL_KINDS) -> PathResult | NoPath:
+    """Up to ``max_paths`` simple paths from ``a`` to ``b`` over ``kinds``;
+    names resolve as in ``where`` (every match of an ambiguous name counts)."""
+    sources, targets = lookup(g, a), lookup(g, b)
+    targets = [t for t in targets if t not in sources]  # a node is no path to itself
+    if not targets:
+        raise select.SelectError(f"{a!r} and {b!r} name the same node(s)")
+    simple = _simple(g, kinds)
+    simple.add_edges_from((_SRC, s) for s in sources)
+    simple.add_edges_from((t, _DST) for t in targets)
+    if not nx.has_path(simple, _SRC, _DST):
+        return _no_path(simple, a, b, sources, targets)
+    found: list[list[str]] = []
+    for p in nx.shortest_simple_paths(simple, _SRC, _DST):
+        if len(found) >= max_paths and (len(p) > len(found[max_paths - 1])
+                                        or len(found) >= max_paths + _EXTRA_TIES):
+            break
+        found.append(p[1:-1])
+    found.sort(key=lambda p: (len(p), p))
+    paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:]))
+                  for p in found[:max_paths])
+    return PathResult(a, b, paths)
+
+
+def _simple(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> nx.DiGraph:
+    """A DiGraph of the chosen edge kinds, built in sorted order so that the
+    path search (and its tie order) is deterministic."""
+    simple = nx.DiGraph()
+    simple.add_nodes_from(sorted(g))
+    simple.add_edges_from(sorted({(u, v) for u, v, k in g.edges(data="kind") if k in kinds}))
+    return simple
+
+
+def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
+    edges = [d for d in g[u][v].values() if d.get("kind") in kinds]
+    edges.sort(key=lambda d: (ALL_KINDS.index(d["kind"]), int(d.get("line") or 0)))
+    first = edges[0]
+    same = sorted({int(d.get("line") or 0) for d in edges if d["kind"] == first["kind"]})
+    note = str(first.get("carrier") or "")
+    return Step(u, v, str(first["kind"]), str(first.get("file") or ""),
+                int(first.get("line") or 0), str(first.get("root") or ""), note,
+                tuple(same) if len(same) > 1 else ())
+
+
+def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
+             targets: list[str]) -> NoPath:
+    hops = nx.single_source_shortest_path_length(simple, _SRC)
+    reached = {n: h - 1 for n, h in hops.items() if n not in (_SRC, _DST) and h > 0}
+    want = b.rsplit(".", 1)[-1].lower()
+
+    def likeness(n: str) -> float:
+        return difflib.SequenceMatcher(None, n.rsplit(".", 1)[-1].lower(), want).ratio()
+
+    ranked = sorted(reached, key=lambda n: (-round(likeness(n), 6), reached[n], n))
+    into = sorted({p for t in targets for p in simple.predecessors(t) if p != _SRC})
+    back = nx.DiGraph(simple)
+    back.remove_nodes_from([_SRC, _DST])
+    reverse = any(nx.has_path(back, t, s) for t, s in itertools.product(targets, sources)
+                  if t != s)
+    return NoPath(a, b, len(reached), tuple((n, reached[n]) for n in ranked[:5]),
+                  tuple(into[:8]), reverse)
+
+
+def paths_text(result: PathResult | NoPath) -> str:
+    """Human-readable paths, or the explanation of why there is none."""
+    if isinstance(result, NoPath):
+        return _no_path_text(result)
+    out = []
+    for i, path in enumerate(result.paths, 1):
+        out.append(f"path {i} ({len(path)} step{'s' if len(path) != 1 else ''}):")
+        out.append(f"  {path[0].src}")
+        for s in path:
+            where = f"{s.file}:{s.line}" if s.file else "-"
+            more = f" (also {', '.join(map(str, s.lines[1:]))})" if s.lines else ""
+            via = f" via {s.note}" if s.note else ""
+            out.append(f"    --{s.kind}{via}--> {where}{more}")
+            out.append(f"  {s.dst}")
+    return "\n".join(out) + "\n"
+
+
+def _no_path_text(r: NoPath) -> str:
+    lines = [f"no path from {r.src!r} to {r.dst!r} over calls, dispatch, bridges and data "
+             f"steps; {r.src!r} reaches {r.reachable} nodes."]
+    if r.nearest:
+        lines.append(f"reachable from {r.src!r}, closest to {r.dst!r} by name:")
+        lines += [f"  {n}  ({h} step{'s' if h != 1 else ''})" for n, h in r.nearest]
+    if r.into_dst:
+        lines.append(f"{r.dst!r} is entered from:")
+        lines += [f"  {n}" for n in r.into_dst]
+    if r.reverse:
+        lines.append(f"a path exists the other way: try `kvflowmap path {r.dst} {r.src}`")
+    return "\n".join(lines) + "\n"
+
+
+def paths_json(result: PathResult | NoPath) -> str:
+    """Stable JSON of the paths (``{"paths": [[step, ...], ...]}``) or of the
+    no-path explanation (``{"no_path": {...}}``)."""
+    if isinstance(result, NoPath):
+        data: dict = {"src": result.src, "dst": result.dst, "no_path": asdict(result)}
+    else:
+        data = {"src": result.src, "dst": result.dst,
+                "paths": [[asdict(s) for s in p] for p in result.paths]}
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,165 @@
+"""``kvflowmap where NAME``: where a symbol is defined and what touches it.
+
+A name is a full node id or the end of one (``get_finished``,
+``Worker.get_finished``, ``finished_recving``). When several nodes match and
+exactly one of them is analysed code (not an ``external`` node), that one is
+meant; otherwise the caller gets an :class:`Ambiguous` listing the candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from kvflowmap.graph import select
+
+FLOW_KINDS = ("call", "dispatch", "bridge")
+
+# (relation name, direction seen from the node, edge kinds). States and fields
+# only ever have the data edges in one direction and functions in the other,
+# so one table serves every node kind.
+RELATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("callers", "in", FLOW_KINDS),
+    ("callees", "out", FLOW_KINDS),
+    ("setters", "in", ("sets_state",)),
+    ("sets", "out", ("sets_state",)),
+    ("readers", "out", ("reads_state",)),
+    ("reads", "in", ("reads_state",)),
+    ("producers", "in", ("produces",)),
+    ("produces", "out", ("produces",)),
+    ("consumers", "out", ("consumes",)),
+    ("consumes", "in", ("consumes",)),
+)
+
+# Edge attributes worth showing next to a site (all short names or text of a
+# test; never whole statements).
+NOTE_KEYS = ("carrier", "registry", "ref", "property", "guard")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One place that links the queried node with ``node``."""
+
+    node: str
+    kind: str
+    file: str
+    line: int
+    root: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class WhereResult:
+    """Everything ``where`` knows about one node."""
+
+    node: str
+    kind: str
+    file: str
+    line: int
+    root: str
+    side: str
+    subject: bool
+    signature: str
+    doc: str
+    relations: tuple[tuple[str, tuple[Site, ...]], ...]
+    members: tuple[Site, ...] = ()
+
+    def get(self, relation: str) -> tuple[Site, ...]:
+        """The sites of one relation (empty when it has none)."""
+        return dict(self.relations).get(relation, ())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of several nodes an ambiguous name matches."""
+
+    node: str
+    kind: str
+    file: str
+    line: int
+    root: str
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """A name that matches several nodes."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+
+
+def lookup(g: nx.MultiDiGraph, name: str) -> list[str]:
+    """Nodes ``name`` designates, preferring analysed code over externals.
+
+    Raises :class:`~kvflowmap.graph.select.SelectError` (with close matches)
+    when nothing matches."""
+    hits = select.resolve(g, [name])
+    inside = [n for n in hits if g.nodes[n].get("kind") != "external"]
+    return inside if len(inside) == 1 else hits
+
+
+def where(g: nx.MultiDiGraph, name: str) -> WhereResult | Ambiguous:
+    """Definition, callers, callees and data relations of the node ``name``
+    designates, or the candidates when the name is ambiguous."""
+    hits = lookup(g, name)
+    if len(hits) > 1:
+        return Ambiguous(name, tuple(_candidate(g, n) for n in hits))
+    return describe(g, hits[0])
+
+
+def describe(g: nx.MultiDiGraph, node: str) -> WhereResult:
+    """The :class:`WhereResult` of a node id known to be in ``g``."""
+    d = g.nodes[node]
+    relations = tuple((rel, sites) for rel, direction, kinds in RELATIONS
+                      if (sites := edge_sites(g, node, direction, kinds)))
+    return WhereResult(
+        node=node, kind=str(d.get("kind", "")), file=str(d.get("file") or ""),
+        line=int(d.get("line") or 0), root=str(d.get("root") or ""),
+        side=str(d.get("side") or ""), subject=bool(d.get("subject")),
+        signature=str(d.get("signature") or ""), doc=str(d.get("doc") or "").strip(),
+        relations=relations, members=_members(g, node) if d.get("kind") == "class" else ())
+
+
+def edge_sites(g: nx.MultiDiGraph, node: str, direction: str,
+               kinds: tuple[str, ...]) -> tuple[Site, ...]:
+    """Sites of the edges of ``kinds`` into (``in``) or out of (``out``) ``node``,
+    sorted by place; one site per edge."""
+    edges = g.in_edges(node, data=True) if direction == "in" else g.out_edges(node, data=True)
+    sites = {
+        Site(node=u if direction == "in" else v, kind=str(e.get("kind")),
+             file=str(e.get("file") or ""), line=int(e.get("line") or 0),
+             root=str(e.get("root") or ""), note=_note(e))
+        for u, v, e in edges if e.get("kind") in kinds
+    }
+    return tuple(sorted(sites, key=lambda s: (s.root, s.file, s.line, s.kind, s.node, s.note)))
+
+
+def _note(e: dict) -> str:
+    parts = []
+    for key in NOTE_KEYS:
+        value = e.get(key)
+        if value is True:
+            parts.append(key)
+        elif value:
+            parts.append(f"{key}: {value}")
+    return "; ".join(parts)
+
+
+def _members(g: nx.MultiDiGraph, cls: str) -> tuple[Site, ...]:
+    """Functions defined directly in the class body (not nested deeper)."""
+    prefix = cls + "."
+    out = []
+    for n in sorted(g):
+        if n.startswith(prefix) and "." not in n[len(prefix):]:
+            d = g.nodes[n]
+            if d.get("kind") == "function":
+                out.append(Site(n, "member", str(d.get("file") or ""), int(d.get("line") or 0),
+                                str(d.get("root") or "")))
+    return tuple(sorted(out, key=lambda s: (s.line, s.node)))
+
+
+def _candidate(g: nx.MultiDiGraph, n: str) -> Candidate:
+    d = g.nodes[n]
+    return Candidate(n, str(d.get("kind", "")), str(d.get("file") or ""),
+                     int(d.get("line") or 0), str(d.get("root") or ""))

@@ -1,0 +1,70 @@
+"""Text and JSON output of ``kvflowmap where``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from kvflowmap.nav.where import Ambiguous, Site, WhereResult
+
+TITLES = {
+    "callers": "called by", "callees": "calls", "setters": "set by", "sets": "sets state",
+    "readers": "read by", "reads": "reads state", "producers": "produced by",
+    "produces": "produces field", "consumers": "consumed by", "consumes": "consumes field",
+    "members": "methods",
+}
+
+
+def where_text(result: WhereResult | Ambiguous) -> str:
+    """Human-readable text; ends with a newline."""
+    if isinstance(result, Ambiguous):
+        return _ambiguous_text(result)
+    r = result
+    head = [r.node, f"  {r.kind}" + (f" ({'subject' if r.subject else 'context'})"
+                                      if r.kind != "external" else "")]
+    if r.file:
+        head.append(f"  defined at {r.file}:{r.line}" + (f"  [{r.root}]" if r.root else ""))
+    if r.side:
+        head.append(f"  side: {r.side}")
+    if r.signature:
+        head.append(f"  {r.signature}")
+    if r.doc:
+        head.append(f"  \"{r.doc.splitlines()[0]}\"")
+    blocks = ["\n".join(head)]
+    groups = list(r.relations) + ([("members", r.members)] if r.members else [])
+    for rel, sites in groups:
+        blocks.append(_sites_block(TITLES.get(rel, rel), sites))
+    if not groups:
+        blocks.append("  nothing calls it, and it calls or touches nothing in the graph")
+    return "\n\n".join(blocks) + "\n"
+
+
+def _sites_block(title: str, sites: tuple[Site, ...]) -> str:
+    locs = [f"{s.file}:{s.line}" if s.file else "-" for s in sites]
+    width = max(len(x) for x in locs)
+    kwidth = max(len(s.kind) for s in sites)
+    lines = [f"{title} ({len(sites)}):"]
+    for loc, s in zip(locs, sites):
+        note = f"  ({s.note})" if s.note else ""
+        lines.append(f"  {loc:<{width}}  {s.kind:<{kwidth}}  {s.node}{note}")
+    return "\n".join(lines)
+
+
+def _ambiguous_text(a: Ambiguous) -> str:
+    lines = [f"{a.name!r} matches {len(a.candidates)} nodes; give more of the name, "
+             "e.g. 'Class.method', or the full id:"]
+    width = max(len(c.node) for c in a.candidates)
+    for c in a.candidates:
+        loc = f"{c.file}:{c.line}" if c.file else ""
+        lines.append(f"  {c.node:<{width}}  {c.kind:<8}  {loc}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def where_json(result: WhereResult | Ambiguous) -> str:
+    """Stable JSON: ``{"ambiguous": ...}`` or the node with its relations."""
+    if isinstance(result, Ambiguous):
+        data: dict = {"name": result.name, "ambiguous": [asdict(c) for c in result.candidates]}
+    else:
+        data = asdict(result)
+        data["relations"] = {rel: [asdict(s) for s in sites] for rel, sites in result.relations}
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

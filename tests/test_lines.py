@@ -1,0 +1,106 @@
+"""Lines counted during the walk agree with LibCST's PositionProvider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from kvflowmap.index.parse import facts_from_bytes
+
+TRICKY = '''
+import functools
+
+@functools.lru_cache(
+    maxsize=None,
+)
+# a comment between decorator and def
+
+def f(a=(
+        compute()), b="""multi
+line"""):
+    x = (
+        g(a)
+    )
+    y = \\
+        h(b)
+    if (a ==
+            b):
+        return [
+            k(1),
+        ]
+    for i in range(3):  # comment
+        # leading comment
+        print(i)
+    try:
+        pass
+    # comment before except
+    except ValueError:
+        pass
+    return f"""{a}
+{b}""" + m()
+
+
+class C(
+    Base,
+):
+    """Doc
+    string."""
+
+    @property
+    def p(self):
+        return self.q(
+            1)
+'''
+
+
+def expected(source: str) -> dict[str, list[tuple[str, int]]]:
+    wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    pos = wrapper.resolve(PositionProvider)
+    out: dict[str, list] = {"calls": [], "defs": []}
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            out["calls"].append(pos[node].start.line)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            out["defs"].append(pos[node.name].start.line)
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            out["defs"].append(pos[node.name].start.line)
+
+    wrapper.module.visit(V())
+    return out
+
+
+def actual(source: str) -> dict[str, list[int]]:
+    ff = facts_from_bytes("t.py", source.encode())
+    assert ff.problem is None
+    lines = source.splitlines()
+    # Applying a decorator is recorded as a call too; it sits on an '@' line.
+    calls = sorted({c.line for c in ff.calls} - {
+        c.line for c in ff.calls if lines[c.line - 1].lstrip().startswith("@") and not c.args})
+    defs = sorted([f.line for f in ff.functions] + [c.line for c in ff.classes])
+    return {"calls": calls, "defs": defs}
+
+
+def check(source: str) -> None:
+    exp, got = expected(source), actual(source)
+    assert got["defs"] == sorted(exp["defs"])
+    lines = source.splitlines()
+    exp_calls = set(exp["calls"])
+    assert set(got["calls"]) - exp_calls == set()
+    missing = {n for n in exp_calls - set(got["calls"]) if not lines[n - 1].lstrip().startswith("@")}
+    assert missing == set()
+
+
+def test_tricky_layout_lines_match_position_provider() -> None:
+    check(TRICKY)
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parent.joinpath("fixtures").rglob("*.py"))[:60],
+                         ids=lambda p: p.parent.name + "/" + p.name)
+def test_fixture_lines_match(path: Path) -> None:
+    check(path.read_text())
