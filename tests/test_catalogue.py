@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_rule_loader import VALID, fake_engine, write
+from tests.test_rule_loader import VALID, fake_engine, write
 
 from kvflowmap.check.catalogue import explain, render_catalogue, rule_file
 from kvflowmap.check.loader import default_rule_dirs, load_rules

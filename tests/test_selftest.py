@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_rule_loader import fake_engine, flag_bad_functions, write
+from tests.test_rule_loader import fake_engine, flag_bad_functions, write
 
 from kvflowmap.check.loader import load_rules
 from kvflowmap.check.selftest import format_report, markers, run_examples

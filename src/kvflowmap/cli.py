@@ -176,6 +176,60 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
     click.echo(clear(cache_dir, releases))
 
 
+@cli.command()
+@click.argument("name")
+@source_options
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def where(name: str, fmt: str, **kw) -> None:
+    """Where NAME is defined, who calls/sets/reads/produces/consumes it, and what it calls."""
+    from kvflowmap.nav.commands import run_where
+
+    raise click.exceptions.Exit(run_where(run_analysis(kw)[0], name, fmt))
+
+
+@cli.command("path")
+@click.argument("a")
+@click.argument("b")
+@source_options
+@click.option("--max", "max_paths", type=int, default=5, show_default=True, help="Paths to list.")
+@click.option("--calls-only", is_flag=True, help="Only calls, dispatch and bridges (no data steps).")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -> None:
+    """The paths from A to B, shortest first, each step with file:line and edge kind."""
+    from kvflowmap.nav.commands import run_path
+
+    raise click.exceptions.Exit(run_path(run_analysis(kw)[0], a, b, max_paths, fmt, calls_only))
+
+
+@cli.command()
+@source_options
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
+              default="text", show_default=True)
+@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+def states(fmt: str, out: str | None, **kw) -> None:
+    """The request state machine found in the code (from, to, function, file:line, guard)."""
+    from kvflowmap.nav.commands import run_states
+
+    raise click.exceptions.Exit(run_states(run_analysis(kw)[0], fmt, out))
+
+
+@cli.command()
+@source_options
+@click.option("-o", "--out", required=True, type=click.Path(), help="Folder of the pages.")
+@click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
+@click.option("--link-template", metavar="URL",
+              help="Source links from {root} (label), {path}, {file}, {line}.")
+def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
+    """Onboarding pages generated from the code (Markdown + SVG)."""
+    from kvflowmap.docs.command import run_docs
+
+    analysis, config, rep = run_analysis(kw)
+    code = run_docs(analysis, out, check, link_template or config.link_template, say=rep.note)
+    raise click.exceptions.Exit(code)
+
+
 def _register_rule_commands() -> None:
     from kvflowmap.commands import rules_cmd
 

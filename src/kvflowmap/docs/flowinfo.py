@@ -133,14 +133,15 @@ def rule_mentions(rule: Any, method: str) -> bool:
 
 
 def steps_of(g: nx.MultiDiGraph, lk: Linker, depth: int = 4) -> dict[str, str]:
-    """Function -> the protocol method whose implementation reaches it first
-    (calls within one package, ``depth`` hops; protocol order breaks ties)."""
+    """Function -> the protocol method whose implementation (the base default
+    or a subject override) reaches it first, by calls within one package in
+    ``depth`` hops; protocol order breaks ties."""
     owner: dict[str, str] = {}
     starts = []
     for _, m in protocol_methods(lk):
         base = base_method(lk, m)
         for impl in [base, *lk.classes.overrides(base)]:
-            if impl in g:
+            if impl in g and (impl == base or g.nodes[impl].get("subject")):
                 starts.append((impl, m))
     queue = deque((fn, m, 0) for fn, m in starts)
     for fn, m in starts:

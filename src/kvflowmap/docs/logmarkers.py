@@ -15,15 +15,23 @@ PAGE = "log-markers.md"
 
 
 def flow_functions(ctx: DocContext) -> dict[str, str]:
-    """Function -> step name: the functions of the flow (flow-marked ones and
-    what the protocol methods reach in their own package)."""
-    g = ctx.g
-    steps = flowinfo.steps_of(g, ctx.lk)
-    out = dict(steps)
-    for n, d in g.nodes(data=True):
-        if d.get("flow") and d.get("kind") == "function" and d.get("role") != "module" \
-                and n not in out:
-            out[n] = f"other {d.get('side') or 'shared'}-side flow code"
+    """Function -> step name for the functions of the flow: what the protocol
+    methods of the subject connectors reach in their own package, then the
+    other flow-marked connector code, then vLLM's flow code in the modules the
+    protocol assigns to a side (vLLM's own connectors are left out)."""
+    g, lk = ctx.g, ctx.lk
+    out = flowinfo.steps_of(g, lk)
+    for n, d in sorted(g.nodes(data=True)):
+        if n in out or not d.get("flow") or d.get("kind") != "function" \
+                or d.get("role") == "module":
+            continue
+        if d.get("subject"):
+            out[n] = "other connector code in the flow"
+        else:
+            df = lk.model.defs.get(n)
+            side = lk.protocol.side_of_module(df.module) if df is not None else None
+            if side:
+                out[n] = f"vLLM {side} side"
     return out
 
 
@@ -52,11 +60,12 @@ def logmarkers_page(ctx: DocContext) -> bytes:
     body = [f"{total} logging calls in the functions of the flow, grouped by the protocol "
             "method whose implementation reaches them (vLLM's own flow code last). "
             "`%s`-style placeholders are shown as written; grep for the fixed parts.", ""]
-    if markers:
-        body += ["Steps: " + ", ".join(f"[{s}](#{_anchor(s)})" for s in markers), ""]
     side = {m: s for s, m in flowinfo.protocol_methods(ctx.lk)}
+    titles = {s: f"{s} ({side[s]} side)" if s in side else s for s in markers}
+    if markers:
+        body += ["Steps: " + ", ".join(f"[{s}](#{_anchor(titles[s])})" for s in markers), ""]
     for step, items in markers.items():
-        title = f"{step} ({side[step]} side)" if step in side else step
+        title = titles[step]
         rows = [[code(log.level), code(log.message), ctx.name(fn),
                  ctx.loc(_root(ctx, fn), _file(ctx, fn), log.line, PAGE)] for fn, log in items]
         body += [f"## {title}", "", *table(["Level", "Message", "Function", "Where"], rows), ""]

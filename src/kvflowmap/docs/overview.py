@@ -49,9 +49,7 @@ def _analysed(ctx: DocContext) -> list[str]:
            f"- vLLM version: {code(ctx.analysis.vllm_version or 'unknown')}",
            f"- Protocol: {code(proto.name)} ({n_sched} scheduler-side and {n_work} worker-side "
            f"methods of {code(flowinfo.qual(lk, proto.base_class))}, "
-           f"{len(proto.carriers)} carriers across the process boundary)",
-           f"- Graph: {ctx.g.number_of_nodes()} nodes, {ctx.g.number_of_edges()} edges, "
-           f"{len(ctx.analysis.unresolved)} call sites not resolved", ""]
+           f"{len(proto.carriers)} carriers across the process boundary)", ""]
     return out
 
 

@@ -87,6 +87,7 @@ class _Diagram:
     participants: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (id, title)
     arrows: list[Arrow] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    side_callers: dict[str, str] = field(default_factory=dict)  # side -> first vLLM caller
 
     def pid(self, key: str, title: str) -> str:
         if key not in self.participants:
@@ -146,7 +147,8 @@ def _conn(d: _Diagram, side: str) -> str:
 
 
 def _side_default(d: _Diagram, side: str) -> str:
-    return d.pid(f"vllm:{side}", f"vLLM {side}")
+    """The vLLM participant already drawn for ``side``, else a generic one."""
+    return d.side_callers.get(side) or d.pid(f"vllm:{side}", f"vLLM {side}")
 
 
 def _hook(d: _Diagram, spec: Spec) -> None:
@@ -159,6 +161,8 @@ def _hook(d: _Diagram, spec: Spec) -> None:
     caller = flowinfo.preferred_caller(lk, spec.side, callers)
     src = (_class_of(d, caller.node) or _conn(d, spec.side)) if caller else \
         _side_default(d, spec.side)
+    if caller and _class_of(d, caller.node):
+        d.side_callers.setdefault(spec.side, src)
     sites = [("called from " + flowinfo.qual(lk, s.node), s) for s in callers]
     label = spec.name
     if impl and impl in ctx.g:
@@ -194,10 +198,13 @@ def _carrier(d: _Diagram, spec: Spec) -> None:
         d.missing.append(spec.name)
         return
     owner = d.pid(c.owner, c.owner.rsplit(".", 1)[-1])
-    producers = edge_sites(ctx.g, c.field, "in", ("produces",))
-    consumers = edge_sites(ctx.g, c.field, "out", ("consumes",))
+    # The carrier crosses from one process to the other: producers on the
+    # sending side, consumers on the side of its declared targets.
+    to_side = next((ctx.g.nodes[t].get("side") for t in c.targets if t in ctx.g), None)
+    producers = _on_side(ctx, edge_sites(ctx.g, c.field, "in", ("produces",)), to_side, False)
+    consumers = _on_side(ctx, edge_sites(ctx.g, c.field, "out", ("consumes",)), to_side, True)
     prod = _pick(producers, _entry_points(d))
-    cons = _pick(consumers, list(c.targets))
+    cons = _pick(consumers, [*c.targets, *_entry_points(d)])
     src = _class_of(d, prod.node) if prod else owner
     d.add(src or owner, owner, spec.name, "data", spec.note,
           [("set in " + flowinfo.qual(lk, s.node), s) for s in ([prod] if prod else [])])
@@ -205,6 +212,16 @@ def _carrier(d: _Diagram, spec: Spec) -> None:
         d.add(owner, _class_of(d, cons.node) or owner, "read: " + spec.name, "data",
               "read by " + flowinfo.qual(lk, cons.node), [("read in " + flowinfo.qual(
                   lk, cons.node), cons)])
+
+
+def _on_side(ctx: DocContext, sites: tuple[Site, ...], side: str | None,
+             same: bool) -> tuple[Site, ...]:
+    """Sites whose function is (``same``) or is not on ``side``; all of them
+    when the side is unknown or nothing matches."""
+    if side is None:
+        return sites
+    kept = tuple(s for s in sites if (ctx.g.nodes[s.node].get("side") == side) == same)
+    return kept or sites
 
 
 def _entry_points(d: _Diagram) -> list[str]:

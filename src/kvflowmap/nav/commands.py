@@ -4,6 +4,7 @@ path, 2 a name that matches nothing)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def run_states(analysis: Analysis, fmt: str, out: str | None) -> int:
         except RenderError as exc:
             raise click.ClickException(str(exc)) from exc
         return 0
-    width = 120 if out or not sys.stdout.isatty() else click.get_terminal_size()[0]
+    width = None if out or not sys.stdout.isatty() else shutil.get_terminal_size()[0]
     text = {"json": states.states_json, "mermaid": states.states_mermaid}.get(
         fmt, lambda m: states.states_text(m, width=width))(sm)
     _emit(text, out)

@@ -92,7 +92,7 @@ def _simple(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> nx.DiGraph:
     """A DiGraph of the chosen edge kinds, built in sorted order so that the
     path search (and its tie order) is deterministic."""
     simple = nx.DiGraph()
-    simple.add_nodes_from(sorted(g))
+    simple.add_nodes_from((n, {"kind": g.nodes[n].get("kind")}) for n in sorted(g))
     simple.add_edges_from(sorted({(u, v) for u, v, k in g.edges(data="kind") if k in kinds}))
     return simple
 
@@ -111,13 +111,16 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
              targets: list[str]) -> NoPath:
     hops = nx.single_source_shortest_path_length(simple, _SRC)
-    reached = {n: h - 1 for n, h in hops.items() if n not in (_SRC, _DST) and h > 0}
+    # Hops from A (the virtual source is one hop before it); A itself and
+    # externals (leaves outside the analysed code) are not useful hints.
+    reached = {n: h - 1 for n, h in hops.items() if n not in (_SRC, _DST) and h > 1}
+    inside = {n: h for n, h in reached.items() if simple.nodes[n].get("kind") != "external"}
     want = b.rsplit(".", 1)[-1].lower()
 
     def likeness(n: str) -> float:
         return difflib.SequenceMatcher(None, n.rsplit(".", 1)[-1].lower(), want).ratio()
 
-    ranked = sorted(reached, key=lambda n: (-round(likeness(n), 6), reached[n], n))
+    ranked = sorted(inside or reached, key=lambda n: (-round(likeness(n), 6), reached[n], n))
     into = sorted({p for t in targets for p in simple.predecessors(t) if p != _SRC})
     back = nx.DiGraph(simple)
     back.remove_nodes_from([_SRC, _DST])

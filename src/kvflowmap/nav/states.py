@@ -88,18 +88,25 @@ def states_json(sm: StateMachine) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def states_text(sm: StateMachine, width: int = 120) -> str:
-    """A rich table rendered to plain text at ``width`` columns."""
+def states_text(sm: StateMachine, width: int | None = None) -> str:
+    """A rich table rendered to plain text. The from/to/function/where
+    columns never wrap; the guard takes the rest of ``width`` (default: wide
+    enough for those columns plus 60 for the guard)."""
     from rich.console import Console
     from rich.table import Table
 
+    cells = [(", ".join(r.from_states), r.to_state, r.qualname, f"{r.file}:{r.line}",
+              r.guard or "-") for r in sm.rows]
+    fixed = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in
+             enumerate(("from", "to", "function", "where"))]
+    width = width or sum(fixed) + 4 * 3 + 4 + 60
     table = Table(title=f"{len(sm.rows)} transitions of {', '.join(sm.enums) or 'no state enum'}",
                   show_lines=True, expand=False)
-    for col in ("from", "to", "function", "where", "guard"):
-        table.add_column(col, overflow="fold")
-    for r in sm.rows:
-        table.add_row(", ".join(r.from_states), r.to_state, r.qualname, f"{r.file}:{r.line}",
-                      r.guard or "-")
+    for col, w in zip(("from", "to", "function", "where"), fixed):
+        table.add_column(col, no_wrap=True, min_width=w)
+    table.add_column("guard", overflow="fold", ratio=1)
+    for row in cells:
+        table.add_row(*row)
     buf = io.StringIO()
     Console(file=buf, width=width, color_system=None, force_terminal=False,
             highlight=False).print(table)

@@ -55,16 +55,29 @@ def _classes(ctx: CheckContext) -> list[str]:
 
 def _methods(ctx: CheckContext, cls: str) -> list[str]:
     """Methods of ``cls`` and of its analysed bases, with nested functions."""
-    owners = [c for c in ctx.classes.mro(cls) if c in ctx.model.defs]
-    out = []
+    by_class = _functions_by_class(ctx)
+    return sorted(f for c in ctx.classes.mro(cls) for f in by_class.get(c, ()))
+
+
+def _functions_by_class(ctx: CheckContext) -> dict[str, list[str]]:
+    """Class FQN -> its methods and the functions nested in them (memoised on
+    the context, which lives for one rule)."""
+    cached = getattr(ctx, "_paired_by_class", None)
+    if cached is not None:
+        return cached
+    out: dict[str, list[str]] = {}
     for fqn, d in ctx.model.defs.items():
         if d.is_class:
             continue
-        owner = f"{d.module}.{d.fact.class_qualname}" if d.fact.class_qualname else None
-        if owner in owners or any(fqn.startswith(f"{c}.") and not d.fact.class_qualname
-                                  for c in owners):
-            out.append(fqn)
-    return sorted(out)
+        qual = d.fact.qualname.split(".")
+        for i in range(len(qual) - 1, 0, -1):  # the innermost enclosing class
+            owner = f"{d.module}.{'.'.join(qual[:i])}"
+            od = ctx.model.defs.get(owner)
+            if od is not None and od.is_class:
+                out.setdefault(owner, []).append(fqn)
+                break
+    ctx._paired_by_class = out
+    return out
 
 
 def _sites(ctx: CheckContext, spec: Spec, methods: list[str]

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+import fnmatch
+import re
+from functools import lru_cache
 
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.check.kinds._paired_spec import Spec
@@ -33,25 +35,32 @@ FAILING = ("exception", "raise", "assert")
 NOT_HANDLES = {"self", "cls", "_", "None", "True", "False"}
 
 
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """(regex for dot-free patterns, regex for dotted ones): one match per list."""
+    plain = [fnmatch.translate(p) for p in patterns if "." not in p]
+    dotted = [fnmatch.translate(p) for p in patterns if "." in p]
+    return (re.compile("|".join(plain)) if plain else None,
+            re.compile("|".join(dotted)) if dotted else None)
+
+
 def call_matches(patterns: tuple[str, ...], callee: str | None, fqns: list[str]) -> bool:
     """A pattern without a dot matches the called name; with a dot, the callee
     chain as written or any resolved fully qualified name."""
-    if not callee:
+    if not callee or not patterns:
         return False
-    name = callee.rpartition(".")[2].rstrip("()")
-    for p in patterns:
-        if "." not in p:
-            if fnmatchcase(name, p):
-                return True
-        elif fnmatchcase(callee, p) or any(fnmatchcase(f, p) for f in fqns):
-            return True
-    return False
+    plain, dotted = _compiled(patterns)
+    if plain is not None and plain.match(callee.rpartition(".")[2].rstrip("()")):
+        return True
+    return dotted is not None and (bool(dotted.match(callee)) or
+                                   any(dotted.match(f) for f in fqns))
 
 
 def chain_matches(patterns: tuple[str, ...], chain: str) -> bool:
     """A pattern without a dot matches the last attribute; with one, the chain."""
-    last = chain.rpartition(".")[2]
-    return any(fnmatchcase(chain, p) if "." in p else fnmatchcase(last, p) for p in patterns)
+    plain, dotted = _compiled(patterns)
+    return bool((plain is not None and plain.match(chain.rpartition(".")[2])) or
+                (dotted is not None and dotted.match(chain)))
 
 
 @dataclass(frozen=True)
@@ -104,9 +113,17 @@ class FunctionSites:
         self.path = ctx.where(fqn)[2]
         self._texts: dict[int, str] = {}
         self._targets: dict[int, list[tuple[str, bool]]] = {}
-        self.cfg: CFG = build_cfg(self.fn.body, self._may_raise)
+        self._roles: dict[int, frozenset[str]] = {}
+        self._cfg: CFG | None = None
         self._locals = {a for a in ctx.model.assigns.get((self.module, self.fn.qualname), {})}
         self._locals |= {p.name for p in self.fn.params}
+
+    @property
+    def cfg(self) -> CFG:
+        """Built on first use: most functions acquire nothing and need none."""
+        if self._cfg is None:
+            self._cfg = build_cfg(self.fn.body, self._may_raise)
+        return self._cfg
 
     # -- events ----------------------------------------------------------------
     def events(self, stmt: Stmt, kind: str) -> list[int]:
@@ -124,9 +141,14 @@ class FunctionSites:
             self._targets[index] = [(t.fqn, t.external) for t in self.ctx.resolve_call(self.fqn, call)]
         return self._targets[index]
 
-    def roles(self, index: int) -> set[str]:
+    def roles(self, index: int) -> frozenset[str]:
         """acquire / release / handover, from the rule's patterns and, for
         analysed helpers, from their summaries."""
+        if index not in self._roles:
+            self._roles[index] = frozenset(self._compute_roles(index))
+        return self._roles[index]
+
+    def _compute_roles(self, index: int) -> set[str]:
         call, spec = self.ff.calls[index], self.spec
         fqns = [f for f, _ in self.targets(index)]
         if call_matches(spec.exclude, call.callee, fqns):
@@ -174,20 +196,33 @@ class FunctionSites:
 
     # -- acquisitions ----------------------------------------------------------
     def acquires(self) -> list[Resource]:
+        """Every acquisition, one per (CFG node, event): finally bodies are
+        copied per way out, so a statement can stand for several nodes."""
+        if not any(self._acquiring(s) for s in _walk(self.fn.body)):
+            return []  # spare the CFG
         out: list[Resource] = []
         for node in self.cfg.nodes:
             s = node.stmt
-            if node.kind != "stmt" or s is None or s.kind == "with":
-                continue  # a context manager's __exit__ releases what a with item takes
-            for i in self.events(s, "call"):
-                if "acquire" in self.roles(i):
+            if node.kind != "stmt" or s is None:
+                continue
+            for kind, i in self._acquiring(s):
+                if kind == "call":
                     out.append(self._call_resource(node.id, s, self.ff.calls[i]))
-            for i in self.events(s, "container"):
-                co = self.ff.containers[i]
-                if co.op in self.spec.add_ops and chain_matches(self.spec.containers, co.container) \
-                        and not (co.op == "setitem" and is_decrement(self.text(s))):
+                else:
+                    co = self.ff.containers[i]
                     out.append(Resource(node.id, "container", co.container, co.key,
                                         frozenset(), co.line, co.col))
+        return out
+
+    def _acquiring(self, s: Stmt) -> list[tuple[str, int]]:
+        if s.kind == "with":
+            return []  # a context manager's __exit__ releases what a with item takes
+        out = [("call", i) for i in self.events(s, "call") if "acquire" in self.roles(i)]
+        for i in self.events(s, "container"):
+            co = self.ff.containers[i]
+            if co.op in self.spec.add_ops and chain_matches(self.spec.containers, co.container) \
+                    and not (co.op == "setitem" and is_decrement(self.text(s))):
+                out.append(("container", i))
         return out
 
     def _call_resource(self, node: int, s: Stmt, call: CallFact) -> Resource:

@@ -45,6 +45,7 @@ PARAMS: dict[str, tuple[tuple[type, ...], Any, str]] = {
                            "hasattr", "getattr", "print", "time.*", "*.perf_counter",
                            "set", "list", "dict", "tuple", "frozenset", "sorted", "min",
                            "max", "range", "enumerate", "zip", "id", "bool", "int", "str",
+                           "threading.Event", "threading.Lock", "threading.RLock", "*.set",
                            "super().__init__", "<builtin>.object.__init__", "abc.ABC.__init__"],
                  "Call patterns assumed not to raise."),
     "summaries": ((bool,), True, "Look into called helpers: one that releases on all its "

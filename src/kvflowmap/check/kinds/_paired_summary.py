@@ -57,10 +57,12 @@ class Summaries:
 
     def _compute(self, fqn: str) -> Summary:
         sites = self.sites(fqn)
-        tokens = {n.id: self._tokens(sites, n.stmt) for n in sites.cfg.nodes
-                  if n.kind == "stmt" and n.stmt is not None}
-        every = set().union(*tokens.values()) if tokens else set()
-        released = frozenset(t for t in every if _on_all_paths(sites, tokens, t))
+        released: frozenset[str] = frozenset()
+        if any(self._own_tokens(sites, s) for s in _walk(sites.fn.body)):
+            tokens = {n.id: self._tokens(sites, n.stmt) for n in sites.cfg.nodes
+                      if n.kind == "stmt" and n.stmt is not None}
+            every = set().union(*tokens.values())
+            released = frozenset(t for t in every if _on_all_paths(sites, tokens, t))
         returns = any(sites.trace(r).returned for r in sites.acquires() if r.kind == "call")
         nothrow = not any(s.kind in ("raise", "assert") or
                           any(sites._call_may_raise(i) for i in sites.events(s, "call"))
