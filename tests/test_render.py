@@ -179,7 +179,7 @@ def test_dot_links_and_escaping() -> None:
     node = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{PEGA}.get_num_new_matched_tokens" ['))
     assert r'Say \"hi\" to C:\\path &lt;now&gt; &amp; then' in node
     assert "<" not in node and "Schedule one step." in dot and "More." not in dot
-    linked = to_dot(make_graph(), link_template="vscode://file{root}/{file}:{line}")
+    linked = to_dot(make_graph(), link_template="vscode://file{root_path}/{file}:{line}")
     assert 'URL="vscode://file/src/vllm/vllm/v1/core/sched/scheduler.py:300"' in linked
     with pytest.raises(RenderError, match="placeholders"):
         to_dot(make_graph(), link_template="{nope}")

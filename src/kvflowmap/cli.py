@@ -89,6 +89,8 @@ def cli() -> None:
 @click.option("--include", multiple=True, metavar="GLOB", help="Keep only matching node ids.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Drop matching node ids.")
 @click.option("--full", is_flag=True, help="The whole graph, not only the KV-transfer flow.")
+@click.option("--connector", multiple=True, metavar="CLASS",
+              help="Connector classes to draw (default: the subject's main connector).")
 @click.option("--max-nodes", type=int, default=80, show_default=True,
               help="Node budget of the default flow picture.")
 @click.option("--link-template", metavar="URL",

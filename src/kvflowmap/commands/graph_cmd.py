@@ -17,7 +17,7 @@ from kvflowmap.sources.config import ProjectConfig
 
 
 def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_to,
-                include, exclude, full, max_nodes) -> nx.MultiDiGraph:
+                include, exclude, full, max_nodes, connector=()) -> nx.MultiDiGraph:
     """The subgraph the options ask for; the KV-transfer flow by default."""
     if bool(path_from) != bool(path_to):
         raise click.UsageError("--from and --to go together")
@@ -28,7 +28,7 @@ def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_
     elif full:
         view = g
     else:
-        view = select.flow_view(g, max_nodes=max_nodes)
+        view = select.flow_view(g, max_nodes=max_nodes, connectors=connector)
     if include or exclude:
         view = select.filter_globs(view, list(include), list(exclude))
     view.graph.update(g.graph)
@@ -37,17 +37,18 @@ def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_
 
 def run_graph(analysis: Analysis, config: ProjectConfig, rep: Reporter, *, out, fmt, focus,
               depth, direction, path_from, path_to, include, exclude, full, max_nodes,
-              link_template, show_unresolved) -> None:
+              link_template, show_unresolved, connector=()) -> None:
     """Render the chosen view to ``out`` (or stdout for text formats)."""
     fmt = fmt or (format_from_suffix(out) if out else None) or ("svg" if out else "dot")
     try:
         view = choose_view(analysis.graph, focus=focus, depth=depth, direction=direction,
                            path_from=path_from, path_to=path_to, include=include,
-                           exclude=exclude, full=full, max_nodes=max_nodes)
+                           exclude=exclude, full=full, max_nodes=max_nodes,
+                           connector=connector)
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     template = link_template or config.link_template
-    title = _title(analysis)
+    title = _title(analysis, view.graph.get("connectors", []))
     try:
         data = render_graph(view, fmt, link_template=template, title=title)
     except RenderError as exc:
@@ -68,6 +69,7 @@ def run_graph(analysis: Analysis, config: ProjectConfig, rep: Reporter, *, out, 
             click.echo(f"{u.file}:{u.line}: {u.caller}: {u.callee}", err=True)
 
 
-def _title(analysis: Analysis) -> str:
-    labels = [r.label for r in analysis.roots]
-    return "KV-transfer flow: " + " + ".join(labels)
+def _title(analysis: Analysis, connectors: list[str]) -> str:
+    labels = " + ".join(r.label for r in analysis.roots)
+    shown = ", ".join(c.rpartition(".")[2] for c in connectors)
+    return f"KV-transfer flow: {labels}" + (f" (connector: {shown})" if shown else "")

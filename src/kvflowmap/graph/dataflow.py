@@ -186,22 +186,49 @@ def _reach_in_package(g, starts: list[str], depth: int) -> set[str]:
 
 
 def mark_flow(lk: Linker) -> None:
-    """Mark the nodes of the KV-transfer flow (the default picture)."""
+    """Mark the KV-transfer flow (the default picture) on nodes.
+
+    Connector-independent part (``flow=True``): the protocol's vLLM entry
+    points, the base hooks they call, states, carrier fields and their vLLM
+    producers/consumers. Per connector: each override of a hook gets
+    ``implements`` (the base hook) and ``connector`` (its class), and the
+    subject functions it calls get ``connector`` too, so the picture can show
+    one connector at a time (``select.flow_view``).
+    """
     g = lk.graph
     base = lk.protocol.base_class
     hooks = [f"{base}.{m}" for ms in lk.protocol.methods.values() for m in ms]
-    flow = set(_with_overrides(lk, hooks))
-    flow |= {n for ns in lk.protocol.entry_points.values() for n in ns if n in g}
+    entries = [n for ns in lk.protocol.entry_points.values() for n in ns if n in g]
+    flow = set(entries)
+    for h in hooks:
+        if h in g:
+            g.nodes[h]["hook"] = True
+            if any(u in entries for u, _ in g.in_edges(h)):
+                flow.add(h)
     for u, v, kind in g.edges(data="kind"):
-        if kind in ("bridge", "sets_state", "reads_state", "produces", "consumes"):
-            flow |= {u, v}
-    # Connector code one call away from a hook (facades delegate there).
-    for n in list(flow):
-        if g.nodes[n].get("subject"):
-            for _, nxt, kind in g.out_edges(n, data="kind"):
-                if kind == "call" and g.nodes[nxt].get("subject") and \
-                        g.nodes[nxt].get("kind") == "function":
-                    flow.add(nxt)
+        if kind in ("sets_state", "reads_state", "produces", "consumes"):
+            fn = u if kind in ("sets_state", "produces") else v
+            if fn in flow or g.nodes[fn].get("kind") != "function":
+                flow |= {u, v}
+    flow |= {n for n, k in g.nodes(data="kind") if k in ("state", "field")}
     for n in flow:
-        if n in g:
-            g.nodes[n]["flow"] = True
+        g.nodes[n]["flow"] = True
+    _mark_connectors(lk, hooks)
+
+
+def _mark_connectors(lk: Linker, hooks: list[str]) -> None:
+    g = lk.graph
+    for cls in lk.classes.all_subclasses(lk.protocol.base_class):
+        overrides = [f"{cls}.{h.rpartition('.')[2]}" for h in hooks
+                     if f"{cls}.{h.rpartition('.')[2]}" in lk.model.defs]
+        if cls not in g or not overrides:
+            continue
+        g.nodes[cls]["connector_hooks"] = len(overrides)
+        for m in overrides:
+            g.nodes[m]["implements"] = f"{lk.protocol.base_class}.{m.rpartition('.')[2]}"
+            g.nodes[m].setdefault("connector", cls)
+            for _, nxt, kind in g.out_edges(m, data="kind"):
+                d = g.nodes[nxt]
+                if kind == "call" and d.get("kind") == "function" and d.get("role") != "module" \
+                        and d.get("package") == g.nodes[m].get("package"):
+                    d.setdefault("connector", cls)

@@ -94,8 +94,24 @@ def _edge_sort_key(g: nx.MultiDiGraph):
     return key
 
 
-def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80) -> nx.MultiDiGraph:
-    """The default picture: nodes with ``flow=True`` and the edges among them.
+def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str]:
+    """Connector classes to draw: those named, else the subject connector
+    that overrides the most protocol hooks (the main one of a package)."""
+    names = list(names)
+    if names:
+        found = resolve(g, names)
+        return [n for n in found if g.nodes[n].get("connector_hooks")] or found
+    cands = [(-int(d.get("connector_hooks", 0)), n) for n, d in g.nodes(data=True)
+             if d.get("connector_hooks") and d.get("subject")]
+    return [min(cands)[1]] if cands else []
+
+
+def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
+              connectors: Iterable[str] = ()) -> nx.MultiDiGraph:
+    """The default picture: the connector-independent flow (``flow=True``:
+    vLLM entry points, the hooks they call, states and carrier fields) plus
+    the chosen connectors' hook implementations and what they delegate to
+    (see ``choose_connectors``), and the edges among them.
 
     When there are more than ``max_nodes``, nodes are ranked and the top
     ``max_nodes`` kept. Rank, best first:
@@ -111,8 +127,12 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80) -> nx.MultiDiGraph:
     flow) are dropped, and their places go to the next ranked nodes that
     connect to what is kept.
     """
-    flow = [n for n, d in g.nodes(data=True) if d.get("flow")]
+    chosen = set(choose_connectors(g, connectors))
+    flow = [n for n, d in g.nodes(data=True)
+            if (d.get("flow") and d.get("connector") in (None, *chosen))
+            or d.get("connector") in chosen or n in chosen]
     view = _subgraph(g, flow)
+    view.graph["connectors"] = sorted(chosen)
     if view.number_of_nodes() <= max_nodes:
         return view
     ranked = sorted(view, key=lambda n: (_tier(view, n), -view.degree(n), n))

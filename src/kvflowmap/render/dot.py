@@ -141,12 +141,14 @@ def _link(template: str | None, roots: dict[str, str], root: str | None,
     line = line or 1
     if template is None:
         return f"{urllib.parse.quote(file)}#L{line}"
-    values = {"root": roots.get(root or "") or root or "", "file": file, "line": line}
+    # {root} is the label (stable across machines); {root_path} the folder.
+    values = {"root": root or "", "root_path": roots.get(root or "") or root or "",
+              "file": file, "line": line}
     try:
         return template.format_map(values)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
         raise RenderError(f"link template {template!r} is not usable ({exc!r}); "
-                          "use only the placeholders {root}, {file} and {line}") from exc
+                          "use only the placeholders {root}, {root_path}, {file} and {line}") from exc
 
 
 def _tooltip(n: str, d: dict) -> str:
@@ -257,8 +259,8 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: str | None = None,
     """Deterministic Graphviz DOT text for ``g``.
 
     ``link_template`` builds each node's and edge's ``URL`` with the
-    placeholders ``{root}`` (the root's path from ``g.graph['roots']``, else its
-    label), ``{file}`` and ``{line}``; without a template the URL is the
+    placeholders ``{root}`` (the root's label), ``{root_path}`` (its folder),
+    ``{file}`` and ``{line}``; without a template the URL is the
     relative ``file#L<line>``. ``title`` is drawn above the picture.
     """
     roots = {r.get("label", ""): r.get("path", "") for r in g.graph.get("roots", [])}

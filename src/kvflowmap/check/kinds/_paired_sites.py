@@ -22,6 +22,7 @@ from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.kinds._paired_text import (
     emptiness,
+    holding_text,
     is_decrement,
     mentions,
     rhs,
@@ -159,8 +160,9 @@ class FunctionSites:
         if spec.summaries and not roles:
             for fqn, external in self.targets(index):
                 s = EMPTY if external else self.summary_of(fqn)
+                # What a helper hands back matters more than what it dropped.
                 roles |= {"acquire"} if s.returns_resource else set()
-                roles |= {"release"} if "call" in s.releases else set()
+                roles |= {"release"} if "call" in s.releases and not s.returns_resource else set()
                 roles |= {"handover"} if s.stores_param else set()
         return roles - {"acquire"} if "release" in roles else roles
 
@@ -258,21 +260,23 @@ class FunctionSites:
         return frozenset(names)
 
     def _alias_targets(self, s: Stmt, names: set[str]) -> Iterator[str]:
-        if s.kind == "for":
+        if s.kind == "for":  # only ``for x in held`` / ``for x in list(held)``
             target, _, it = (s.text or "").partition(" in ")
-            if mentions(it, names):
-                yield from (t.strip(" ()[]") for t in target.split(","))
+            inner = re.sub(r"^(?:list|tuple|sorted|set|reversed)\((.*)\)$", r"\1", it.strip())
+            if "," not in target and inner in names:
+                yield target.strip()
             return
         if s.kind not in ("simple", "return") or not s.events:
             return
-        text = self.text(s)
+        held = holding_text(rhs(self.text(s)))
         for i in self.events(s, "assign"):
             t = self.ff.assigns[i].target
-            if "." not in t and mentions(rhs(text), names):
+            if "." not in t and mentions(held, names):
                 yield t
         for i in self.events(s, "container"):
             co = self.ff.containers[i]
-            if "." not in co.container and co.op in self.spec.add_ops and mentions(text, names):
+            if "." not in co.container and co.op in self.spec.add_ops and \
+                    mentions(holding_text(self.text(s)), names):
                 yield co.container
 
     # -- what a node does to a resource -----------------------------------------
@@ -299,10 +303,13 @@ class FunctionSites:
         if s.kind == "for":  # ``for x in held: release(x)`` releases every element
             target, _, it = (s.text or "").partition(" in ")
             if r.handles and mentions(it, r.handles):
+                body = list(_walk(s.body))
+                if any(self._acquiring(b) for b in body):
+                    return False  # a loop that swaps leases is not a release loop
                 inner = {t.strip(" ()[]") for t in target.split(",")} | set(r.handles)
                 return any(mentions(self.text(b), inner) and
                            any("release" in self.roles(i) for i in self.events(b, "call"))
-                           for b in _walk(s.body))
+                           for b in body)
         return False
 
     def _names_ok(self, s: Stmt, r: Resource, release: bool) -> bool:
@@ -342,9 +349,9 @@ class FunctionSites:
             return False
         # In a nested function, a store into an enclosing function's local
         # hands the value to the enclosing function.
-        head = chain.split(".")[0]
-        return "." in self.fn.qualname and head not in self._locals and \
-            f"{self.module}.{self.fn.qualname.rpartition('.')[0]}" in self.ctx.model.defs
+        parent = self.ctx.model.defs.get(f"{self.module}.{self.fn.qualname.rpartition('.')[0]}")
+        return parent is not None and not parent.is_class and \
+            chain.split(".")[0] not in self._locals
 
     def pruned(self, node: int, label: str, names: frozenset[str] | None) -> bool:
         """An edge on which a tested name is known empty (``if x is None``):

@@ -64,15 +64,14 @@ class Summaries:
             every = set().union(*tokens.values())
             released = frozenset(t for t in every if _on_all_paths(sites, tokens, t))
         returns = any(sites.trace(r).returned for r in sites.acquires() if r.kind == "call")
-        nothrow = not any(s.kind in ("raise", "assert") or
-                          any(sites._call_may_raise(i) for i in sites.events(s, "call"))
-                          for s in _walk(sites.fn.body))
-        return Summary(released, returns, self._stores_param(sites), nothrow)
+        return Summary(released, returns, self._stores_param(sites), _nothrow(sites))
 
     def _tokens(self, sites: FunctionSites, stmt: Stmt) -> set[str]:
         """Release tokens a statement does; a ``for`` does what its body does."""
         if stmt.kind == "for":
-            return set().union(*(self._own_tokens(sites, s) for s in _walk(stmt.body)))
+            body = list(_walk(stmt.body))
+            if not any(sites._acquiring(s) for s in body):  # a loop that also takes is no release loop
+                return set().union(*(self._own_tokens(sites, s) for s in body))
         return self._own_tokens(sites, stmt)
 
     def _own_tokens(self, sites: FunctionSites, stmt: Stmt) -> set[str]:
@@ -99,6 +98,28 @@ class Summaries:
                     mentions(rhs(sites.text(s)), params):
                 return True
         return False
+
+
+def _nothrow(sites: FunctionSites) -> bool:
+    """No path reaches the exceptional exit: cheap when nothing in the body
+    can raise; else decided on the CFG (a ``try/except Exception`` around
+    the risky calls makes a helper nothrow)."""
+    stmts = list(_walk(sites.fn.body))
+    if not any(s.kind in ("raise", "assert") or
+               any(sites._call_may_raise(i) for i in sites.events(s, "call")) for s in stmts):
+        return True
+    if not any(s.kind == "try" and s.handlers for s in stmts):
+        return False
+    cfg = sites.cfg
+    seen, queue = {cfg.entry}, deque([cfg.entry])
+    while queue:
+        for d, _ in cfg.successors(queue.popleft()):
+            if d == cfg.raise_exit:
+                return False
+            if d not in seen:
+                seen.add(d)
+                queue.append(d)
+    return True
 
 
 def _on_all_paths(sites: FunctionSites, tokens: dict[int, set[str]], token: str) -> bool:

@@ -68,6 +68,48 @@ def rhs(text: str) -> str:
 _DECREMENT = re.compile(r"^\s*[\w.()\[\]]+\s*-\s*\d+\s*$")
 
 
+# Calls whose result still holds their arguments: container builders, record
+# copies. Other calls (``len(x)``, ``reconcile(x)``) compute something new.
+WRAPPERS = {"tuple", "list", "set", "frozenset", "dict", "sorted", "reversed", "iter", "zip",
+            "enumerate", "replace", "copy", "deepcopy", "append", "chain", "from_iterable"}
+
+
+def holding_text(text: str) -> str:
+    """``text`` with the arguments of calls that do not hold them removed:
+    ``n = len(leases)`` does not make ``n`` a lease, ``t = tuple(leases)`` and
+    ``r = Ready(leases)`` (a constructor, capitalised) do."""
+    out, i = [], 0
+    while i < len(text):
+        m = _CALL.search(text, i)
+        if m is None:
+            out.append(text[i:])
+            break
+        name = m.group(1).rpartition(".")[2]
+        out.append(text[i:m.end()])
+        end = _closing(text, m.end() - 1)
+        if name in WRAPPERS or name[:1].isupper():
+            i = m.end()
+            continue
+        out.append(")")
+        i = end + 1
+    return "".join(out)
+
+
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def _closing(text: str, open_at: int) -> int:
+    depth = 0
+    for j in range(open_at, len(text)):
+        if text[j] in "([{":
+            depth += 1
+        elif text[j] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(text) - 1
+
+
 def is_decrement(text: str) -> bool:
     """``d[k] = n - 1`` / ``d[k] -= 1``: a counted entry is updated, not added."""
     return "-=" in text or bool(_DECREMENT.match(rhs(text)))

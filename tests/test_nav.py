@@ -1,0 +1,142 @@
+"""``where``, ``path`` and ``states`` on the minivllm fixture: golden files
+and the behaviour around them (ambiguity, no path, CLI exit codes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.cli import main
+from kvflowmap.graph.select import SelectError
+from kvflowmap.nav import paths, states, where_render
+from kvflowmap.nav.where import Ambiguous, WhereResult, where
+
+try:  # tests/ may or may not be a package
+    from tests.navdocs_support import MINIVLLM, assert_golden, minivllm_analysis
+except ImportError:
+    from navdocs_support import MINIVLLM, assert_golden, minivllm_analysis
+
+FIELD = "vllm.v1.outputs.KVConnectorOutput.finished_recving"
+STATE = "vllm.v1.request.RequestStatus.WAITING_FOR_REMOTE_KVS"
+
+
+@pytest.fixture(scope="module")
+def g():
+    return minivllm_analysis().graph
+
+
+@pytest.mark.parametrize("name,fmt,golden", [
+    ("get_finished", "text", "where_get_finished.txt"),
+    ("WorkerConnector.get_finished", "text", "where_worker_get_finished.txt"),
+    ("finished_recving", "text", "where_finished_recving.txt"),
+    ("finished_recving", "json", "where_finished_recving.json"),
+    ("WAITING_FOR_REMOTE_KVS", "text", "where_waiting_for_remote_kvs.txt"),
+    ("MiniKVConnector", "text", "where_minikvconnector.txt"),
+])
+def test_where_golden(g, name: str, fmt: str, golden: str) -> None:
+    result = where(g, name)
+    out = where_render.where_json(result) if fmt == "json" else where_render.where_text(result)
+    assert_golden(golden, out)
+
+
+def test_where_short_names_and_relations(g) -> None:
+    field = where(g, "finished_recving")
+    assert isinstance(field, WhereResult) and field.node == FIELD and field.kind == "field"
+    assert "vllm.v1.core.sched.scheduler.Scheduler._update_from_kv_xfer_finished" in {
+        s.node for s in field.get("consumers")}
+    assert field.get("producers") and all(s.line > 0 for s in field.get("producers"))
+    state = where(g, "WAITING_FOR_REMOTE_KVS")
+    assert isinstance(state, WhereResult)
+    assert {s.node for s in state.get("setters")} == {
+        "vllm.v1.core.sched.scheduler.Scheduler.schedule"}
+    assert "vllm.v1.core.sched.scheduler.Scheduler._handle_blocked_waiting_request" in {
+        s.node for s in state.get("readers")}
+
+
+def test_where_ambiguous_lists_fqns(g) -> None:
+    result = where(g, "get_finished")
+    assert isinstance(result, Ambiguous)
+    assert [c.node for c in result.candidates] == [
+        "miniflow.connector.MiniKVConnector.get_finished",
+        "miniflow.connector.worker.WorkerConnector.get_finished",
+        "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1.get_finished"]
+
+
+def test_where_unknown_name_suggests(g) -> None:
+    with pytest.raises(SelectError, match="did you mean"):
+        where(g, "get_finishd")
+
+
+def test_path_golden(g) -> None:
+    result = paths.find_paths(g, "Scheduler.schedule", "WorkerConnector.start_load_kv", 3)
+    assert isinstance(result, paths.PathResult) and len(result.paths) == 3
+    lengths = [len(p) for p in result.paths]
+    assert lengths == sorted(lengths)
+    assert all(s.line > 0 and s.file for p in result.paths for s in p)
+    assert_golden("path_schedule_start_load.txt", paths.paths_text(result))
+    assert_golden("path_schedule_start_load.json", paths.paths_json(result))
+
+
+def test_path_calls_only_crosses_by_bridge(g) -> None:
+    result = paths.find_paths(g, "Scheduler.schedule", "WorkerConnector.start_load_kv", 5,
+                              paths.CONTROL_KINDS)
+    assert isinstance(result, paths.PathResult)
+    assert all(s.kind in paths.CONTROL_KINDS for p in result.paths for s in p)
+    assert any(s.kind == "bridge" for s in result.paths[0])
+
+
+def test_no_path_names_nearest(g) -> None:
+    result = paths.find_paths(g, "WorkerConnector.start_load_kv", "get_num_new_matched_tokens")
+    assert isinstance(result, paths.NoPath)
+    assert result.nearest and result.reachable >= len(result.nearest)
+    assert "miniflow.connector.worker.WorkerConnector.start_load_kv" not in dict(result.nearest)
+    assert "vllm.v1.core.sched.scheduler.Scheduler.schedule" in result.into_dst
+    assert_golden("path_none.txt", paths.paths_text(result))
+
+
+def test_states_outputs_golden() -> None:
+    sm = states.state_machine(minivllm_analysis().linker)
+    assert_golden("states.txt", states.states_text(sm))
+    assert_golden("states.json", states.states_json(sm))
+    assert_golden("states.mmd", states.states_mermaid(sm))
+    assert_golden("states.dot", states.states_dot(sm))
+
+
+def test_states_required_transitions() -> None:
+    sm = states.state_machine(minivllm_analysis().linker)
+    found = {(r.from_states, r.to_state, r.qualname) for r in sm.rows}
+    blocked = "Scheduler._handle_blocked_waiting_request"
+    assert (("WAITING_FOR_REMOTE_KVS",), "WAITING", blocked) in found
+    assert (("WAITING_FOR_REMOTE_KVS",), "PREEMPTED", blocked) in found
+    assert (("*",), "WAITING_FOR_REMOTE_KVS", "Scheduler.schedule") in found
+    assert (("RUNNING",), "PREEMPTED", "Scheduler._preempt_request") in found
+    guards = {r.to_state: r.guard for r in sm.rows if r.qualname == blocked}
+    assert "finished_recving" in guards["WAITING"] and "num_preemptions" in guards["PREEMPTED"]
+
+
+def _cli(*args: str) -> list[str]:
+    return [*args, str(MINIVLLM), "--context", str(stub_root()), "--no-cache", "-q"]
+
+
+def test_cli_exit_codes(capsys) -> None:
+    assert main(["where", *_cli("WorkerConnector.get_finished")]) == 0
+    assert "called by (1)" in capsys.readouterr().out
+    assert main(["where", *_cli("get_finished")]) == 1
+    assert main(["where", *_cli("nothing_like_this")]) == 2
+    assert main(["path", *_cli("Scheduler.schedule", "start_load_kv"), "--max", "1"]) == 0
+    assert capsys.readouterr().out.count("path ") == 1
+    assert main(["path", *_cli("WorkerConnector.start_load_kv", "Scheduler.schedule")]) == 1
+
+
+def test_cli_states_formats(capsys, tmp_path) -> None:
+    assert main(["states", *_cli(), "-f", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["transitions"]) == 6
+    assert main(["states", *_cli(), "-f", "mermaid"]) == 0
+    assert capsys.readouterr().out.startswith("stateDiagram-v2")
+    out = tmp_path / "s.svg"
+    assert main(["states", *_cli(), "-f", "svg", "-o", str(out)]) == 0
+    assert b"<svg" in out.read_bytes() and b"_handle_blocked_waiting_request" in out.read_bytes()
+    assert main(["states", *_cli(), "-f", "svg"]) == 2
