@@ -182,8 +182,6 @@ class FunctionSites:
         targets = self.targets(index)
         if call_matches(self.spec.no_raise, call.callee, [f for f, _ in targets]):
             return False
-        if (call.callee or "").endswith(".pop") and len(call.args) + len(call.kwargs) >= 2:
-            return False  # d.pop(k, default) cannot fail
         if not targets or not self.spec.summaries:
             return True
         for fqn, external in targets:

@@ -41,13 +41,15 @@ PARAMS: dict[str, tuple[tuple[type, ...], Any, str]] = {
     "no_raise": ((list,), ["logger.*", "*.logger.*", "*._logger.*", "logging.*", "log.*",
                            "*.add", "*.discard", "*.append", "*.appendleft", "*.extend",
                            "*.update", "*.setdefault", "*.clear", "*.get", "*.items", "*.keys",
-                           "*.values", "*.copy", "len", "isinstance", "super",
+                           "*.values", "*.copy", "*.pop", "*.popleft", "*.remove",
+                           "len", "isinstance", "super",
                            "hasattr", "getattr", "print", "time.*", "*.perf_counter",
                            "set", "list", "dict", "tuple", "frozenset", "sorted", "min",
                            "max", "range", "enumerate", "zip", "id", "bool", "int", "str",
                            "threading.Event", "threading.Lock", "threading.RLock", "*.set",
                            "super().__init__", "<builtin>.object.__init__", "abc.ABC.__init__"],
-                 "Call patterns assumed not to raise."),
+                 "Call patterns assumed not to raise: logging, container and builtin "
+                 "helpers whose failure would be a bug, not an event to handle."),
     "summaries": ((bool,), True, "Look into called helpers: one that releases on all its "
                   "paths is a release, one that returns a resource is an acquire, one "
                   "that stores its argument into an owner is a hand-over."),
