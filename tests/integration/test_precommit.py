@@ -68,6 +68,7 @@ def test_precommit_run_all_files(tmp_path: Path, hook_repo: str) -> None:
             rev: {rev}
             hooks:
               - id: kvflowmap-check
+                args: [--select, kvc-async-load-has-reporter]
     '''))
     git(sample, "init", "-q")
     git(sample, "add", "-A")

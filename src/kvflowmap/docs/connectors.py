@@ -105,13 +105,14 @@ def _short_target(node: str) -> str:
 
 
 def _base_methods(ctx: DocContext) -> list[str]:
-    """Public methods defined directly in the protocol's base class."""
+    """Public methods defined directly in the protocol's base class (private
+    helpers such as ``_get_connector_metadata`` are not meant to be overridden)."""
     base = ctx.lk.protocol.base_class
     d = ctx.lk.model.defs.get(base)
     if d is None:
         return []
     return sorted(f"{base}.{f.name}" for f in ctx.lk.model.facts[d.module].functions
-                  if f.class_qualname == d.fact.qualname and not f.name.startswith("__"))
+                  if f.class_qualname == d.fact.qualname and not f.name.startswith("_"))
 
 
 def _defaults(ctx: DocContext, cls: str, path: str) -> list[str]:
@@ -131,6 +132,11 @@ def _abstract(ctx: DocContext, cls: str, path: str) -> list[str]:
                if getattr(lk.model.defs[fqn].fact, "abstract", False)
                and flowinfo.implementation(lk, cls, fqn.rsplit(".", 1)[-1]) == fqn]
     lines = [f"- {code(f.rsplit('.', 1)[-1])} ({ctx.node_loc(f, path)})" for f in missing]
+    subs = [c for c in lk.classes.all_subclasses(cls) if c in ctx.connectors]
+    if lines and subs:  # an intermediate base: its subclasses may fill the gap
+        lines += ["", "Subclasses analysed here: "
+                  + ", ".join(f"[{code(flowinfo.qual(lk, c))}](../{connector_page(c)})"
+                              for c in subs) + "."]
     return ["## Abstract methods not implemented", "",
             *(lines or ["None: every abstract method of the base class is implemented."]), ""]
 

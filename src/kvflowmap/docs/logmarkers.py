@@ -22,8 +22,8 @@ def flow_functions(ctx: DocContext) -> dict[str, str]:
     g, lk = ctx.g, ctx.lk
     out = flowinfo.steps_of(g, lk)
     for n, d in sorted(g.nodes(data=True)):
-        if n in out or not d.get("flow") or d.get("kind") != "function" \
-                or d.get("role") == "module":
+        in_flow = d.get("flow") or (d.get("connector") and d.get("subject"))
+        if n in out or not in_flow or d.get("kind") != "function" or d.get("role") == "module":
             continue
         if d.get("subject"):
             out[n] = "other connector code in the flow"

@@ -10,6 +10,7 @@ import networkx as nx
 from kvflowmap.docs import flowinfo
 from kvflowmap.docs.context import DocContext, connector_page
 from kvflowmap.docs.markup import code, escape, page, table
+from kvflowmap.graph import select
 
 PAGE = "README.md"
 START_HERE = 15  # functions in the "start reading here" list
@@ -18,9 +19,11 @@ START_HERE = 15  # functions in the "start reading here" list
 def overview_page(ctx: DocContext, pages: list[tuple[str, str]]) -> bytes:
     """The overview; ``pages`` lists (path, title) of the other pages."""
     body = _analysed(ctx) + _connectors(ctx) + _start_here(ctx)
+    shown = ", ".join(code(flowinfo.qual(ctx.lk, c)) for c in select.choose_connectors(ctx.g))
     body += ["## The flow", "",
-             "Scheduler process, worker process and connector package in one picture; "
-             "bridges (dashed red) are data carried between the processes.", ""]
+             "Scheduler process, worker process and connector package in one picture"
+             + (f" (connector: {shown})" if shown else "")
+             + "; bridges (dashed red) are data carried between the processes.", ""]
     body += ["![KV-transfer flow](flow.svg)", ""] if ctx.svg else \
         ["_(Graphviz `dot` was not available: run `kvflowmap graph --out flow.svg`.)_", ""]
     body += ["## Pages", ""] + [f"- [{escape(t)}]({p})" for p, t in pages] + [""]
@@ -73,8 +76,11 @@ def _connectors(ctx: DocContext) -> list[str]:
 
 def centrality(g: nx.MultiDiGraph) -> list[tuple[str, float]]:
     """Functions of the flow ranked by betweenness centrality on the flow
-    subgraph (built in sorted order, so ties and float sums are stable)."""
-    flow = sorted(n for n, d in g.nodes(data=True) if d.get("flow"))
+    subgraph: the connector-independent flow plus the subject connectors'
+    hook implementations and what they delegate to. Built in sorted order,
+    so ties and float sums are stable."""
+    flow = sorted(n for n, d in g.nodes(data=True)
+                  if d.get("flow") or (d.get("connector") and d.get("subject")))
     simple = nx.DiGraph()
     simple.add_nodes_from(flow)
     keep = set(flow)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kvflowmap.docs import flowinfo
 from kvflowmap.docs.context import DocContext
 from kvflowmap.docs.markup import code, escape, page, table
+from kvflowmap.graph import select
 from kvflowmap.nav.where import Site, edge_sites
 
 
@@ -100,16 +101,10 @@ class _Diagram:
 
 
 def main_connector(ctx: DocContext) -> str:
-    """The connector drawn: most protocol methods overridden, then registered,
-    then by name; the base class when no connector is analysed."""
-    lk = ctx.lk
-    if not ctx.connectors:
-        return lk.protocol.base_class
-
-    def rank(cls: str) -> tuple:
-        n = sum(flowinfo.overrides(lk, cls, m) for _, m in flowinfo.protocol_methods(lk))
-        return (-n, not ctx.g.nodes[cls].get("registered_as"), cls)
-    return sorted(ctx.connectors, key=rank)[0]
+    """The connector drawn: the one the flow picture shows (the subject
+    connector overriding the most hooks); the base class when none."""
+    chosen = [c for c in select.choose_connectors(ctx.g) if c in ctx.connectors]
+    return chosen[0] if chosen else ctx.lk.protocol.base_class
 
 
 def sequence_page(ctx: DocContext, path: str, title: str, specs: tuple[Spec, ...]) -> bytes:

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections import deque
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds._paired_sites import chain_matches
+from kvflowmap.check.kinds._paired_match import chain_matches
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.model import Finding
+from kvflowmap.index.extract import CONTAINER_METHODS
 
 Site = tuple[str, int, str]  # (function fqn, line, what happens)
 RESET_EXEMPT = ("__init__", "__post_init__")
@@ -96,6 +97,13 @@ def _sites(ctx: CheckContext, spec: Spec, methods: list[str]
                 adds.setdefault(co.container, []).append((fqn, co.line, f"adds ({co.op})"))
             elif co.op in spec.remove_ops:
                 removals.setdefault(co.container, []).append((fqn, co.line, f"removes ({co.op})"))
+        for call in (c for c in ff.calls if c.scope == scope):
+            for chain, what in _call_removals(ctx, spec, fqn, call):
+                removals.setdefault(chain, []).append((fqn, call.line, what))
+        for ref in (r for r in ff.refs if r.scope == scope):
+            chain, _, op = ref.name.rpartition(".")
+            if op in spec.remove_ops and chain.startswith("self."):
+                removals.setdefault(chain, []).append((fqn, ref.line, f"removes ({op}, callback)"))
         if d.fact.name in RESET_EXEMPT:
             continue
         for a in (a for a in ff.assigns if a.scope == scope and a.target.startswith("self.")):
@@ -105,6 +113,35 @@ def _sites(ctx: CheckContext, spec: Spec, methods: list[str]
     for sites in (*adds.values(), *removals.values()):
         sites.sort(key=lambda s: (s[0], s[1]))
     return adds, removals
+
+
+def _call_removals(ctx: CheckContext, spec: Spec, fqn: str, call) -> list[tuple[str, str]]:
+    """Removals a call makes: ``self._c.difference_update(done)`` (no container
+    fact is kept for it), or a helper that removes from the parameter it
+    receives ``self._c`` in (``self._pop_and_record(event, self._pending)``)."""
+    callee = call.callee or ""
+    chain, _, op = callee.rpartition(".")
+    if chain.startswith("self.") and op in spec.remove_ops and op not in CONTAINER_METHODS:
+        return [(chain, f"removes ({op})")]
+    passed = [(i, a) for i, a in enumerate(call.args) if a and a.startswith("self.")]
+    passed += [(k, a) for k, a in call.kwargs if a and a.startswith("self.")]
+    if not passed:
+        return []
+    out = []
+    for target in ctx.resolve_call(fqn, call):
+        d = ctx.model.defs.get(target.fqn)
+        if target.external or d is None or d.is_class:
+            continue
+        params = [p.name for p in d.fact.params]
+        if d.fact.class_qualname and callee.split(".")[0] in ("self", "cls") and params:
+            params = params[1:]  # bound call: the first parameter is self
+        helper_ops = {(c.container, c.op) for c in ctx.model.facts[d.module].containers
+                      if c.scope == d.fact.qualname}
+        for where, chain in passed:
+            name = where if isinstance(where, str) else (params[where] if where < len(params) else "")
+            if any(c == name and o in spec.remove_ops for c, o in helper_ops):
+                out.append((chain, f"removes (in {target.fqn.rpartition('.')[2]}())"))
+    return out
 
 
 def _reachable(ctx: CheckContext, cls: str, names: tuple[str, ...]) -> set[str]:

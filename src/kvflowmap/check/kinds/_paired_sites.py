@@ -11,14 +11,17 @@ searches the CFG for a path from the acquire to an exit that does neither.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-import fnmatch
 import re
-from functools import lru_cache
+from collections.abc import Callable, Iterator
 
 from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.check.kinds._paired_match import (
+    call_matches,
+    chain_matches,
+    comprehension_sources,
+    loop_pairs,
+)
+from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace, walk
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.kinds._paired_text import (
     emptiness,
@@ -28,80 +31,18 @@ from kvflowmap.check.kinds._paired_text import (
     rhs,
     statement_text,
 )
+from kvflowmap.check.kinds._paired_trace import trace
 from kvflowmap.facts import CallFact, ContainerOpFact, Stmt
+from kvflowmap.index.extract import CONTAINER_METHODS
 
-Edge = tuple[int, str, int]  # (source node, label, destination node)
-State = tuple[int, bool]  # (node, an exception happened on the way)
-FAILING = ("exception", "raise", "assert")
 NOT_HANDLES = {"self", "cls", "_", "None", "True", "False"}
+_SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
+_CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
 
 
-@lru_cache(maxsize=256)
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-    """(regex for dot-free patterns, regex for dotted ones): one match per list."""
-    plain = [fnmatch.translate(p) for p in patterns if "." not in p]
-    dotted = [fnmatch.translate(p) for p in patterns if "." in p]
-    return (re.compile("|".join(plain)) if plain else None,
-            re.compile("|".join(dotted)) if dotted else None)
-
-
-def call_matches(patterns: tuple[str, ...], callee: str | None, fqns: list[str]) -> bool:
-    """A pattern without a dot matches the called name; with a dot, the callee
-    chain as written or any resolved fully qualified name."""
-    if not callee or not patterns:
-        return False
-    plain, dotted = _compiled(patterns)
-    if plain is not None and plain.match(callee.rpartition(".")[2].rstrip("()")):
-        return True
-    return dotted is not None and (bool(dotted.match(callee)) or
-                                   any(dotted.match(f) for f in fqns))
-
-
-def chain_matches(patterns: tuple[str, ...], chain: str) -> bool:
-    """A pattern without a dot matches the last attribute; with one, the chain."""
-    plain, dotted = _compiled(patterns)
-    return bool((plain is not None and plain.match(chain.rpartition(".")[2])) or
-                (dotted is not None and dotted.match(chain)))
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What calling a helper does. ``releases``: tokens done on every normal
-    path (``call`` or ``container:<chain>``); ``returns_resource``: an
-    acquired resource leaves through ``return``; ``stores_param``: a
-    parameter is stored into an owning structure; ``nothrow``: it cannot raise
-    (as far as the rule's ``no_raise`` and other summaries tell)."""
-
-    releases: frozenset[str] = frozenset()
-    returns_resource: bool = False
-    stores_param: bool = False
-    nothrow: bool = False  # no raise/assert, and every call is known not to raise
-
-
-EMPTY = Summary()
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One acquisition site."""
-
-    node: int
-    kind: str  # call | container
-    what: str  # the callee chain or the container chain
-    key: str | None
-    handles: frozenset[str]  # names that stand for the acquired thing
-    line: int
-    col: int
-    edge: str | None = None  # held only along this edge (acquire in a test)
-
-
-@dataclass
-class Trace:
-    """Leaking paths found from one acquisition (None when there is none)."""
-
-    normal: list[Edge] | None = None
-    exceptional: list[Edge] | None = None
-    returned: bool = False  # handed over by ``return`` on some path
+def removals(chain: str, spec: Spec) -> set[str]:
+    """``chain.op`` for each removal operation of the rule."""
+    return {f"{chain}.{op}" for op in spec.remove_ops if op != "delitem"}
 
 
 class FunctionSites:
@@ -116,8 +57,12 @@ class FunctionSites:
         self._targets: dict[int, list[tuple[str, bool]]] = {}
         self._roles: dict[int, frozenset[str]] = {}
         self._cfg: CFG | None = None
-        self._locals = {a for a in ctx.model.assigns.get((self.module, self.fn.qualname), {})}
-        self._locals |= {p.name for p in self.fn.params}
+        assigns = ctx.model.assigns.get((self.module, self.fn.qualname), {})
+        self._locals = set(assigns) | {p.name for p in self.fn.params}
+        # Locals bound to objects self owns (slot = self._slots.setdefault(k)):
+        # storing into them stores into self.
+        self._self_owned = {name for name, facts in assigns.items()
+                            if any(_SELF_OWNED.match(a.value or "") for a in facts)}
 
     @property
     def cfg(self) -> CFG:
@@ -198,7 +143,7 @@ class FunctionSites:
     def acquires(self) -> list[Resource]:
         """Every acquisition, one per (CFG node, event): finally bodies are
         copied per way out, so a statement can stand for several nodes."""
-        if not any(self._acquiring(s) for s in _walk(self.fn.body)):
+        if not any(self._acquiring(s) for s in walk(self.fn.body)):
             return []  # spare the CFG
         out: list[Resource] = []
         for node in self.cfg.nodes:
@@ -237,11 +182,25 @@ class FunctionSites:
                 and "(" not in receiver:
             handles.add(receiver)  # lock.acquire() ... lock.release(); pool.pin(b) names b
         key = call.args[0] if call.args and call.args[0] not in NOT_HANDLES else None
+        if not handles and (call.args or call.kwargs):
+            handles |= self._id_sources(s, key)
         edge = None
         if s.kind in ("if", "while"):
             edge = "false" if (s.text or "").lstrip().startswith("not ") else "true"
         return Resource(node, "call", call.callee or "?", key, self.aliases(frozenset(handles)),
                         call.line, call.col, edge)
+
+    def _id_sources(self, s: Stmt, key: str | None) -> set[str]:
+        """Names a pinned collection was built from: ``pin([pool.blocks[b] for b
+        in ids])`` and ``blocks = [... for b in ids]; pin(blocks)`` pin ``ids``,
+        so storing or freeing ``ids`` acts on the pin."""
+        texts = [self.text(s)]
+        if key and "." not in key:
+            texts += [rhs(self.text(a)) for a in walk(self.fn.body)
+                      if a.kind == "simple" and any(self.ff.assigns[i].target == key
+                                                    for i in self.events(a, "assign"))]
+        found = set().union(*(comprehension_sources(t) for t in texts))
+        return {n for n in found if "." not in n and n not in NOT_HANDLES}
 
     def aliases(self, handles: frozenset[str]) -> frozenset[str]:
         """Local names that come to hold the resource (``y = x``, ``xs.append(x)``,
@@ -250,7 +209,7 @@ class FunctionSites:
         changed = bool(names)
         while changed:
             changed = False
-            for s in _walk(self.fn.body):
+            for s in walk(self.fn.body):
                 for new in self._alias_targets(s, names):
                     if new not in names and new not in NOT_HANDLES:
                         names.add(new)
@@ -258,11 +217,9 @@ class FunctionSites:
         return frozenset(names)
 
     def _alias_targets(self, s: Stmt, names: set[str]) -> Iterator[str]:
-        if s.kind == "for":  # only ``for x in held`` / ``for x in list(held)``
+        if s.kind == "for":  # ``for x in held``, ``for i, x in enumerate(zip(a, held))``
             target, _, it = (s.text or "").partition(" in ")
-            inner = re.sub(r"^(?:list|tuple|sorted|set|reversed)\((.*)\)$", r"\1", it.strip())
-            if "," not in target and inner in names:
-                yield target.strip()
+            yield from (t for t, expr in loop_pairs(target, it) if expr in names)
             return
         if s.kind not in ("simple", "return") or not s.events:
             return
@@ -291,6 +248,14 @@ class FunctionSites:
                 return True
         if any(self.ff.assigns[i].target == r.what for i in self.events(s, "assign")):
             return True  # reset or swap: self._c = {}, self._c -= done
+        unrecorded = {m for m in removals(r.what, self.spec)
+                      if m.rpartition(".")[2] not in CONTAINER_METHODS}
+        if any(self.ff.calls[i].callee in unrecorded for i in self.events(s, "call")):
+            return True  # a removal the index keeps no container fact for (difference_update)
+        if _CALLBACK.search(self.text(s)) and any(
+                re.search(re.escape(m) + r"(?!\w|\s*\()", self.text(s))
+                for m in removals(r.what, self.spec)):
+            return True  # task.add_done_callback(self._c.discard): removed when done
         token = f"container:{r.what}"
         return any(token in self.helper_tokens(i) and self._names_ok(s, r, release=True)
                    for i in self.events(s, "call"))
@@ -301,7 +266,7 @@ class FunctionSites:
         if s.kind == "for":  # ``for x in held: release(x)`` releases every element
             target, _, it = (s.text or "").partition(" in ")
             if r.handles and mentions(it, r.handles):
-                body = list(_walk(s.body))
+                body = list(walk(s.body))
                 if any(self._acquiring(b) for b in body):
                     return False  # a loop that swaps leases is not a release loop
                 inner = {t.strip(" ()[]") for t in target.split(",")} | set(r.handles)
@@ -340,16 +305,34 @@ class FunctionSites:
                                         for i in self.events(s, "call"))
 
     def _owner(self, chain: str, r: Resource) -> bool:
-        owners = self.spec.owners if r.kind == "call" else self.spec.container_owners
-        if chain_matches(owners, chain):
-            return True
         if r.kind != "call":
-            return False
+            return chain_matches(self.spec.container_owners, chain)
+        return self.owns(chain)
+
+    def owns(self, chain: str) -> bool:
+        """Whether a store into ``chain`` hands a value over: an owner pattern,
+        an object self owns, or (in a nested function) an enclosing local."""
+        if chain_matches(self.spec.owners, chain):
+            return True
+        if "." in chain and chain.split(".")[0] in self._self_owned:
+            return True
         # In a nested function, a store into an enclosing function's local
         # hands the value to the enclosing function.
         parent = self.ctx.model.defs.get(f"{self.module}.{self.fn.qualname.rpartition('.')[0]}")
         return parent is not None and not parent.is_class and \
             chain.split(".")[0] not in self._locals
+
+    def filled(self, node: int, before: frozenset[str]) -> frozenset[str]:
+        """Local collections known non-empty after ``node``: those it adds to,
+        minus those it rebinds."""
+        s = self.cfg.nodes[node].stmt
+        if s is None or self.cfg.nodes[node].kind != "stmt":
+            return before
+        added = {self.ff.containers[i].container for i in self.events(s, "container")
+                 if self.ff.containers[i].op in self.spec.add_ops}
+        rebound = {self.ff.assigns[i].target for i in self.events(s, "assign")}
+        out = (before - rebound) | {c for c in added if "." not in c}
+        return before if out == before else frozenset(out)
 
     def pruned(self, node: int, label: str, names: frozenset[str] | None) -> bool:
         """An edge on which a tested name is known empty (``if x is None``):
@@ -361,46 +344,9 @@ class FunctionSites:
         empty = empty_true if label == "true" else empty_false
         return bool(empty) if names is None else bool(empty & names)
 
-    # -- search ------------------------------------------------------------------
     def trace(self, r: Resource) -> Trace:
-        """Paths from ``r``'s acquisition to each exit that neither release nor
-        hand it over (breadth-first, so each is a shortest such path). With
-        ``failed_paths_only`` only paths through an exception count."""
-        cfg, out = self.cfg, Trace()
-        if self.hands_over(r.node, r):
-            return Trace(returned=self.cfg.nodes[r.node].stmt.kind == "return")
-        parent: dict[State, tuple[State, str]] = {}
-        queue: deque[State] = deque()
-        for d, lab in cfg.successors(r.node):
-            if lab != "exception" and (r.edge is None or lab == r.edge):
-                self._visit(parent, queue, (r.node, False), lab, d)
-        while queue:
-            state = queue.popleft()
-            m, failed = state
-            if m in (cfg.exit, cfg.raise_exit):
-                if failed or not self.spec.failed_paths_only:
-                    path = _path(parent, (r.node, False), state)
-                    if m == cfg.exit:
-                        out.normal = out.normal or path
-                    else:
-                        out.exceptional = out.exceptional or path
-                continue
-            if m == r.node or self.releases(m, r):
-                continue
-            if self.hands_over(m, r):
-                out.returned |= cfg.nodes[m].stmt.kind == "return"
-                continue
-            for d, lab in cfg.successors(m):
-                if not self.pruned(m, lab, r.handles):
-                    self._visit(parent, queue, state, lab, d)
-        return out
-
-    @staticmethod
-    def _visit(parent: dict, queue: deque, state: State, label: str, dst: int) -> None:
-        nxt = (dst, state[1] or label in FAILING)
-        if nxt not in parent:
-            parent[nxt] = (state, label)
-            queue.append(nxt)
+        """Leaking paths from ``r`` (see ``_paired_trace.trace``)."""
+        return trace(self, r)
 
 
 def _handover_names(r: Resource) -> set[str]:
@@ -413,21 +359,3 @@ def _handover_names(r: Resource) -> set[str]:
 
 def _keys_ok(key: str | None, co: ContainerOpFact) -> bool:
     return key is None or co.key is None or co.key == key
-
-
-def _path(parent: dict[State, tuple[State, str]], start: State, end: State) -> list[Edge]:
-    edges: list[Edge] = []
-    state = end
-    while True:
-        src, lab = parent[state]
-        edges.append((src[0], lab, state[0]))
-        state = src
-        if state == start:
-            return edges[::-1]
-
-
-def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    for s in stmts:
-        yield s
-        for part in (s.body, s.orelse, s.handlers, s.final):
-            yield from _walk(part)

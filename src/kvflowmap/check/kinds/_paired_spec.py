@@ -22,7 +22,9 @@ PARAMS: dict[str, tuple[tuple[type, ...], Any, str]] = {
     "add_ops": ((list,), ["setitem", "add", "append", "appendleft", "setdefault", "insert",
                           "extend", "update"], "Container operations that put an entry in."),
     "remove_ops": ((list,), ["pop", "popitem", "popleft", "discard", "remove", "delitem",
-                             "clear"], "Container operations that take an entry out."),
+                             "clear", "difference_update", "intersection_update"],
+                   "Container operations that take an entry out (also when passed as a "
+                   "callback: add_done_callback(self._c.discard))."),
     "owners": ((list,), ["self.*"], "Container/attribute patterns that take ownership: "
                "storing the resource there hands it over."),
     "container_owners": ((list,), [], "Container/attribute patterns that take over a "
@@ -42,7 +44,8 @@ PARAMS: dict[str, tuple[tuple[type, ...], Any, str]] = {
                            "*.add", "*.discard", "*.append", "*.appendleft", "*.extend",
                            "*.update", "*.setdefault", "*.clear", "*.get", "*.items", "*.keys",
                            "*.values", "*.copy", "*.pop", "*.popleft", "*.remove",
-                           "len", "isinstance", "super",
+                           "len", "isinstance", "issubclass", "callable", "type", "any", "all",
+                           "sum", "abs", "round", "hash", "repr", "reversed", "iter", "super",
                            "hasattr", "getattr", "print", "time.*", "*.perf_counter",
                            "set", "list", "dict", "tuple", "frozenset", "sorted", "min",
                            "max", "range", "enumerate", "zip", "id", "bool", "int", "str",

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from kvflowmap.check.kinds._paired_sites import EMPTY, FunctionSites, Summary, _walk, chain_matches
+from kvflowmap.check.kinds._paired_model import EMPTY, Summary, walk
+from kvflowmap.check.kinds._paired_sites import FunctionSites
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.kinds._paired_text import mentions, rhs
 from kvflowmap.facts import Stmt
@@ -58,7 +59,7 @@ class Summaries:
     def _compute(self, fqn: str) -> Summary:
         sites = self.sites(fqn)
         released: frozenset[str] = frozenset()
-        if any(self._own_tokens(sites, s) for s in _walk(sites.fn.body)):
+        if any(self._own_tokens(sites, s) for s in walk(sites.fn.body)):
             tokens = {n.id: self._tokens(sites, n.stmt) for n in sites.cfg.nodes
                       if n.kind == "stmt" and n.stmt is not None}
             every = set().union(*tokens.values())
@@ -69,7 +70,7 @@ class Summaries:
     def _tokens(self, sites: FunctionSites, stmt: Stmt) -> set[str]:
         """Release tokens a statement does; a ``for`` does what its body does."""
         if stmt.kind == "for":
-            body = list(_walk(stmt.body))
+            body = list(walk(stmt.body))
             if not any(sites._acquiring(s) for s in body):  # a loop that also takes is no release loop
                 return set().union(*(self._own_tokens(sites, s) for s in body))
         return self._own_tokens(sites, stmt)
@@ -90,11 +91,11 @@ class Summaries:
         params = {p.name for p in sites.fn.params[1 if sites.fn.class_qualname else 0:]}
         if not params:
             return False
-        for s in _walk(sites.fn.body):
+        for s in walk(sites.fn.body):
             stores = [sites.ff.assigns[i].target for i in sites.events(s, "assign")]
             stores += [sites.ff.containers[i].container for i in sites.events(s, "container")
                        if sites.ff.containers[i].op in self.spec.add_ops]
-            if any("." in t and chain_matches(self.spec.owners, t) for t in stores) and \
+            if any("." in t and sites.owns(t) for t in stores) and \
                     mentions(rhs(sites.text(s)), params):
                 return True
         return False
@@ -104,7 +105,7 @@ def _nothrow(sites: FunctionSites) -> bool:
     """No path reaches the exceptional exit: cheap when nothing in the body
     can raise; else decided on the CFG (a ``try/except Exception`` around
     the risky calls makes a helper nothrow)."""
-    stmts = list(_walk(sites.fn.body))
+    stmts = list(walk(sites.fn.body))
     if not any(s.kind in ("raise", "assert") or
                any(sites._call_may_raise(i) for i in sites.events(s, "call")) for s in stmts):
         return True

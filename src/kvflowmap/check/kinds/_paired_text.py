@@ -71,7 +71,9 @@ _DECREMENT = re.compile(r"^\s*[\w.()\[\]]+\s*-\s*\d+\s*$")
 # Calls whose result still holds their arguments: container builders, record
 # copies. Other calls (``len(x)``, ``reconcile(x)``) compute something new.
 WRAPPERS = {"tuple", "list", "set", "frozenset", "dict", "sorted", "reversed", "iter", "zip",
-            "enumerate", "replace", "copy", "deepcopy", "append", "chain", "from_iterable"}
+            "enumerate", "replace", "copy", "deepcopy", "chain", "from_iterable",
+            # container insertions: the container now holds the argument
+            "append", "appendleft", "extend", "add", "update", "insert", "setdefault", "put"}
 
 
 def holding_text(text: str) -> str:

@@ -25,7 +25,7 @@ from kvflowmap.check.cfg import CFG
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds._paired_class import check_class
-from kvflowmap.check.kinds._paired_sites import Edge, Resource
+from kvflowmap.check.kinds._paired_model import Edge, Resource
 from kvflowmap.check.kinds._paired_spec import PARAMS, Spec
 from kvflowmap.check.kinds._paired_summary import Summaries
 from kvflowmap.check.kinds._paired_text import clear_cache

@@ -7,9 +7,12 @@ tuples, a local variable assigned a literal tuple (``result = (0, True)`` ...
 the facts keep only chains), and a returned call to an analysed function
 (``return self._scheduler.get_num_new_matched_tokens(...)``), which is checked
 in that delegate instead, once, whoever delegates to it. A shape matching a
-``forbid`` pattern (``*`` matches any element), or a tuple of the wrong length
-/ a literal that is not a tuple when ``require_tuple_len`` is set, is a
-finding at the ``return``, with a path from where the value was built.
+``forbid`` pattern (``*`` matches any element) is a finding at the ``return``
+that builds it, with a path from where the value was built. A tuple of the
+wrong length, or a literal that is not a tuple, when ``require_tuple_len`` is
+set, is a finding there too, except in a delegate: the delegate may have its
+own contract (an ``int`` that another caller wraps in a pair), so it is
+reported at the ``return`` that hands the delegate's result on as is.
 """
 
 from __future__ import annotations
@@ -35,30 +38,39 @@ PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
 Shape = tuple[tuple[str, ...] | str, tuple[Step, ...]]  # tuple elements or a literal
 
 
+Site = tuple[str, ReturnFact]  # the root's ``return <delegate call>``
+
+
 def check(ctx: CheckContext) -> list[Finding]:
     """Findings for forbidden literal return shapes of ``method``."""
     roots = ctx.methods_named(str(ctx.param("method", PARAMS["method"][1])))
     seen: set[str] = set(roots)
-    return each_function(ctx, roots, lambda f: _check_function(ctx, f, (), seen, 0))
+    found = each_function(ctx, roots, lambda f: _check_function(ctx, f, (), seen, None))
+    unique = {(f.file, f.line, f.anchor.partition(":")[0]) if f.anchor.startswith("via")
+              else (f.file, f.line, f.anchor): f for f in reversed(found)}
+    return sorted(unique.values(), key=Finding.sort_key)
 
 
 def _check_function(ctx: CheckContext, fqn: str, prefix: tuple[Step, ...], seen: set[str],
-                    depth: int) -> list[Finding]:
+                    site: Site | None) -> list[Finding]:
+    """Shapes returned by ``fqn``; delegates are followed once. A length
+    mismatch in a delegate is the delegating caller's (``site``): the delegate
+    may have its own contract (an int) that another caller wraps in a pair."""
     fn, ff = ctx.function(fqn), ctx.facts(fqn)
     out: list[Finding] = []
     for r in (r for r in ff.returns if r.scope == fn.qualname):
         node = _parse(r.value or "None")
         ret = ctx.step(fqn, r.line, f"returns {r.value or 'None'}")
         for shape, built in _shapes(ctx, fqn, node, 0):
-            out += _judge(ctx, fqn, r, shape, (*prefix, *built, ret))
+            out += _judge(ctx, fqn, r, shape, (*prefix, *built, ret), site)
         if isinstance(node, ast.Call) and ctx.param("follow_delegates", True) \
-                and depth < int(ctx.param("depth", 4)):
+                and len(prefix) < int(ctx.param("depth", 4)):
             for target in _delegates(ctx, fqn, r, node):
                 if target in seen:
                     continue  # a target method itself, or already checked
                 seen.add(target)
                 step = ctx.step(fqn, r.line, f"returns the result of {target}")
-                out += _check_function(ctx, target, (*prefix, step), seen, depth + 1)
+                out += _check_function(ctx, target, (*prefix, step), seen, site or (fqn, r))
     return out
 
 
@@ -159,15 +171,22 @@ def _norm(x: object) -> str:
 
 
 def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | str,
-           path: tuple[Step, ...]) -> list[Finding]:
+           path: tuple[Step, ...], site: Site | None) -> list[Finding]:
     method = fqn.rpartition(".")[2]
     shown = f"({', '.join(shape)})" if isinstance(shape, tuple) else shape
     out: list[Finding] = []
     want = ctx.param("require_tuple_len")
     if want is not None and (not isinstance(shape, tuple) or len(shape) != int(want)):
-        out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}; callers unpack a "
-                               f"tuple of {want}", column=r.col, path=path,
-                               anchor=f"len:{shown}"))
+        if site is None:
+            out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}; callers unpack a "
+                                   f"tuple of {want}", column=r.col, path=path,
+                                   anchor=f"len:{shown}"))
+        else:
+            root, rr = site
+            out.append(ctx.finding(root, rr.line, f"{method} returns the result of "
+                                   f"{_short(fqn)} as is, which can be {shown}; callers unpack "
+                                   f"a tuple of {want}", column=rr.col, path=path,
+                                   anchor=f"via:{_short(fqn)}"))
     for pat in ctx.param("forbid") or []:
         pat = tuple(_norm(p) for p in pat)
         if isinstance(shape, tuple) and len(pat) == len(shape) and all(
@@ -176,3 +195,7 @@ def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | 
                                    f"({', '.join(pat)})", column=r.col, path=path,
                                    anchor=f"forbid:{shown}"))
     return out
+
+
+def _short(fqn: str) -> str:
+    return ".".join(fqn.split(".")[-2:])

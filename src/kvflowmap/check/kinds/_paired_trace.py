@@ -1,0 +1,72 @@
+"""The path search of ``paired``: from an acquisition to an exit that
+neither releases nor hands the resource over."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from kvflowmap.check.kinds._paired_model import FAILING, Edge, Resource, State, Trace
+
+if TYPE_CHECKING:
+    from kvflowmap.check.kinds._paired_sites import FunctionSites
+
+
+def trace(sites: FunctionSites, r: Resource) -> Trace:
+    """Shortest leaking paths (breadth-first) from ``r`` to the normal and to
+    the exceptional exit. The state remembers whether an exception happened
+    on the way, for ``failed_paths_only``. Exception edges out of the
+    acquiring statement itself are not followed: if it raised, nothing was
+    acquired. Coming back to the acquisition (a loop) ends a path: the next
+    round is a new acquisition. The state also keeps the local collections
+    filled since the acquisition (``valid.append(x)``): a later ``if not
+    valid`` cannot be true on that path."""
+    cfg, out = sites.cfg, Trace()
+    if sites.hands_over(r.node, r):
+        return Trace(returned=cfg.nodes[r.node].stmt.kind == "return")
+    parent: dict[State, tuple[State, str]] = {}
+    queue: deque[State] = deque()
+    start: State = (r.node, False, sites.filled(r.node, frozenset()))
+    for d, lab in cfg.successors(r.node):
+        if lab != "exception" and (r.edge is None or lab == r.edge):
+            _visit(parent, queue, start, lab, d, start[2])
+    while queue:
+        state = queue.popleft()
+        m, failed, filled = state
+        if m in (cfg.exit, cfg.raise_exit):
+            if failed or not sites.spec.failed_paths_only:
+                path = _path(parent, start, state)
+                if m == cfg.exit:
+                    out.normal = out.normal or path
+                else:
+                    out.exceptional = out.exceptional or path
+            continue
+        if m == r.node or sites.releases(m, r):
+            continue
+        if sites.hands_over(m, r):
+            out.returned |= cfg.nodes[m].stmt.kind == "return"
+            continue
+        after = sites.filled(m, filled)
+        for d, lab in cfg.successors(m):
+            if not sites.pruned(m, lab, r.handles | after):
+                _visit(parent, queue, state, lab, d, after)
+    return out
+
+
+def _visit(parent: dict[State, tuple[State, str]], queue: deque[State], state: State,
+           label: str, dst: int, filled: frozenset[str]) -> None:
+    nxt = (dst, state[1] or label in FAILING, filled)
+    if nxt not in parent:
+        parent[nxt] = (state, label)
+        queue.append(nxt)
+
+
+def _path(parent: dict[State, tuple[State, str]], start: State, end: State) -> list[Edge]:
+    edges: list[Edge] = []
+    state = end
+    while True:
+        src, lab = parent[state]
+        edges.append((src[0], lab, state[0]))
+        state = src
+        if state == start:
+            return edges[::-1]

@@ -1,0 +1,124 @@
+"""Damaged input never crashes or hangs the indexer; the cache survives concurrency."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.index import parse
+from kvflowmap.index.parse import facts_from_bytes
+
+try:
+    import hypothesmith
+except ImportError:  # pragma: no cover - listed in the test extras
+    hypothesmith = None
+
+
+@pytest.mark.skipif(hypothesmith is None, reason="hypothesmith not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(source=hypothesmith.from_grammar() if hypothesmith else st.just(""))
+def test_generated_programs_never_raise(source: str) -> None:
+    ff = facts_from_bytes("gen.py", source.encode("utf-8", "surrogatepass"))
+    assert ff.problem is None or ff.problem.reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=400))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    facts_from_bytes("noise.py", data)
+
+
+def test_truncated_real_shapes() -> None:
+    src = Path(__file__).parent.joinpath(
+        "fixtures/minivllm/miniflow/connector/__init__.py").read_bytes()
+    rng = random.Random(7)
+    for cut in sorted(rng.sample(range(1, len(src)), 25)):
+        facts_from_bytes("cut.py", src[:cut])
+
+
+def test_deep_nesting_is_a_warning() -> None:
+    deep = "x = " + "(" * 10_000 + "1" + ")" * 10_000 + "\n"
+    ff = facts_from_bytes("deep.py", deep.encode())
+    assert ff.problem is not None
+
+
+def test_huge_file_is_skipped_with_a_reason() -> None:
+    data = b"x = 1\n" * (50 * 1024 * 1024 // 6)
+    ff = facts_from_bytes("huge.py", data)
+    assert ff.problem is not None and "too large" in ff.problem.reason
+
+
+def test_time_budget(monkeypatch) -> None:
+    monkeypatch.setattr(parse, "TIME_BUDGET", 0.01)
+    body = "".join(f"def f{i}(a, b):\n    return g(a)[b].c(d, e=f)\n" for i in range(3000))
+    ff = facts_from_bytes("slow.py", body.encode())
+    assert ff.problem is not None and "longer than" in ff.problem.reason
+
+
+def test_file_deleted_between_listing_and_reading(tree, monkeypatch) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n",
+                 "pkg/gone.py": "def g():\n    pass\n"})
+    from kvflowmap import api
+
+    real = api.list_files
+
+    def list_then_delete(r, table):
+        files = real(r, table)
+        (root / "pkg/gone.py").unlink(missing_ok=True)
+        return files
+
+    monkeypatch.setattr(api, "list_files", list_then_delete)
+    a = analyse(Request(sources=[str(root)]))
+    assert "pkg.a.f" in a.graph
+    assert any("gone.py" in w and "cannot read" in w for w in a.warnings)
+
+
+def test_two_runs_sharing_a_cache(tree, tmp_path: Path) -> None:
+    root = tree({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)}
+                | {"pkg/__init__.py": ""})
+    cache = tmp_path / "shared"
+    results: list = []
+
+    def run() -> None:
+        results.append(analyse(Request(sources=[str(root)], cache_dir=cache, jobs=1)))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2
+    third = analyse(Request(sources=[str(root)], cache_dir=cache))
+    assert third.stats.parsed == 0 and third.stats.cached == 31
+    assert not list(cache.rglob(".tmp-*"))
+
+
+def test_foreign_version_cache_is_ignored(tree, tmp_path: Path, monkeypatch) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n"})
+    cache = tmp_path / "c"
+    analyse(Request(sources=[str(root)], cache_dir=cache))
+    from kvflowmap.index import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "HEADER", b"kvflowmap-facts 9.9.9 99\n")
+    again = analyse(Request(sources=[str(root)], cache_dir=cache))
+    assert again.stats.parsed == 2
+
+
+def test_never_writes_outside_cache_and_out(tree, tmp_path: Path) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n"})
+    before = {p: p.stat().st_mtime for p in root.rglob("*")}
+    from kvflowmap.cli import main
+
+    out = tmp_path / "o.json"
+    assert main(["graph", str(root), "--format", "json", "--out", str(out), "-q"]) == 0
+    after = {p: p.stat().st_mtime for p in root.rglob("*")}
+    assert before == after
+    assert out.exists()
+    assert os.environ["KVFLOWMAP_CACHE_DIR"]
