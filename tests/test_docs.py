@@ -136,6 +136,21 @@ def test_cli_docs_check(tmp_path: Path, capsys) -> None:
     assert "kv-save.md: differs from the code" in err and "1 page(s) stale" in err
 
 
+def test_url_template_makes_links(tmp_path: Path) -> None:
+    pages = _pages(tmp_path, template="https://code.example/{root}/blob/main/{file}#L{line}")
+    readme = pages["README.md"].decode()
+    assert ("[miniflow/connector/__init__.py:22](https://code.example/minivllm/blob/main/"
+            "miniflow/connector/__init__.py#L22)") in readme
+
+
+def test_bad_link_template(tmp_path: Path, capsys) -> None:
+    args = ["docs", str(MINIVLLM), "--context", str(stub_root()), "--no-cache", "-q",
+            "--out", str(tmp_path), "--link-template", "https://x/{repo}/{file}"]
+    assert main(args) == 2
+    assert "{root}, {path}, {file} and {line}" in capsys.readouterr().err
+    assert not (tmp_path / "README.md").exists()
+
+
 @pytest.mark.skipif(os.environ.get("KVFLOWMAP_UPDATE_GOLDEN") == "1", reason="regenerating")
 def test_golden_folder_has_no_orphans() -> None:
     folder = Path(__file__).parent / "golden" / "docs"

@@ -100,8 +100,8 @@ def test_exception_from_a_call_without_try(check) -> None:
                 self.client.release(lease)
     """, **LEASE)
     assert lines(found) == [3]
-    assert "exception from the call at line 4" in found[0].message
-    assert (4, "a call raises") in [(s.line, s.note) for s in found[0].path]
+    assert "exception from `self.work` at line 4 leaves the function" in found[0].message
+    assert (4, "`self.work` raises") in [(s.line, s.note) for s in found[0].path]
 
 
 def test_on_exception_false_ignores_exception_paths(check) -> None:
@@ -140,7 +140,7 @@ def test_handler_that_does_not_catch_everything_leaks(check) -> None:
                     raise
                 self.client.release(lease)
     """, **LEASE)
-    assert lines(found) == [3] and "call at line 5" in found[0].message
+    assert lines(found) == [3] and "`self.work` at line 5" in found[0].message
 
 
 def test_handler_that_swallows_without_release_leaks(check) -> None:
@@ -156,9 +156,9 @@ def test_handler_that_swallows_without_release_leaks(check) -> None:
                 return 1
     """, **LEASE)
     assert lines(found) == [3]
-    assert "exception from the call at line 5 is caught and the function returns at line 9" \
-        in found[0].message
-    assert any(s.note == "a call raises" and s.line == 5 for s in found[0].path)
+    assert "exception from `self.work` at line 5 is caught and the function returns at " \
+        "line 9" in found[0].message
+    assert any(s.note == "`self.work` raises" and s.line == 5 for s in found[0].path)
 
 
 def test_finally_covers_return_and_exception(check) -> None:
@@ -324,7 +324,7 @@ def test_hand_over_by_return_and_the_caller_then_owns_it(check) -> None:
     """
     found = check(code, **LEASE)
     assert [(f.function, f.line) for f in found] == [("pkg.m.C.use", 9)]
-    assert "exception from the call at line 12" in found[0].message
+    assert "exception from `self.work` at line 12" in found[0].message
     assert check(code, **LEASE, return_hands_over=False, on_exception=False) \
         and lines(check(code, **LEASE, return_hands_over=False))[0] == 3
 
@@ -505,3 +505,134 @@ def test_a_crash_in_one_function_is_an_internal_error_finding(check, monkeypatch
             pass
     """, **LEASE)
     assert [f.rule for f in found] == ["internal-error"] and "t-paired" in found[0].message
+
+
+def test_zip_loop_variables_follow_the_collection_they_come_from(check) -> None:
+    code = """
+        class C:
+            def f(self, keys):
+                leases = self.client.lease(keys)
+                kept = []
+                for k, one in zip(keys, leases):
+                    if one is not None:
+                        kept.append(one)
+                return {returned}
+    """
+    assert check(code.format(returned="kept"), **LEASE) == []
+    assert lines(check(code.format(returned="keys"), **LEASE)) == [3]
+
+
+def test_pinning_a_list_built_from_ids_is_tracked_through_the_ids(check) -> None:
+    params = {"acquire": ["*pool.touch"], "release": ["free_blocks"]}
+    code = """
+        class C:
+            def pin(self, pool, job, ids):
+                blocks = [pool.blocks[b] for b in ids]
+                pool.touch(blocks)
+                if len(ids) > 8:
+                    {fail}
+                self._pinned[job] = ids
+    """
+    assert lines(check(code.format(fail="return False"), **params)) == [4]
+    assert check(code.format(fail="pool.free_blocks(blocks)\n                    return False"),
+                 **params) == []
+
+
+def test_collections_filled_after_the_acquisition_are_not_empty(check) -> None:
+    assert check("""
+        class C:
+            def stale(self, ids):
+                return not ids
+
+            def drain(self, pool, items):
+                for ids in items:
+                    valid = []
+                    blocks = [pool.blocks[b] for b in ids]
+                    pool.touch(blocks)
+                    if self.stale(ids):
+                        pool.free_blocks(blocks)
+                        continue
+                    valid.append(ids)
+                    if not valid:
+                        continue
+                    self._pinned.append(ids)
+    """, acquire=["*pool.touch"], release=["free_blocks"]) == []
+
+
+def test_helper_that_catches_everything_does_not_raise(check) -> None:
+    code = """
+        class C:
+            def f(self, k):
+                a = self.client.lease(k)
+                self._note(k)
+                self.client.release(a)
+
+            def _note(self, k):
+                {body}
+    """
+    safe = "try:\n                    self.journal.write(k)\n" \
+           "                except Exception:\n                    pass"
+    assert check(code.format(body=safe), **LEASE) == []
+    risky = check(code.format(body="self.journal.write(k)"), **LEASE)
+    assert lines(risky) == [3] and "`self._note` at line 4" in risky[0].message
+
+
+def test_storing_into_an_object_self_owns_hands_over(check) -> None:
+    assert check("""
+        class C:
+            def f(self, req_id, k):
+                lease = self.client.lease(k)
+                slot = self._slots.setdefault(req_id, {})
+                slot.lease = lease
+    """, **LEASE) == []
+
+
+def test_removal_as_a_done_callback_releases_the_entry(check) -> None:
+    assert check("""
+        class C:
+            def f(self, task):
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+                self.work(task)
+    """, **PENDING) == []
+
+
+def test_scope_class_sees_callback_helper_and_difference_update_removals(check) -> None:
+    found = check("""
+        class C:
+            def start(self, task, key, done):
+                self._inflight_tasks.add(task)
+                task.add_done_callback(self._inflight_tasks.discard)
+                self._pending_keys.add(key)
+                self._pending_store[key] = 1
+                self._pending_hashes.update(done)
+
+            def finish(self, key, done):
+                self._record(key, pending=self._pending_store)
+                self._forget(self._pending_keys, key)
+                self._pending_hashes.difference_update(done)
+
+            def _record(self, key, pending):
+                pending.pop(key, None)
+
+            def _forget(self, keys, key):
+                keys.discard(key)
+    """, scope="class", containers=["_pending_*", "_inflight*"])
+    assert found == []
+
+
+def test_shipped_rules_load_and_pass_their_examples() -> None:
+    from kvflowmap.check.loader import load_rules
+    from kvflowmap.check.selftest import format_report, run_examples
+
+    rules_dir = Path(__file__).resolve().parent.parent / "rules"
+    files = sorted((rules_dir / "pegaflow").glob("*.yaml"))
+    files.append(rules_dir / "vllm-kv-connector" / "resource-released.yaml")
+    rules, errors = load_rules(files)
+    assert errors == []
+    paired_rules = [r for r in rules if r.kind == "paired"]
+    assert {r.id for r in paired_rules} >= {
+        "pf-lease-released", "pf-pin-released", "pf-pending-load-rollback",
+        "pf-pending-save-rollback", "pf-pending-drained", "kvc-resource-released"}
+    report = run_examples(paired_rules)
+    assert report.ok, format_report(report)

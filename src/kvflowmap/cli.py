@@ -184,7 +184,7 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def where(name: str, fmt: str, **kw) -> None:
-    """Where NAME is defined, who calls/sets/reads/produces/consumes it, and what it calls."""
+    """Where NAME is defined; its callers, callees and data links."""
     from kvflowmap.nav.commands import run_where
 
     raise click.exceptions.Exit(run_where(run_analysis(kw)[0], name, fmt))
@@ -199,7 +199,7 @@ def where(name: str, fmt: str, **kw) -> None:
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -> None:
-    """The paths from A to B, shortest first, each step with file:line and edge kind."""
+    """Paths from A to B, shortest first; file:line per step."""
     from kvflowmap.nav.commands import run_path
 
     raise click.exceptions.Exit(run_path(run_analysis(kw)[0], a, b, max_paths, fmt, calls_only))
@@ -211,7 +211,7 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -
               default="text", show_default=True)
 @click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
 def states(fmt: str, out: str | None, **kw) -> None:
-    """The request state machine found in the code (from, to, function, file:line, guard)."""
+    """The request state machine found in the code."""
     from kvflowmap.nav.commands import run_states
 
     raise click.exceptions.Exit(run_states(run_analysis(kw)[0], fmt, out))

@@ -15,7 +15,10 @@ def run_docs(analysis: Analysis, out: str, check: bool, link_template: str | Non
     """Write the pages to ``out`` (0), or with ``check`` compare them and
     return 1 listing the stale ones."""
     out_dir = Path(out)
-    pages = generate(analysis, DocsOptions(out_dir=out_dir, link_template=link_template))
+    try:
+        pages = generate(analysis, DocsOptions(out_dir=out_dir, link_template=link_template))
+    except ValueError as exc:  # a bad --link-template
+        raise click.UsageError(str(exc)) from exc
     if check:
         problems = check_pages(pages, out_dir)
         for p in problems:

@@ -33,6 +33,12 @@ class Links:
         self.roots = {r.label: r for r in roots}
         self.out_dir = Path(out_dir).resolve()
         self.template = template
+        if template is not None:  # fail before any page is written
+            try:
+                template.format_map({"root": "r", "path": "p", "file": "f.py", "line": 1})
+            except (KeyError, IndexError, ValueError, AttributeError) as exc:
+                raise ValueError(f"link template {template!r} is not usable ({exc!r}); use only "
+                                 "the placeholders {root}, {path}, {file} and {line}") from exc
 
     def target(self, root: str, file: str, line: int, page: str) -> tuple[str, bool]:
         """(target, is_link) of a location seen from ``page`` (relative to the

@@ -8,6 +8,7 @@ entry is treated as a miss and rebuilt.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import tempfile
@@ -17,9 +18,18 @@ from pathlib import Path
 from kvflowmap import __version__
 from kvflowmap.facts import FileFacts
 
-# Bump when the facts or the extractor change in a way the version misses.
-FORMAT = 4
-HEADER = f"kvflowmap-facts {__version__} {FORMAT}\n".encode()
+def _extractor_hash() -> str:
+    """Hash of the code that produces facts: any change to it (even without a
+    version bump, as during development) invalidates every cached entry."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted([*here.glob("*.py"), here.parent / "facts.py"]):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+HEADER = f"kvflowmap-facts {__version__} {_extractor_hash()}\n".encode()
 
 
 def default_cache_dir() -> Path:

@@ -144,7 +144,8 @@ def states_dot(sm: StateMachine, *, link: LinkFn | None = None, guards: bool = T
     if any(r.initial for r in sm.rows):
         out.append('  "__initial__" [shape="point", width="0.15", label=""];')
     if any(ANY in r.from_states and not r.initial for r in sm.rows):
-        out.append('  "__any__" [label="* (not established)", style="dashed", fillcolor="#ffffff"];')
+        out.append('  "__any__" [label="* (not established)", style="dashed", '
+                   'fillcolor="#ffffff"];')
     out += [f'  "{esc(s)}";' for s in used_states(sm)]
     for r in sm.rows:
         for f in r.from_states:

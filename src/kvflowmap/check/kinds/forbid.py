@@ -20,9 +20,10 @@ functions matching ``entry_points``.
   (``self._helper()``), or in the method of the same name it delegates to
   (``self._scheduler.get_num_new_matched_tokens(...)``, a facade's half) is a
   finding unless the attribute matches ``allow_attrs``. With ``released_by``,
-  a keyed write (``self._d[req_id] = ...``, ``self._s.add(req_id)``) is
-  accepted when the same attribute is removed from in what the ``released_by``
-  methods reach the same way (memo entries dropped when the request ends).
+  a write is accepted when what the ``released_by`` methods reach (the same
+  way) resets the attribute (``self.x = ...``, ``self.x.clear()``: per-step
+  state) or, for a keyed write (``self._d[req_id] = ...``, ``.add(req_id)``),
+  removes from it (a per-request memo dropped when the request ends).
   ``ignore_removals`` accepts pops, ``del`` and ``discard`` (they release).
 
 Each site is reported once, with the chain from the first context function
@@ -62,8 +63,8 @@ PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
     "allow_attrs": ((list,), [], "writes mode: attribute globs that may be written"),
     "follow_attrs": ((bool,), False, "writes mode: also follow any call on a self attribute "
                      "(self.pool.touch()), not only self.m() and same-name delegation"),
-    "released_by": ((list,), [], "writes mode: methods whose removals make keyed writes "
-                    "acceptable (request_finished)"),
+    "released_by": ((list,), [], "writes mode: methods whose resets (and, for keyed writes, "
+                    "removals) make a write acceptable (request_finished, build_connector_meta)"),
     "ignore_removals": ((bool,), False, "writes mode: pops, del and discard are not reported"),
 }
 
@@ -325,17 +326,23 @@ def _attr(target: str) -> str:
     return target.split(".")[1].split("[")[0]
 
 
-def _released(ctx: CheckContext) -> set[tuple[str, str]]:
-    """(class, attribute) removed from in what the ``released_by`` methods reach."""
-    out: set[tuple[str, str]] = set()
+def _released(ctx: CheckContext) -> set[tuple[str, str, str]]:
+    """(class, attribute, remove|reset) done in what the ``released_by`` methods reach:
+    a removal (pop, del, discard) or a reset (``self.x = ...``, ``self.x.clear()``)."""
+    out: set[tuple[str, str, str]] = set()
     for start in _contexts(ctx, set(ctx.param("released_by") or [])):
         for fqn in _self_reach(ctx, start):
             cls = fqn.rpartition(".")[0]
-            out |= {(cls, _attr(t)) for t, _, _, op, _ in _writes(ctx, fqn) if op in REMOVALS}
+            for target, _, _, op, _ in _writes(ctx, fqn):
+                if op == "clear" or (op == "=" and target.count(".") == 1 and "[" not in target):
+                    out.add((cls, _attr(target), "reset"))
+                elif op in REMOVALS:
+                    out.add((cls, _attr(target), "remove"))
     return out
 
 
-def _writes_from(ctx: CheckContext, start: str, released: set[tuple[str, str]]) -> list[Finding]:
+def _writes_from(ctx: CheckContext, start: str,
+                 released: set[tuple[str, str, str]]) -> list[Finding]:
     out: list[Finding] = []
     ignore_removals = bool(ctx.param("ignore_removals", False))
     for fqn, chain in sorted(_self_reach(ctx, start).items()):
@@ -344,8 +351,9 @@ def _writes_from(ctx: CheckContext, start: str, released: set[tuple[str, str]]) 
             attr = target.split(".", 1)[1]
             if _allowed(ctx, attr) or (ignore_removals and op in REMOVALS):
                 continue
-            if op in KEYED and key and any(a == _attr(target) and _related(ctx, cls, k)
-                                           for k, a in released):
+            ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
+            if any(a == _attr(target) and how in ok and _related(ctx, cls, k)
+                   for k, a, how in released):
                 continue
             what = {"=": f"{target} = ...", "+=": f"{target} += ...",
                     "setitem": f"{target}[{key or '...'}] = ...",

@@ -21,23 +21,18 @@ that two branches are exclusive beyond ``x is None`` / ``not x`` tests.
 
 from __future__ import annotations
 
-from kvflowmap.check.cfg import CFG
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds._paired_class import check_class
-from kvflowmap.check.kinds._paired_model import Edge, Resource
+from kvflowmap.check.kinds._paired_model import FAILING, Edge, Resource
+from kvflowmap.check.kinds._paired_sites import FunctionSites
 from kvflowmap.check.kinds._paired_spec import PARAMS, Spec
 from kvflowmap.check.kinds._paired_summary import Summaries
 from kvflowmap.check.kinds._paired_text import clear_cache
 from kvflowmap.check.model import Finding, Step
+from kvflowmap.facts import Stmt
 
 __all__ = ["PARAMS", "check"]
-
-_EXIT_NOTES = {
-    "return": "returns", "end": "reaches the end of the function",
-    "raise": "raises", "exception": "a call raises", "assert": "the assertion fails",
-}
-
 
 def check(ctx: CheckContext) -> list[Finding]:
     """Findings of one ``paired`` rule over the rule's target functions."""
@@ -62,75 +57,80 @@ def _check_function(ctx: CheckContext, spec: Spec, summaries: Summaries,
         seen[r.what] = seen.get(r.what, 0) + 1
         if path is None:
             continue
+        # Stable across unrelated edits: no line, an ordinal for repeats.
         anchor = f"{r.what}:{fqn}" + (f"#{seen[r.what]}" if seen[r.what] > 1 else "")
-        out.append(ctx.finding(fqn, r.line, _message(spec, r, sites.cfg, path),
-                               column=r.col, path=_steps(ctx, spec, fqn, sites.cfg, r, path),
-                               anchor=anchor))
+        out.append(ctx.finding(fqn, r.line, _message(spec, r, sites, path), column=r.col,
+                               path=_steps(ctx, spec, fqn, sites, r, path), anchor=anchor))
     return out
 
 
-def _how(cfg: CFG, path: list[Edge]) -> str:
+def _raiser(sites: FunctionSites, node: int) -> str:
+    """```callee``` of the first call of a node that may raise ('' if none)."""
+    stmt = sites.cfg.nodes[node].stmt
+    for i in sites.events(stmt, "call") if stmt is not None else ():
+        if sites._call_may_raise(i):
+            return f"`{sites.ff.calls[i].callee or 'a call'}`"
+    return ""
+
+
+def _how(sites: FunctionSites, path: list[Edge]) -> str:
     """How the path leaves: the exception that starts it going wrong (if
     any) and the exit (the return statement's line, not a finally copy's)."""
-    jump = next((e for e in path if e[1] in ("raise", "exception", "assert")
-                 and cfg.nodes[e[0]].kind == "stmt"), None)
-    origin = {"raise": "the exception raised at line {}",
-              "exception": "an exception from the call at line {}",
-              "assert": "the assertion at line {} fails and its exception"}
+    cfg = sites.cfg
+    jump = next((e for e in path if e[1] in FAILING and cfg.nodes[e[0]].kind == "stmt"), None)
+    origin = ""
+    if jump is not None:
+        line = cfg.nodes[jump[0]].line
+        origin = {"raise": f"the exception raised at line {line}",
+                  "assert": f"the assertion at line {line} fails and its exception",
+                  "exception": f"an exception from {_raiser(sites, jump[0]) or 'the call'} "
+                               f"at line {line}"}[jump[1]]
     if path[-1][2] == cfg.raise_exit:
-        src, label, _ = jump or path[-1]
-        return origin.get(label, "an exception from line {}").format(cfg.nodes[src].line) + \
-            " leaves the function"
+        return f"{origin or 'an exception'} leaves the function"
     rets = [cfg.nodes[s] for s, _, _ in path if cfg.nodes[s].stmt is not None
             and cfg.nodes[s].stmt.kind == "return"]
     end = f"the function returns at line {rets[-1].line}" if rets else \
         f"the function ends after line {cfg.nodes[path[-1][0]].line}"
-    if jump is None:
-        return end
-    caught = origin[jump[1]].format(cfg.nodes[jump[0]].line).replace(" and its exception", "")
-    return f"{caught} is caught and {end}"
+    return f"{origin.replace(' and its exception', '')} is caught and {end}" if origin else end
 
 
-def _message(spec: Spec, r: Resource, cfg: CFG, path: list[Edge]) -> str:
+def _message(spec: Spec, r: Resource, sites: FunctionSites, path: list[Edge]) -> str:
     verb = "added to" if r.kind == "container" else "acquired by"
     key = f"[{r.key}]" if r.kind == "container" and r.key else ""
     return (f"{spec.resource} {verb} `{r.what}{key}` at line {r.line} is neither released "
-            f"nor handed over when {_how(cfg, path)}")
+            f"nor handed over when {_how(sites, path)}")
 
 
-def _steps(ctx: CheckContext, spec: Spec, fqn: str, cfg: CFG, r: Resource,
+def _steps(ctx: CheckContext, spec: Spec, fqn: str, sites: FunctionSites, r: Resource,
            path: list[Edge]) -> tuple[Step, ...]:
+    """The acquisition, each branch / loop / jump / exception taken, the exit."""
+    cfg = sites.cfg
     verb = "added to" if r.kind == "container" else "acquired by"
     steps = [ctx.step(fqn, r.line, f"{spec.resource} {verb} `{r.what}`")]
     for src, label, dst in path:
         node, target = cfg.nodes[src], cfg.nodes[dst]
-        note = _edge_note(node.stmt.kind if node.stmt else "", node.stmt.text if node.stmt else
-                          None, label, node.kind)
+        note = "" if node.kind in ("entry", "with-exit") else _edge_note(node.stmt, label)
+        if label == "exception" and node.kind == "stmt":
+            note = f"{_raiser(sites, src) or 'a call'} raises"
         if target.kind == "with-exit":
             note = (note + "; " if note else "") + "leaves the `with` block (__exit__ runs)"
-        if note and node.kind != "entry":
-            step = ctx.step(fqn, node.line, note)
-            if not steps or (steps[-1].line, steps[-1].note) != (step.line, step.note):
-                steps.append(step)
-    last = path[-1]
-    exit_line = cfg.nodes[last[0]].line
-    how = "by an exception" if last[2] == cfg.raise_exit else "normally"
-    steps.append(ctx.step(fqn, exit_line, f"leaves {fqn.rpartition('.')[2]}() {how} "
-                                          f"still holding the {spec.resource}"))
+        step = ctx.step(fqn, node.line, note)
+        if note and (steps[-1].line, steps[-1].note) != (step.line, step.note):
+            steps.append(step)
+    how = "by an exception" if path[-1][2] == cfg.raise_exit else "normally"
+    steps.append(ctx.step(fqn, cfg.nodes[path[-1][0]].line,
+                          f"leaves {fqn.rpartition('.')[2]}() {how} still holding the "
+                          f"{spec.resource}"))
     return tuple(steps)
 
 
-def _edge_note(kind: str, text: str | None, label: str, node_kind: str) -> str:
-    if node_kind == "with-exit":
-        return ""
-    if label in ("true", "false") and kind in ("for", "while") :
-        return (f"enters the loop `{text}`" if label == "true" else f"leaves the loop `{text}`")
+def _edge_note(stmt: Stmt | None, label: str) -> str:
+    kind, text = (stmt.kind, stmt.text) if stmt is not None else ("", None)
+    if label in ("true", "false") and kind in ("for", "while"):
+        return f"enters the loop `{text}`" if label == "true" else f"leaves the loop `{text}`"
     if label in ("true", "false"):
         return f"`{text}` is {label}"
-    if label == "case":
-        return "takes a `case`"
-    if label == "no-match":
-        return "no `case` matches"
-    if label in ("break", "continue"):
-        return label
-    return _EXIT_NOTES.get(label, "")
+    notes = {"case": "takes a `case`", "no-match": "no `case` matches", "break": "break",
+             "continue": "continue", "return": "returns", "raise": "raises",
+             "assert": "the assertion fails"}
+    return notes.get(label, "")
