@@ -231,8 +231,8 @@ class Current(KVConnectorBase_V1):
     def handle_preemptions(self, kv_connector_metadata) -> None:
         pass
 """, compare_with=str(old))
-    assert sorted(f.function for f in found) == [BASE + ".handle_preemptions",
-                                                  "conn.Stale.handle_preemptions"]
+    assert sorted(f.function for f in found) == ["conn.Stale.handle_preemptions",
+                                                  BASE + ".handle_preemptions"]
     stale = next(f for f in found if f.function.startswith("conn."))
     assert "still has the vllm at" in stale.message and len(stale.path) == 3
     changed = next(f for f in found if f.function.startswith("vllm."))

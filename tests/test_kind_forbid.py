@@ -1,0 +1,248 @@
+"""The ``forbid`` rule kind: blocking calls in scheduler hooks, writes in the probe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.engine import run_rules
+from kvflowmap.check.model import AppliesTo, Finding, Rule
+from kvflowmap.check.stubs import stub_root
+
+BASE = "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1"
+HEAD = """import threading
+import time
+
+import requests
+import zmq
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+"""
+BLOCKING = dict(side="scheduler", unless_kwargs=["timeout"],
+                calls=["time.sleep", "requests.*", "*.wait", "*.join", "*.result", "*.recv"])
+WRITES = dict(methods=["get_num_new_matched_tokens"], forbid_writes=True,
+              allow_attrs=["*_cache"], released_by=["request_finished", "build_connector_meta"],
+              ignore_removals=True)
+
+
+def check(tree, source: str, **params) -> list[Finding]:
+    root = tree({"conn/__init__.py": HEAD + source})
+    analysis = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    rule = Rule(id="t-forbid", title="t", severity="warning", rationale="r", kind="forbid",
+                params=params, applies_to=AppliesTo(base_class=(BASE,)), examples=(),
+                help="h", pack="test", path=Path("t.yaml"))
+    return run_rules(analysis, [rule])
+
+
+def lines(found: list[Finding]) -> list[int]:
+    return [f.line for f in found]
+
+
+def line_of(source: str, text: str, nth: int = 1) -> int:
+    """Line of the ``nth`` line containing ``text`` in the file ``check`` writes."""
+    hits = [i for i, ln in enumerate((HEAD + source).splitlines(), 1) if text in ln]
+    return hits[nth - 1]
+
+
+def test_blocking_call_reached_through_helpers_with_its_chain(tree):
+    source = """
+class Index:
+    def query(self, keys):
+        return requests.get("http://index", params=keys)
+
+
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._index = Index()
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return len(self._helper(request)), False
+
+    def _helper(self, request):
+        return self._index.query(request.block_hashes)
+
+    def wait_for_save(self):
+        time.sleep(1)  # worker side: not a scheduler hook
+"""
+    found = check(tree, source, **BLOCKING)
+    assert len(found) == 1
+    f = found[0]
+    assert (f.function, f.line) == ("conn.Index.query", line_of(source, "requests.get"))
+    assert "requests.get" in f.message and "C.get_num_new_matched_tokens" in f.message
+    assert [s.note for s in f.path] == ["context: C.get_num_new_matched_tokens",
+                                        "calls C._helper", "calls Index.query",
+                                        "calls requests.get()"]
+    assert [s.line for s in f.path] == [
+        line_of(source, "def get_num_new_matched_tokens"), line_of(source, "self._helper("),
+        line_of(source, "self._index.query("), line_of(source, "requests.get")]
+
+
+def test_bounded_calls_are_accepted(tree):
+    source = """
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._ev = threading.Event()
+        self._t = threading.Thread(target=self._loop)
+
+    def _loop(self):
+        time.sleep(5)  # a thread target: not followed
+
+    def build_connector_meta(self, scheduler_output):
+        self._ev.wait(timeout=1)
+        self._ev.wait(0.5)
+        self._t.join(2)
+        ", ".join(["a"])
+        sep = "-"
+        sep.join(["a", "b"])
+        requests.post("http://x", timeout=3)
+        return None
+
+    def request_finished(self, request, block_ids):
+        self._ev.wait()
+        return False, None
+"""
+    assert lines(check(tree, source, **BLOCKING)) == [line_of(source, "self._ev.wait()")]
+
+
+def test_guards_on_the_same_receiver(tree):
+    source = """
+class C(KVConnectorBase_V1):
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        fut = self._futures.get(request.request_id)
+        if self._non_block and not fut.done():
+            return None, False
+        fut.result()
+        pending = self._pending.get(request.request_id)
+        if pending is not None and not pending.future.done():
+            return None, False
+        pending.future.result()
+        return 0, False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        if self._f.done():
+            self._f.result()
+        if self._sock.poll(10):
+            self._sock.recv()
+        self._g.result()
+"""
+    assert lines(check(tree, source, **BLOCKING)) == [line_of(source, "fut.result()"),
+                                                     line_of(source, "self._g.result()")]
+
+
+def test_socket_with_receive_timeout(tree):
+    source = """
+class Client:
+    def __init__(self, ctx):
+        self.sock = ctx.socket(zmq.REQ)
+        {setup}
+
+    def ask(self, keys):
+        self.sock.send(keys)
+        return self.sock.recv()
+
+
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._client = Client(zmq.Context())
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return len(self._client.ask(request.block_hashes)), False
+"""
+    assert lines(check(tree, source.format(setup="self.sock.setsockopt(zmq.RCVTIMEO, 100)"),
+                       **BLOCKING)) == []
+    assert lines(check(tree, source.format(setup="pass"), **BLOCKING)) == [
+        line_of(source, "self.sock.recv()")]
+
+
+def test_depth_and_entry_points(tree):
+    source = """
+def a():
+    b()
+
+
+def b():
+    time.sleep(1)
+
+
+class C(KVConnectorBase_V1):
+    def build_connector_meta(self, scheduler_output):
+        a()
+"""
+    sleep = line_of(source, "time.sleep(1)")
+    assert lines(check(tree, source, **BLOCKING)) == [sleep]
+    assert lines(check(tree, source, **{**BLOCKING, "depth": 1})) == []
+    assert lines(check(tree, source, calls=["time.sleep"], entry_points=["conn.a"])) == [sleep]
+
+
+PROBE = """
+class Half:
+    def __init__(self):
+        self._probes = {}
+        self._lookup_cache = {}
+        self._pending = {}
+        self._budget = 0
+        self._stats = Stats()
+        self._plans = []
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        rid = request.request_id
+        self._probes.pop(rid, None)
+        self._probes[rid] = 1
+        self._lookup_cache[rid] = 2
+        self._pending[rid] = 3
+        self._budget += 1
+        self._stats.record(rid)
+        self._plan(rid)
+        return 0, False
+
+    def _plan(self, rid):
+        self._plans.append(rid)
+
+    def request_finished(self, request, block_ids):
+        self._probes.pop(request.request_id, None)
+        return False, None
+
+    def build_connector_meta(self, scheduler_output):
+        self._budget = 0
+        return None
+
+
+class Stats:
+    def record(self, rid):
+        self.seen = rid
+
+
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._half = Half()
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return self._half.get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def request_finished(self, request, block_ids):
+        return self._half.request_finished(request, block_ids)
+
+    def build_connector_meta(self, scheduler_output):
+        return self._half.build_connector_meta(scheduler_output)
+"""
+
+
+def test_probe_writes(tree):
+    found = check(tree, PROBE, **WRITES)
+    assert lines(found) == [line_of(PROBE, "self._pending[rid] = 3"),
+                            line_of(PROBE, "self._plans.append")]
+    pending = found[0]
+    assert "self._pending[rid] = ..." in pending.message
+    assert [s.note for s in pending.path] == [
+        "context: C.get_num_new_matched_tokens", "calls self._half.get_num_new_matched_tokens",
+        "writes self._pending[rid] = ..."]
+    assert found[1].path[-2].note == "calls self._plan"
+
+
+def test_probe_writes_strict_and_follow_attrs(tree):
+    strict = check(tree, PROBE, methods=["get_num_new_matched_tokens"], forbid_writes=True)
+    writes = ["self._probes.pop(rid", "self._probes[rid] = 1", "self._lookup_cache[rid] = 2",
+              "self._pending[rid] = 3", "self._budget += 1", "self._plans.append"]
+    assert lines(strict) == [line_of(PROBE, w) for w in writes]
+    wide = check(tree, PROBE, **{**WRITES, "follow_attrs": True})
+    assert lines(wide) == [line_of(PROBE, w) for w in (writes[3], writes[5], "self.seen = rid")]
