@@ -40,38 +40,34 @@ def element(ret: ReturnFact, index: int) -> str | None:
     return ret.elements[index]
 
 
-def same_class_callees(ctx: CheckContext, fqn: str, depth: int = 3) -> list[str]:
-    """``fqn`` and the analysed methods of its own class it calls, transitively."""
-    cls = fqn.rpartition(".")[0]
+def _closure(ctx: CheckContext, fqn: str, depth: int, kinds: tuple[str, ...], keep) -> list[str]:
+    """``fqn`` and the analysed functions reachable over ``kinds`` edges whose
+    target satisfies ``keep``, breadth first, up to ``depth`` hops."""
     seen = [fqn]
     frontier = [fqn]
     for _ in range(depth):
         nxt = []
         for f in frontier:
             for _, callee, kind in ctx.graph.out_edges(f, data="kind"):
-                if kind == "call" and callee.rpartition(".")[0] == cls and callee not in seen \
-                        and callee in ctx.model.defs:
+                if kind in kinds and callee not in seen and callee in ctx.model.defs \
+                        and keep(callee):
                     seen.append(callee)
                     nxt.append(callee)
         frontier = nxt
     return seen
+
+
+def same_class_callees(ctx: CheckContext, fqn: str, depth: int = 3) -> list[str]:
+    """``fqn`` and the analysed methods of its own class it calls, transitively."""
+    cls = fqn.rpartition(".")[0]
+    return _closure(ctx, fqn, depth, ("call",), lambda c: c.rpartition(".")[0] == cls)
 
 
 def delegates(ctx: CheckContext, fqn: str, depth: int = 3) -> list[str]:
     """``fqn`` plus same-named methods it forwards to (facade -> halves)."""
     name = fqn.rpartition(".")[2]
-    seen = [fqn]
-    frontier = [fqn]
-    for _ in range(depth):
-        nxt = []
-        for f in frontier:
-            for _, callee, kind in ctx.graph.out_edges(f, data="kind"):
-                if kind in ("call", "dispatch") and callee.rpartition(".")[2] == name \
-                        and callee in ctx.model.defs and callee not in seen:
-                    seen.append(callee)
-                    nxt.append(callee)
-        frontier = nxt
-    return seen
+    return _closure(ctx, fqn, depth, ("call", "dispatch"),
+                    lambda c: c.rpartition(".")[2] == name)
 
 
 def self_attr(chain: str, selfname: str = "self") -> str | None:
