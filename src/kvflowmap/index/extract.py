@@ -28,6 +28,7 @@ from kvflowmap.facts import (
 from kvflowmap.index.lines import LineTracker
 from kvflowmap.index.stmts import StmtTreeMixin
 from kvflowmap.index.text import chain, docstring, literal_string, node_code
+from kvflowmap.index.walker import Walker
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
 CONTAINER_METHODS = {
@@ -38,7 +39,7 @@ CONTAINER_METHODS = {
 
 def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFacts:
     """Fill ``facts`` from a parsed module (of text ``source``) and return it."""
-    module.visit(_FactVisitor(module, facts, source))
+    Walker(_FactVisitor(module, facts, source)).walk(module)
     return facts
 
 

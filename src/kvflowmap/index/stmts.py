@@ -2,10 +2,11 @@
 
 Control-flow rules (acquire/release on every path, the state a transition
 starts from) need the shape of a function body: branches, loops, try blocks,
-early returns. The fact visitor mixes this in; statements are opened in
-``on_visit`` and closed in ``on_leave``, and the ``visit_<Node>_<field>``
-hook tells which branch (body, orelse, handlers, finally) the next
-statements belong to.
+early returns. The fact visitor mixes this in; the walker
+(``kvflowmap.index.walker``) opens statements in ``_stmt_open``, closes them
+in ``_stmt_close`` and, before each field of a statement, calls
+``_stmt_route`` to say which branch (body, orelse, handlers, finally) the
+next statements belong to.
 """
 
 from __future__ import annotations
@@ -45,15 +46,16 @@ class StmtTreeMixin:
         if stack:
             stack[-1]["events"].append((kind, index))
 
-    def _stmt_kind(self, node: cst.CSTNode) -> str | None:
-        t = type(node)
+    @staticmethod
+    def stmt_kind(t: type) -> str | None:
+        """Statement kind of a node type (None: not a statement)."""
         if t in _SMALL:
             return _SMALL[t]
         if t in _COMPOUND:
             return _COMPOUND[t]
         if t in _PSEUDO:
             return _PSEUDO[t]
-        if isinstance(node, cst.BaseSmallStatement):
+        if issubclass(t, cst.BaseSmallStatement):
             return "simple"
         return None
 
@@ -74,34 +76,30 @@ class StmtTreeMixin:
             return self._code(node.pattern)
         return None
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        kind = self._stmt_kind(node)
-        if kind is not None:
-            frame = self._frames[-1]
-            entry = {"kind": kind, "line": self.node_line(node), "text": self._stmt_text(node),
-                     "events": [], "node": node, "field": None,
-                     "body": [], "orelse": [], "handlers": [], "final": []}
-            stack = frame["stack"]
-            if not stack:
-                frame["root"].append(entry)
-            elif stack[-1]["field"] is not None:
-                stack[-1][stack[-1]["field"]].append(entry)
-            else:  # a statement inside an expression position: keep it ordered
-                stack[-1]["body"].append(entry)
-            stack.append(entry)
-        return super().on_visit(node)
+    def _stmt_open(self, node: cst.CSTNode, kind: str) -> None:
+        frame = self._frames[-1]
+        entry = {"kind": kind, "line": self.node_line(node), "text": self._stmt_text(node),
+                 "events": [], "node": node, "field": None,
+                 "body": [], "orelse": [], "handlers": [], "final": []}
+        stack = frame["stack"]
+        if not stack:
+            frame["root"].append(entry)
+        elif stack[-1]["field"] is not None:
+            stack[-1][stack[-1]["field"]].append(entry)
+        else:  # a statement inside an expression position: keep it ordered
+            stack[-1]["body"].append(entry)
+        stack.append(entry)
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
+    def _stmt_close(self, node: cst.CSTNode) -> None:
         stack = self._frames[-1]["stack"]
-        if stack and stack[-1]["node"] is original_node:
+        if stack and stack[-1]["node"] is node:
             stack.pop()
 
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+    def _stmt_route(self, node: cst.CSTNode, attribute: str) -> None:
+        """The next statements go to this branch of the open compound statement."""
         stack = self._frames[-1]["stack"]
         if stack and stack[-1]["node"] is node:
             stack[-1]["field"] = _FIELDS.get(attribute)
-        super().on_visit_attribute(node, attribute)
 
 
 def _freeze(entry: dict) -> Stmt:
