@@ -636,3 +636,16 @@ def test_shipped_rules_load_and_pass_their_examples() -> None:
         "pf-pending-save-rollback", "pf-pending-drained", "kvc-resource-released"}
     report = run_examples(paired_rules)
     assert report.ok, format_report(report)
+
+
+def test_record_then_pin_is_handed_over_before_the_pin(check) -> None:
+    params = {"acquire": ["*pool.touch"], "release": ["free_blocks"]}
+    code = """
+        class C:
+            def pin(self, pool, job, ids):
+                {record}
+                pool.touch([pool.blocks[b] for b in ids])
+                return True
+    """
+    assert check(code.format(record="self._pinned[job] = (ids, 4)"), **params) == []
+    assert lines(check(code.format(record="self._count += 1"), **params)) == [4]

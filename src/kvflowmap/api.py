@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import networkx as nx
 
@@ -19,8 +18,9 @@ from kvflowmap.graph import build, dataflow
 from kvflowmap.index.cache import FactCache, default_cache_dir
 from kvflowmap.index.runner import IndexStats, Progress, index_files
 from kvflowmap.model.core import Model
-from kvflowmap.protocol import DEFAULT_PROTOCOL, Protocol, load_protocol
-from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table, list_files, root_for
+from kvflowmap.protocol import Protocol, load_protocol
+from kvflowmap.request import Request, make_roots
+from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table, list_files
 
 CONTEXT_IMPORT_DEPTH = 2
 
@@ -40,31 +40,6 @@ class Analysis:
     @property
     def unresolved(self) -> list[build.Unresolved]:
         return self.linker.unresolved
-
-
-@dataclass
-class Request:
-    """What to analyse and how."""
-
-    sources: Sequence[str] = ()
-    context: Sequence[str] = ()
-    release_roots: Sequence[tuple[Path, str]] = ()  # (import root, label)
-    exclude: Sequence[str] = ()
-    all_files: bool = False
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    jobs: int | None = None
-    protocol_path: Path = DEFAULT_PROTOCOL
-
-
-def make_roots(req: Request) -> list[Root]:
-    """Subject roots first (they win module-name clashes), then context."""
-    ex = tuple(req.exclude)
-    roots = [root_for(s, subject=True, exclude=ex) for s in req.sources]
-    roots += [root_for(s, subject=False, exclude=ex) for s in req.context]
-    roots += [root_for(str(p), subject=False, label=label, exclude=ex)
-              for p, label in req.release_roots]
-    return roots
 
 
 def analyse(req: Request, progress: Progress | None = None) -> Analysis:

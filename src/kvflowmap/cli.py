@@ -54,6 +54,13 @@ def _options(kw: dict) -> SourceOptions:
     )
 
 
+def prepare(kw: dict):
+    """Options -> (Request, ProjectConfig, Reporter)."""
+    rep = Reporter(quiet=kw.pop("quiet"), verbose=kw.pop("verbose"))
+    req, config = make_request(_options(kw), say=rep.info)
+    return req, config, rep
+
+
 def run_analysis(kw: dict):
     """Options -> (Analysis, ProjectConfig, Reporter); prints warnings."""
     from kvflowmap.api import analyse
@@ -98,10 +105,20 @@ def cli() -> None:
 @click.option("--show-unresolved", is_flag=True, help="List the calls that were not resolved.")
 def graph(**kw) -> None:
     """Draw the flow across scheduler, worker and connector."""
-    from kvflowmap.commands.graph_cmd import run_graph
+    from kvflowmap.commands.graph_emit import emit_graph
+    from kvflowmap.commands.memo_run import run_memoised
 
-    analysis, config, rep = run_analysis(kw)
-    run_graph(analysis, config, rep, **kw)
+    req, config, rep = prepare(kw)
+    options = tuple(sorted((k, repr(v)) for k, v in kw.items()))
+    result = run_memoised(req, config, rep, ("graph", options),
+                          lambda analysis: _produce_graph(analysis, config, kw))
+    emit_graph(result, kw["out"], rep)
+
+
+def _produce_graph(analysis, config, kw: dict):
+    from kvflowmap.commands.graph_cmd import produce_graph
+
+    return produce_graph(analysis, config, **kw)
 
 
 @cli.command()
@@ -119,25 +136,40 @@ def graph(**kw) -> None:
 @click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
 def check(**kw) -> None:
     """Check lifecycle invariants; files given only filter what is reported."""
-    from kvflowmap.check.pipeline import run_check
     from kvflowmap.commands import check_cmd as cc
     from kvflowmap.sources.config import load_config
 
-    all_rules, rules = cc.load_selected(kw.pop("rule_dirs"), kw.pop("select"), kw.pop("ignore"))
+    from kvflowmap.check.loader import default_rule_dirs
+    from kvflowmap.commands.memo_run import digest_paths, run_memoised
+
+    rule_dirs, select, ignore = kw.pop("rule_dirs"), kw.pop("select"), kw.pop("ignore")
+    rule_digest = digest_paths([Path(p) for p in rule_dirs] or default_rule_dirs())
     src, only = cc.split_sources(kw["src"])
     if only is not None and not load_config(Path.cwd()).sources:
         src = cc.package_dirs(only)
     kw["src"] = src
     fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("output")
     baseline, write_base = cc.baseline_set(kw.pop("baseline")), kw.pop("write_baseline")
-    analysis, _, rep = run_analysis(kw)
-    known = [r.id for r in all_rules]
-    outcome = run_check(analysis, rules, known_rule_ids=known, only_files=only, baseline=baseline)
-    everything = run_check(analysis, rules, known_rule_ids=known, only_files=only) \
-        if write_base and baseline is not None else outcome
-    roots = {r.label: str(r.path) for r in analysis.roots}
+    req, config, rep = prepare(kw)
+
+    def compute(analysis):
+        # Rules load only when something changed: a warm run imports no engine.
+        from kvflowmap.check.pipeline import run_check
+
+        all_rules, rules = cc.load_selected(rule_dirs, select, ignore)
+        known = [r.id for r in all_rules]
+        outcome = run_check(analysis, rules, known_rule_ids=known, only_files=only,
+                            baseline=baseline)
+        everything = run_check(analysis, rules, known_rule_ids=known, only_files=only) \
+            if write_base and baseline is not None else outcome
+        return (outcome, everything.findings, {r.label: str(r.path) for r in analysis.roots},
+                rules)
+
+    key = ("check", select, ignore, rule_digest, sorted(only or []), sorted(baseline or []),
+           bool(write_base))
+    outcome, all_findings, roots, rules = run_memoised(req, config, rep, key, compute)
     cc.report(outcome, fmt=fmt, output=output, rules=rules, roots=roots, write_base=write_base,
-              all_findings=everything.findings)
+              all_findings=all_findings)
     raise click.exceptions.Exit(outcome.exit_code(fail_on))
 
 

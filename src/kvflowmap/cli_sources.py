@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvflowmap.api import Request
+from kvflowmap.request import Request
 from kvflowmap.index.cache import default_cache_dir
 from kvflowmap.sources.config import ProjectConfig, load_config
 from kvflowmap.sources.errors import SourceError

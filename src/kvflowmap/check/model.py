@@ -93,3 +93,17 @@ class Finding:
 
     def sort_key(self) -> tuple:
         return (self.root, self.file, self.line, self.column, self.rule, self.message)
+
+
+@dataclass
+class CheckOutcome:
+    """What ``kvflowmap check`` reports and how it exits."""
+
+    findings: list[Finding]  # reported: not suppressed, not in the baseline
+    suppressed: list[Finding] = field(default_factory=list)
+    known: list[Finding] = field(default_factory=list)  # matched the baseline
+
+    def exit_code(self, fail_on: str) -> int:
+        """1 when a reported finding is at or above ``fail_on``."""
+        worst = max((severity_rank(f.severity) for f in self.findings), default=-1)
+        return 1 if worst >= severity_rank(fail_on) else 0

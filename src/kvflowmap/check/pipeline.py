@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 
 from kvflowmap.api import Analysis
 from kvflowmap.check.baseline import filter_new
 from kvflowmap.check.engine import run_rules
-from kvflowmap.check.model import Finding, Rule, severity_rank
+from kvflowmap.check.model import CheckOutcome, Finding, Rule
 from kvflowmap.check.suppress import apply_suppressions
-
-
-@dataclass
-class CheckOutcome:
-    """What ``kvflowmap check`` reports and how it exits."""
-
-    findings: list[Finding]  # reported: not suppressed, not in the baseline
-    suppressed: list[Finding] = field(default_factory=list)
-    known: list[Finding] = field(default_factory=list)  # matched the baseline
-
-    def exit_code(self, fail_on: str) -> int:
-        """1 when a reported finding is at or above ``fail_on``."""
-        worst = max((severity_rank(f.severity) for f in self.findings), default=-1)
-        return 1 if worst >= severity_rank(fail_on) else 0
 
 
 def subject_files(analysis: Analysis) -> list[str]:

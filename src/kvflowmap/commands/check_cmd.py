@@ -12,7 +12,6 @@ from rich.console import Console
 from kvflowmap.check.baseline import load_baseline, write_baseline
 from kvflowmap.check.loader import default_rule_dirs, load_rules, select_rules
 from kvflowmap.check.model import Finding, Rule
-from kvflowmap.check.pipeline import CheckOutcome, run_check
 from kvflowmap.report.github import render_github
 from kvflowmap.report.json_out import render_json
 from kvflowmap.report.sarif import render_sarif
@@ -42,7 +41,7 @@ def split_sources(src: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | No
     return src, None
 
 
-def render(outcome: CheckOutcome, fmt: str, rules: list[Rule], roots: dict[str, str],
+def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
            to_file: bool = False) -> str:
     """The report in ``fmt``; no colour codes when it goes to a file."""
     findings = outcome.findings
@@ -57,7 +56,7 @@ def render(outcome: CheckOutcome, fmt: str, rules: list[Rule], roots: dict[str, 
     return render_text(findings, console=console)
 
 
-def report(outcome: CheckOutcome, *, fmt: str, output: str | None, rules: list[Rule],
+def report(outcome, *, fmt: str, output: str | None, rules: list[Rule],
            roots: dict[str, str], write_base: str | None, all_findings: list[Finding]) -> None:
     text = render(outcome, fmt, rules, roots, to_file=bool(output))
     if output:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import click
 import networkx as nx
 
 from kvflowmap.api import Analysis
-from kvflowmap.console import Reporter
+from kvflowmap.commands.graph_result import GraphResult
 from kvflowmap.graph import select
 from kvflowmap.render import format_from_suffix, render_graph
 from kvflowmap.render.dot import RenderError
@@ -35,11 +33,13 @@ def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_
     return view
 
 
-def run_graph(analysis: Analysis, config: ProjectConfig, rep: Reporter, *, out, fmt, focus,
-              depth, direction, path_from, path_to, include, exclude, full, max_nodes,
-              link_template, show_unresolved, connector=()) -> None:
-    """Render the chosen view to ``out`` (or stdout for text formats)."""
+def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus, depth,
+                  direction, path_from, path_to, include, exclude, full, max_nodes,
+                  link_template, show_unresolved, connector=()) -> GraphResult:
+    """Select and render the view the options ask for."""
     fmt = fmt or (format_from_suffix(out) if out else None) or ("svg" if out else "dot")
+    if not out and fmt in ("svg", "png", "pdf"):
+        raise click.UsageError(f"--format {fmt} needs --out FILE")
     try:
         view = choose_view(analysis.graph, focus=focus, depth=depth, direction=direction,
                            path_from=path_from, path_to=path_to, include=include,
@@ -53,20 +53,13 @@ def run_graph(analysis: Analysis, config: ProjectConfig, rep: Reporter, *, out, 
         data = render_graph(view, fmt, link_template=template, title=title)
     except RenderError as exc:
         raise click.ClickException(str(exc)) from exc
-    if out:
-        Path(out).write_bytes(data)
-    elif fmt in ("svg", "png", "pdf"):
-        raise click.UsageError(f"--format {fmt} needs --out FILE")
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
     g = analysis.graph
-    rep.note(f"{out or 'stdout'}: {view.number_of_nodes()} nodes, {view.number_of_edges()} edges "
-             f"drawn (graph: {g.number_of_nodes()} nodes, {g.number_of_edges()} edges, "
-             f"{len(analysis.unresolved)} unresolved calls)")
-    if show_unresolved:
-        for u in sorted(analysis.unresolved, key=lambda u: (u.file, u.line, u.callee)):
-            click.echo(f"{u.file}:{u.line}: {u.caller}: {u.callee}", err=True)
+    note = (f"{view.number_of_nodes()} nodes, {view.number_of_edges()} edges drawn (graph: "
+            f"{g.number_of_nodes()} nodes, {g.number_of_edges()} edges, "
+            f"{len(analysis.unresolved)} unresolved calls)")
+    unresolved = tuple(f"{u.file}:{u.line}: {u.caller}: {u.callee}" for u in sorted(
+        analysis.unresolved, key=lambda u: (u.file, u.line, u.callee))) if show_unresolved else ()
+    return GraphResult(data, fmt, note, unresolved)
 
 
 def _title(analysis: Analysis, connectors: list[str]) -> str:

@@ -24,6 +24,8 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
     cfg, out = sites.cfg, Trace()
     if sites.hands_over(r.node, r):
         return Trace(returned=cfg.nodes[r.node].stmt.kind == "return")
+    if _recorded_before(sites, r):
+        return out
     parent: dict[State, tuple[State, str]] = {}
     queue: deque[State] = deque()
     start: State = (r.node, False, sites.filled(r.node, frozenset()))
@@ -51,6 +53,28 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
             if not sites.pruned(m, lab, r.handles | after):
                 _visit(parent, queue, state, lab, d, after)
     return out
+
+
+def _recorded_before(sites: FunctionSites, r: Resource) -> bool:
+    """Record-then-pin: every path from the entry to the acquisition first
+    stores the resource's names into an owner (``self._jobs[j] = ids`` then
+    ``pool.touch(ids)``), so the owner already holds it. Only for resources
+    known by name: a nameless one would match any earlier store."""
+    if not r.handles:
+        return False
+    cfg = sites.cfg
+    seen, queue = {cfg.entry}, deque([cfg.entry])
+    while queue:
+        m = queue.popleft()
+        if m == r.node:
+            return False
+        if m != cfg.entry and sites.hands_over(m, r):
+            continue
+        for d, _ in cfg.successors(m):
+            if d not in seen:
+                seen.add(d)
+                queue.append(d)
+    return True
 
 
 def _visit(parent: dict[State, tuple[State, str]], queue: deque[State], state: State,

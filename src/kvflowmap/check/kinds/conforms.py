@@ -376,7 +376,7 @@ def _check_override(ctx: CheckContext, pats: list[str], callers: _Callers,
     if not issues:
         return []
     fn = ctx.function(fqn)
-    label = ctx.where(base)[1] or "the analysed vLLM"
+    label = _vllm_label(ctx, base)
     steps = [ctx.step(base, ctx.function(base).line, f"base ({label}): {b.text}"),
              ctx.step(fqn, fn.line, f"override: {o.text}")]
     steps += [ctx.step(c, line, f"vLLM calls it: {text}") for c, line, text in
@@ -405,7 +405,7 @@ def _check_abstract(ctx: CheckContext, cls: str) -> list[Finding]:
         if any(name in getattr(ctx.classes.class_fact(k), "members", ())
                for k in mro[:mro.index(definer)]):
             continue  # ``name = other_function`` in a class body
-        label = ctx.where(impl)[1] or "the analysed vLLM"
+        label = _vllm_label(ctx, impl)
         step = ctx.step(impl, ctx.function(impl).line, f"abstract in {definer} ({label})")
         out.append(ctx.finding(cls, fact.line, f"{fact.name} does not implement abstract method "
                                f"{name} of {definer.rpartition('.')[2]} ({label}): creating "
@@ -461,9 +461,13 @@ def _known(ctx: CheckContext, chain, name: str) -> bool:
     return False
 
 
-def _vllm_label(ctx: CheckContext) -> str:
-    base = ctx.protocol.base_class
-    return (ctx.where(base)[1] if base in ctx.model.defs else "") or "the analysed vLLM"
+def _vllm_label(ctx: CheckContext, fqn: str | None = None) -> str:
+    """``vllm 0.33.0`` (the detected version), else the root label of ``fqn``."""
+    fqn = fqn or ctx.protocol.base_class
+    package, version = ctx.protocol.package, ctx.analysis.vllm_version
+    if version and fqn.startswith(package + "."):
+        return f"{package} {version}"
+    return (ctx.where(fqn)[1] if fqn in ctx.model.defs else "") or "the analysed vLLM"
 
 
 # -- two releases -------------------------------------------------------------------

@@ -1,0 +1,23 @@
+"""Write a graph result (without importing the analysis)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kvflowmap.commands.graph_result import GraphResult
+from kvflowmap.console import Reporter
+
+
+def emit_graph(result: GraphResult, out: str | None, rep: Reporter) -> None:
+    """Write the rendered graph and the summary line."""
+    if out:
+        Path(out).write_bytes(result.data)
+    else:
+        sys.stdout.buffer.write(result.data)
+        sys.stdout.flush()
+    rep.note(f"{out or 'stdout'}: {result.note}")
+    for line in result.unresolved:
+        click.echo(line, err=True)
