@@ -50,7 +50,8 @@ class Old(KVConnectorBase_V1):
     assert f.function == "conn.Old.handle_preemptions" and f.line == 4
     assert "annotated set[str]" in f.message and "KVConnectorMetadata" in f.message
     notes = [s.note for s in f.path]
-    assert notes[0].startswith("base (") and "kv_connector_metadata: KVConnectorMetadata" in notes[0]
+    assert notes[0].startswith("base (")
+    assert "kv_connector_metadata: KVConnectorMetadata" in notes[0]
     assert notes[1].startswith("override:")
     assert any(n.startswith("vLLM calls it:") for n in notes)
 
@@ -219,8 +220,8 @@ def test_two_release_mode(tree, tmp_path):
     text = base.read_text()
     new_form = "def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:"
     assert new_form in text
-    base.write_text(text.replace(new_form,
-                                 "def handle_preemptions(self, preempted_req_ids: set[str]) -> None:"))
+    old_form = "def handle_preemptions(self, preempted_req_ids: set[str]) -> None:"
+    base.write_text(text.replace(new_form, old_form))
     found = check(tree, """
 class Stale(KVConnectorBase_V1):
     def handle_preemptions(self, preempted_req_ids: set[str]) -> None:

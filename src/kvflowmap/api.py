@@ -110,13 +110,13 @@ def _index(req: Request, roots: list[Root], table: ModuleTable, protocol: Protoc
         todo = {}
         for module, ff in sorted(batch.items()):
             sf = table.files[module]
-            next_depth = depth[module] + (0 if sf.root.subject else 1)
+            next_depth = depth[module] + (0 if sf.subject else 1)
             if next_depth > CONTEXT_IMPORT_DEPTH and not req.all_files:
                 continue
             for dep in _imported_modules(module, ff, table):
                 if dep not in facts and dep not in todo:
                     todo[dep] = table.files[dep]
-                    depth[dep] = max(next_depth, 1 if not table.files[dep].root.subject else 0)
+                    depth[dep] = max(next_depth, 1 if not table.files[dep].subject else 0)
     return facts
 
 

@@ -53,7 +53,7 @@ class CheckContext:
     # -- targets -------------------------------------------------------------
     def is_subject(self, module: str) -> bool:
         sf = self.model.source(module)
-        return bool(sf and sf.root.subject)
+        return bool(sf and sf.subject)
 
     @cached_property
     def target_classes(self) -> list[str]:

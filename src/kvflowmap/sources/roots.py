@@ -41,6 +41,7 @@ class SourceFile:
     rel: str  # relative to the root, '/'-separated
     module: str
     is_package: bool  # an ``__init__.py``
+    subject: bool = False  # under analysis (a subject root, within its ``only`` part)
 
 
 @dataclass
@@ -139,5 +140,11 @@ def build_table(roots: list[Root]) -> ModuleTable:
     for root in roots:
         whole = Root(root.path, root.label, root.subject, (), root.exclude)
         for sf in list_files(whole, table):
-            table.add(SourceFile(root, sf.path, sf.rel, sf.module, sf.is_package))
+            subject = root.subject and in_only(root, sf.path)
+            table.add(SourceFile(root, sf.path, sf.rel, sf.module, sf.is_package, subject))
     return table
+
+
+def in_only(root: Root, path: Path) -> bool:
+    """Whether ``path`` is inside the part of ``root`` that was asked for."""
+    return not root.only or any(path == o or o in path.parents for o in root.only)

@@ -12,30 +12,18 @@ searches the CFG for a path from the acquire to an exit that does neither.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from kvflowmap.check.cfg import CFG, build_cfg
-from kvflowmap.check.kinds._paired_match import (
-    call_matches,
-    chain_matches,
-    comprehension_sources,
-    loop_pairs,
-)
+from kvflowmap.check.kinds._paired_alias import call_resource
+from kvflowmap.check.kinds._paired_match import call_matches, chain_matches
 from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace, walk
 from kvflowmap.check.kinds._paired_spec import Spec
-from kvflowmap.check.kinds._paired_text import (
-    emptiness,
-    holding_text,
-    is_decrement,
-    mentions,
-    rhs,
-    statement_text,
-)
+from kvflowmap.check.kinds._paired_text import emptiness, is_decrement, mentions, statement_text
 from kvflowmap.check.kinds._paired_trace import trace
-from kvflowmap.facts import CallFact, ContainerOpFact, Stmt
+from kvflowmap.facts import ContainerOpFact, Stmt
 from kvflowmap.index.extract import CONTAINER_METHODS
 
-NOT_HANDLES = {"self", "cls", "_", "None", "True", "False"}
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
 _CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
 
@@ -73,9 +61,11 @@ class FunctionSites:
 
     # -- events ----------------------------------------------------------------
     def events(self, stmt: Stmt, kind: str) -> list[int]:
+        """Indexes of ``stmt``'s events of one kind (call, container, assign, return)."""
         return [i for k, i in stmt.events if k == kind]
 
     def text(self, stmt: Stmt) -> str:
+        """The statement's source text (see ``statement_text``), memoised."""
         if id(stmt) not in self._texts:
             self._texts[id(stmt)] = statement_text(self.path, stmt)
         return self._texts[id(stmt)]
@@ -120,9 +110,11 @@ class FunctionSites:
     def _may_raise(self, stmt: Stmt) -> bool:
         if not self.spec.calls_raise:
             return False
-        return any(self._call_may_raise(i) for i in self.events(stmt, "call"))
+        return any(self.call_may_raise(i) for i in self.events(stmt, "call"))
 
-    def _call_may_raise(self, index: int) -> bool:
+    def call_may_raise(self, index: int) -> bool:
+        """Whether call ``index`` may raise: not a ``no_raise`` pattern, not a
+        record class's constructor, not a helper summarised as nothrow."""
         call = self.ff.calls[index]
         targets = self.targets(index)
         if call_matches(self.spec.no_raise, call.callee, [f for f, _ in targets]):
@@ -143,23 +135,24 @@ class FunctionSites:
     def acquires(self) -> list[Resource]:
         """Every acquisition, one per (CFG node, event): finally bodies are
         copied per way out, so a statement can stand for several nodes."""
-        if not any(self._acquiring(s) for s in walk(self.fn.body)):
+        if not any(self.acquiring(s) for s in walk(self.fn.body)):
             return []  # spare the CFG
         out: list[Resource] = []
         for node in self.cfg.nodes:
             s = node.stmt
             if node.kind != "stmt" or s is None:
                 continue
-            for kind, i in self._acquiring(s):
+            for kind, i in self.acquiring(s):
                 if kind == "call":
-                    out.append(self._call_resource(node.id, s, self.ff.calls[i]))
+                    out.append(call_resource(self, node.id, s, self.ff.calls[i]))
                 else:
                     co = self.ff.containers[i]
                     out.append(Resource(node.id, "container", co.container, co.key,
                                         frozenset(), co.line, co.col))
         return out
 
-    def _acquiring(self, s: Stmt) -> list[tuple[str, int]]:
+    def acquiring(self, s: Stmt) -> list[tuple[str, int]]:
+        """(event kind, index) of the acquisitions a statement makes itself."""
         if s.kind == "with":
             return []  # a context manager's __exit__ releases what a with item takes
         out = [("call", i) for i in self.events(s, "call") if "acquire" in self.roles(i)]
@@ -169,70 +162,6 @@ class FunctionSites:
                     and not (co.op == "setitem" and is_decrement(self.text(s))):
                 out.append(("container", i))
         return out
-
-    def _call_resource(self, node: int, s: Stmt, call: CallFact) -> Resource:
-        targets = {self.ff.assigns[i].target for i in self.events(s, "assign")}
-        handles = {t for t in targets if "." not in t and t not in NOT_HANDLES}
-        if not handles:  # ``held.append(self.lease(k))``: the local collection holds it
-            handles = {co.container for co in map(self.ff.containers.__getitem__,
-                                                  self.events(s, "container"))
-                       if "." not in co.container and co.op in self.spec.add_ops}
-        receiver = (call.callee or "").rpartition(".")[0]
-        if not handles and not call.args and receiver and receiver not in NOT_HANDLES \
-                and "(" not in receiver:
-            handles.add(receiver)  # lock.acquire() ... lock.release(); pool.pin(b) names b
-        key = call.args[0] if call.args and call.args[0] not in NOT_HANDLES else None
-        if not handles and (call.args or call.kwargs):
-            handles |= self._id_sources(s, key)
-        edge = None
-        if s.kind in ("if", "while"):
-            edge = "false" if (s.text or "").lstrip().startswith("not ") else "true"
-        return Resource(node, "call", call.callee or "?", key, self.aliases(frozenset(handles)),
-                        call.line, call.col, edge)
-
-    def _id_sources(self, s: Stmt, key: str | None) -> set[str]:
-        """Names a pinned collection was built from: ``pin([pool.blocks[b] for b
-        in ids])`` and ``blocks = [... for b in ids]; pin(blocks)`` pin ``ids``,
-        so storing or freeing ``ids`` acts on the pin."""
-        texts = [self.text(s)]
-        if key and "." not in key:
-            texts += [rhs(self.text(a)) for a in walk(self.fn.body)
-                      if a.kind == "simple" and any(self.ff.assigns[i].target == key
-                                                    for i in self.events(a, "assign"))]
-        found = set().union(*(comprehension_sources(t) for t in texts))
-        return {n for n in found if "." not in n and n not in NOT_HANDLES}
-
-    def aliases(self, handles: frozenset[str]) -> frozenset[str]:
-        """Local names that come to hold the resource (``y = x``, ``xs.append(x)``,
-        ``for y in xs``), flow-insensitively, to a fixed point."""
-        names = set(handles)
-        changed = bool(names)
-        while changed:
-            changed = False
-            for s in walk(self.fn.body):
-                for new in self._alias_targets(s, names):
-                    if new not in names and new not in NOT_HANDLES:
-                        names.add(new)
-                        changed = True
-        return frozenset(names)
-
-    def _alias_targets(self, s: Stmt, names: set[str]) -> Iterator[str]:
-        if s.kind == "for":  # ``for x in held``, ``for i, x in enumerate(zip(a, held))``
-            target, _, it = (s.text or "").partition(" in ")
-            yield from (t for t, expr in loop_pairs(target, it) if expr in names)
-            return
-        if s.kind not in ("simple", "return") or not s.events:
-            return
-        held = holding_text(rhs(self.text(s)))
-        for i in self.events(s, "assign"):
-            t = self.ff.assigns[i].target
-            if "." not in t and mentions(held, names):
-                yield t
-        for i in self.events(s, "container"):
-            co = self.ff.containers[i]
-            if "." not in co.container and co.op in self.spec.add_ops and \
-                    mentions(holding_text(self.text(s)), names):
-                yield co.container
 
     # -- what a node does to a resource -----------------------------------------
     def releases(self, node: int, r: Resource) -> bool:
@@ -267,7 +196,7 @@ class FunctionSites:
             target, _, it = (s.text or "").partition(" in ")
             if r.handles and mentions(it, r.handles):
                 body = list(walk(s.body))
-                if any(self._acquiring(b) for b in body):
+                if any(self.acquiring(b) for b in body):
                     return False  # a loop that swaps leases is not a release loop
                 inner = {t.strip(" ()[]") for t in target.split(",")} | set(r.handles)
                 return any(mentions(self.text(b), inner) and

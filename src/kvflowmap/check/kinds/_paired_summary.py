@@ -71,7 +71,7 @@ class Summaries:
         """Release tokens a statement does; a ``for`` does what its body does."""
         if stmt.kind == "for":
             body = list(walk(stmt.body))
-            if not any(sites._acquiring(s) for s in body):  # a loop that also takes is no release loop
+            if not any(sites.acquiring(s) for s in body):  # a loop that also takes is no release loop
                 return set().union(*(self._own_tokens(sites, s) for s in body))
         return self._own_tokens(sites, stmt)
 
@@ -107,7 +107,7 @@ def _nothrow(sites: FunctionSites) -> bool:
     the risky calls makes a helper nothrow)."""
     stmts = list(walk(sites.fn.body))
     if not any(s.kind in ("raise", "assert") or
-               any(sites._call_may_raise(i) for i in sites.events(s, "call")) for s in stmts):
+               any(sites.call_may_raise(i) for i in sites.events(s, "call")) for s in stmts):
         return True
     if not any(s.kind == "try" and s.handlers for s in stmts):
         return False

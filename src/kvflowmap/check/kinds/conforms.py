@@ -153,7 +153,8 @@ class Sig:
     @property
     def shape(self) -> tuple:
         """What two releases compare: kinds, names, defaults, annotation texts."""
-        norm = (lambda t: None if t is None else t.replace('"', "").replace("'", "").replace(" ", ""))
+        def norm(t: str | None) -> str | None:
+            return None if t is None else "".join(c for c in t if c not in "\"' ")
         return (self.kind, self.is_async, norm(self.returns),
                 tuple((p.name, p.kind, p.default is not None, norm(p.annotation))
                       for p in self.params))
@@ -188,12 +189,13 @@ def _alternatives(node: ast.AST, out: list[str], depth: int) -> bool:
             return True
         if isinstance(node.value, str):
             try:
-                return _alternatives(ast.parse(node.value.strip(), mode="eval").body, out, depth + 1)
+                inner = ast.parse(node.value.strip(), mode="eval").body
+                return _alternatives(inner, out, depth + 1)
             except SyntaxError:
                 return False
         return False
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return _alternatives(node.left, out, depth + 1) and _alternatives(node.right, out, depth + 1)
+        return all(_alternatives(side, out, depth + 1) for side in (node.left, node.right))
     if isinstance(node, ast.Subscript):
         head = _dotted(node.value)
         last = (head or "").split(".")[-1]
@@ -263,27 +265,42 @@ def _compatible(a: frozenset[str] | None, b: frozenset[str] | None, related: Rel
     return a is None or b is None or any(related(x, y) for x in a for y in b)
 
 
+Issues = list[tuple[str, str]]
+
+
 def compare(base: Sig, over: Sig, passed: dict[str, int] | None, related: Related, *,
-            annotations: bool = True, returns: bool = True) -> list[tuple[str, str]]:
+            annotations: bool = True, returns: bool = True) -> Issues:
     """(key, message) of each way ``over`` breaks callers of ``base``.
     ``passed``: keyword names (and ``*pos``: most positional args) seen at call
     sites; ``None`` when no call site is known (assume any may be passed)."""
     if base.kind != over.kind:
         return [("kind", f"is a {over.kind} method; the base is a {base.kind} method")]
-    issues: list[tuple[str, str]] = []
+    issues: Issues = []
     if base.is_async != over.is_async:
         issues.append(("async", f"is {'' if over.is_async else 'not '}async; the base is "
                        f"{'' if base.is_async else 'not '}async"))
     if returns and not _compatible(base.ret, over.ret, related):
         issues.append(("return", f"returns {over.returns}; the base returns {base.returns}"))
-    if base.kind == "property":
-        return issues
-    pos = [i for i, p in enumerate(over.params) if p.kind in ("posonly", "pos")]
-    has_var = any(p.kind == "vararg" for p in over.params)
-    has_kw = any(p.kind == "kwarg" for p in over.params)
-    names = {p.name for p in over.params if p.kind in ("pos", "kwonly")}
-    bpos = [i for i, p in enumerate(base.params) if p.kind in ("posonly", "pos")]
-    for n, bi in enumerate(bpos):
+    if base.kind != "property":
+        issues += _positional(base, over, passed, related if annotations else None)
+        issues += _keywords(base, over, related if annotations else None)
+        issues += _extras(base, over)
+    return issues
+
+
+def _kinds(sig: Sig) -> tuple[list[int], bool, bool, set[str]]:
+    """Positional indexes, has ``*args``, has ``**kwargs``, names usable by keyword."""
+    return ([i for i, p in enumerate(sig.params) if p.kind in ("posonly", "pos")],
+            any(p.kind == "vararg" for p in sig.params),
+            any(p.kind == "kwarg" for p in sig.params),
+            {p.name for p in sig.params if p.kind in ("pos", "kwonly")})
+
+
+def _positional(base: Sig, over: Sig, passed: dict[str, int] | None,
+                related: Related | None) -> Issues:
+    issues: Issues = []
+    pos, has_var, has_kw, names = _kinds(over)
+    for n, bi in enumerate(_kinds(base)[0]):
         bp = base.params[bi]
         maybe = passed is None or passed.get("*pos", 0) > n or bp.name in passed
         if n >= len(pos):
@@ -292,7 +309,7 @@ def compare(base: Sig, over: Sig, passed: dict[str, int] | None, related: Relate
                                f"(position {n + 1} of the base)"))
             continue
         op = over.params[pos[n]]
-        if annotations and not _compatible(base.heads[bi], over.heads[pos[n]], related):
+        if related and not _compatible(base.heads[bi], over.heads[pos[n]], related):
             issues.append((f"ann:{bp.name}", f"parameter '{op.name}' is annotated "
                            f"{op.annotation}; the base takes {bp.name}: {bp.annotation}"))
         if passed and bp.name in passed and op.name != bp.name and bp.name not in names \
@@ -301,23 +318,36 @@ def compare(base: Sig, over: Sig, passed: dict[str, int] | None, related: Relate
                            f"override calls it '{op.name}'"))
         elif op.default is None and bp.default is not None and passed is not None and not maybe:
             issues.append((f"req:{op.name}", f"makes optional parameter '{bp.name}' required"))
+    return issues
+
+
+def _keywords(base: Sig, over: Sig, related: Related | None) -> Issues:
+    issues: Issues = []
+    _, has_var, has_kw, names = _kinds(over)
     for bi, bp in enumerate(base.params):
         if bp.kind == "kwonly" and bp.name not in names and not has_kw:
             issues.append((f"kwonly:{bp.name}", f"does not accept keyword '{bp.name}'"))
-        elif bp.kind == "kwonly" and annotations and bp.name in names:
+        elif bp.kind == "kwonly" and related and bp.name in names:
             oi = next(i for i, p in enumerate(over.params) if p.name == bp.name)
             if not _compatible(base.heads[bi], over.heads[oi], related):
                 issues.append((f"ann:{bp.name}", f"'{bp.name}' is annotated "
                                f"{over.params[oi].annotation}; the base takes {bp.annotation}"))
-    kinds = {p.kind for p in base.params}
-    if "vararg" in kinds and not has_var:
+    _, base_var, base_kw, _ = _kinds(base)
+    if base_var and not has_var:
         issues.append(("varargs", "drops *args of the base"))
-    if "kwarg" in kinds and not has_kw:
+    if base_kw and not has_kw:
         issues.append(("kwargs", "drops **kwargs of the base: extra keywords vLLM passes fail"))
+    return issues
+
+
+def _extras(base: Sig, over: Sig) -> Issues:
+    """Required parameters of the override that vLLM never passes."""
+    bpos, base_var, _, _ = _kinds(base)
     bnames = {p.name for p in base.params}
-    for n, i in enumerate(pos):
+    issues: Issues = []
+    for n, i in enumerate(_kinds(over)[0]):
         p = over.params[i]
-        if n >= len(bpos) and p.default is None and p.name not in bnames and "vararg" not in kinds:
+        if n >= len(bpos) and p.default is None and p.name not in bnames and not base_var:
             issues.append((f"extra:{p.name}", f"requires parameter '{p.name}' that the base "
                            "does not have"))
     for p in over.params:
@@ -456,7 +486,7 @@ def _known(ctx: CheckContext, chain, name: str) -> bool:
         fact = ctx.classes.class_fact(k)
         if f"{k}.{name}" in ctx.model.defs or name in ctx.values.self_attrs.get(k, {}):
             return True
-        if fact is not None and (name in fact.members or any(a == name for a, _ in fact.attributes)):
+        if fact is not None and (name in fact.members or name in dict(fact.attributes)):
             return True
     return False
 

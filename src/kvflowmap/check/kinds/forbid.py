@@ -133,8 +133,9 @@ def _reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
                 continue
             if target in chains or not _followable(ctx, target):
                 continue
-            note = "dispatches to" if data["kind"] == "dispatch" else "calls"
-            step = ctx.step(node, int(data.get("line") or 0), f"{note} {_short(target)}")
+            line = int(data.get("line") or 0)
+            step = ctx.step(target, line, f"overrides {_short(node)}") \
+                if data["kind"] == "dispatch" else ctx.step(node, line, f"calls {_short(target)}")
             chains[target] = (*chains[node], step)
             todo.append((target, hops + 1))
     return chains

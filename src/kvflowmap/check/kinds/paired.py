@@ -68,7 +68,7 @@ def _raiser(sites: FunctionSites, node: int) -> str:
     """```callee``` of the first call of a node that may raise ('' if none)."""
     stmt = sites.cfg.nodes[node].stmt
     for i in sites.events(stmt, "call") if stmt is not None else ():
-        if sites._call_may_raise(i):
+        if sites.call_may_raise(i):
             return f"`{sites.ff.calls[i].callee or 'a call'}`"
     return ""
 
