@@ -31,7 +31,7 @@ def check(tree, shared_cache):
         root = tree({"pkg/__init__.py": "", **files})
         analysis = analyse(Request(sources=[str(root)], context=[str(stub_root())],
                                    cache_dir=shared_cache))
-        return [f for f in run_rules(analysis, [make_rule(params)])]
+        return run_rules(analysis, [make_rule(params)])
 
     return run
 
