@@ -37,14 +37,14 @@ def _collect(node: ast.AST, out: list[str], depth: int) -> None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         out.extend(annotation_names(node.value))
     elif isinstance(node, (ast.Name, ast.Attribute)):
-        name = _dotted(node)
+        name = dotted_name(node)
         if name:
             out.append(name)
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         _collect(node.left, out, depth + 1)
         _collect(node.right, out, depth + 1)
     elif isinstance(node, ast.Subscript):
-        head = (_dotted(node.value) or "").split(".")[-1]
+        head = (dotted_name(node.value) or "").split(".")[-1]
         if head in _UNWRAP:
             inner = node.slice
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
@@ -54,10 +54,23 @@ def _collect(node: ast.AST, out: list[str], depth: int) -> None:
                 _collect(item, out, depth + 1)
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST, *, calls: bool = False, subscripts: bool = False) -> str | None:
+    """Dotted text of a ``Name`` / ``Attribute`` chain (``a.b.c``); None for
+    anything else.
+
+    ``calls``: a call is read as what it calls (``f().g`` -> ``f.g``), the way
+    callee texts compare once their ``()`` are dropped. ``subscripts``: an
+    index becomes ``[]`` (``self.socks[i].x`` -> ``self.socks[].x``), the
+    chain text the facts keep.
+    """
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value, calls=calls, subscripts=subscripts)
         return None if base is None else f"{base}.{node.attr}"
+    if calls and isinstance(node, ast.Call):
+        return dotted_name(node.func, calls=calls, subscripts=subscripts)
+    if subscripts and isinstance(node, ast.Subscript):
+        base = dotted_name(node.value, calls=calls, subscripts=subscripts)
+        return None if base is None else f"{base}[]"
     return None

@@ -24,6 +24,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.model import Finding, Step
 from kvflowmap.facts import ReturnFact
+from kvflowmap.model.annotations import dotted_name
 
 PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
     "method": ((str,), "get_num_new_matched_tokens", "method name of the target classes"),
@@ -139,7 +140,7 @@ def _text(node: ast.expr) -> str:
 
 def _delegates(ctx: CheckContext, fqn: str, r: ReturnFact, node: ast.Call) -> list[str]:
     """Analysed subject functions a returned call resolves to."""
-    callee = _dotted(node.func)
+    callee = dotted_name(node.func, calls=True)  # callee texts compare with '()' dropped
     out: list[str] = []
     for call in ctx.calls_in(fqn):
         if call.line < r.line or call.callee is None or call.callee.replace("()", "") != callee:
@@ -150,17 +151,6 @@ def _delegates(ctx: CheckContext, fqn: str, r: ReturnFact, node: ast.Call) -> li
                 out.append(t.fqn)
         break
     return sorted(set(out))
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    return None
 
 
 def _norm(x: object) -> str:

@@ -1,0 +1,43 @@
+"""The real-release corpora the shipped rules are triaged on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvflowmap.api import Analysis, Request, analyse
+from kvflowmap.check.engine import run_rules
+from kvflowmap.check.loader import default_rule_dirs, load_rules
+from kvflowmap.check.model import Finding
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A subject inside a release, checked against vLLM 0.33.0."""
+
+    name: str
+    release: str  # NAME==VERSION of the subject's release
+    subject: str  # path inside the release's import root
+
+
+CORPORA = (
+    Corpus("pegaflow-llm 0.25.1", "pegaflow-llm==0.25.1", "pegaflow"),
+    Corpus("vllm 0.33.0 connectors", "vllm==0.33.0", "vllm/distributed/kv_transfer/kv_connector/v1"),
+    Corpus("lmcache 0.5.6", "lmcache==0.5.6", "lmcache"),
+)
+
+
+def check_corpus(corpus: Corpus, release, cache: Path) -> tuple[Analysis, list[Finding]]:
+    """Run every shipped rule on one corpus; ``release(spec)`` gives a root."""
+    vllm = release("vllm==0.33.0")
+    subject = release(corpus.release) / corpus.subject
+    a = analyse(Request(sources=[str(subject)], release_roots=[(vllm, "vllm 0.33.0")],
+                        cache_dir=cache))
+    rules, errors = load_rules(default_rule_dirs())
+    assert not errors, errors
+    return a, run_rules(a, rules)
+
+
+def key(f: Finding) -> tuple[str, str, str]:
+    """What identifies a triaged finding across unrelated edits."""
+    return (f.rule, f.file, f.function)
