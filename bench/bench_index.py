@@ -1,14 +1,15 @@
-"""Benchmark: cold, warm and one-file-edited runs against LibCST parse-only.
+"""Benchmark: cold, warm and one-file-edited `check` runs against LibCST parse-only.
 
 Everything is measured in one run on the same files, and reported as ratios
 (absolute seconds on a shared machine are noise):
 
     python bench/bench_index.py            # pegaflow-llm 0.25.1 against vllm 0.33.0
-    python bench/bench_index.py --all      # also `graph --all` over all of vllm 0.33.0
+    python bench/bench_index.py --all      # also `graph --all` over all of vllm 0.33.0,
+                                           # beside pyan3 on the same files
 
-Each measured run is a separate ``kvflowmap`` process (so the pool start-up,
-imports and cache reads are all counted) with its own fresh cache folder.
-Peak memory is the child's max RSS (parent-side ``RUSAGE_CHILDREN``).
+Each measured run is a separate process (so the pool start-up, imports and
+cache reads are all counted) with its own fresh cache folder. Peak memory is
+that process's max RSS as ``wait4`` reports it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,15 +38,32 @@ def release_cache() -> Path:
     return Path(os.environ.get("KVFLOWMAP_TEST_CACHE") or user_cache_dir("kvflowmap"))
 
 
-def run_cli(args: list[str], cache: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one kvflowmap process."""
-    cmd = [sys.executable, "-m", "kvflowmap", *args, "--cache-dir", str(cache), "-q"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run_process(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one process (and its reaped children)."""
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: findings
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def run_cli(args: list[str], cache: Path) -> tuple[float, float]:
+    """One ``kvflowmap`` process with its own cache folder."""
+    return run_process([sys.executable, "-m", "kvflowmap", *args, "--cache-dir", str(cache), "-q"])
+
+
+def run_pyan(files: list[Path], out: Path) -> tuple[float, float, int]:
+    """pyan3 on the same files: wall, peak MiB, 'uses' edges (None if absent)."""
+    exe = shutil.which("pyan3")
+    if exe is None:
+        return float("nan"), float("nan"), -1
+    with out.open("w") as fh:
+        wall, peak = run_process([exe, *map(str, files), "--uses", "--no-defines", "--text"],
+                                 stdout=fh)
+    edges = sum(1 for line in out.read_text().splitlines() if line.lstrip().startswith("[U]"))
+    return wall, peak, edges
 
 
 def parse_only(files: list[Path]) -> tuple[float, int]:
@@ -87,12 +104,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kvflowmap-bench-"))
     subject = work / "pegaflow"
     shutil.copytree(pega, subject)
-    graph = ["graph", str(subject), "--context", str(vllm), "--format", "json", "--out",
-             str(work / "flow.json")]
-    files = analysed_files(subject, vllm, work / "probe-cache")
-    parse_s, lines = parse_only(files)
+    graph = ["check", str(subject), "--context", str(vllm), "--format", "json", "--output",
+             str(work / "findings.json")]
     cache = work / "cache"
     cold, cold_mem = run_cli(graph, cache)
+    files = analysed_files(subject, vllm, cache)  # from the cold run's cache: parses nothing
+    parse_s, lines = parse_only(files)
     warm, _ = run_cli(graph, cache)
     edited = subject / "connector" / "worker.py"
     edited.write_text(edited.read_text() + "\n\ndef _bench_edit():\n    return 1\n")
@@ -101,9 +118,9 @@ def main() -> None:
     rows = [
         ("files analysed (default run)", f"{len(files)} files, {lines} lines"),
         ("LibCST parse-only, 1 core", f"{parse_s:.2f} s (= 1.00)"),
-        ("cold graph (empty cache)", f"{cold:.2f} s = {cold / parse_s:.2f} x parse-only; "
+        ("cold check (empty cache)", f"{cold:.2f} s = {cold / parse_s:.2f} x parse-only; "
                                      f"peak {cold_mem:.0f} MiB"),
-        ("warm graph (nothing changed)", f"{warm:.2f} s = {warm / cold:.1%} of cold"),
+        ("warm check (nothing changed)", f"{warm:.2f} s = {warm / cold:.1%} of cold"),
         ("one subject file edited", f"{edit:.2f} s = {edit / cold:.1%} of cold"),
         ("fact cache size", f"{du(cache / 'facts') / 1e6:.1f} MB = "
                             f"{du(cache / 'facts') / src_bytes:.1%} of {src_bytes / 1e6:.1f} MB sources"),
@@ -114,11 +131,14 @@ def main() -> None:
         wall, peak = run_cli(["graph", str(vllm), "--all", "--full", "--format", "json",
                               "--out", str(work / "all.json")], work / "cache-all")
         edges = len(json.loads((work / "all.json").read_text())["links"])
+        p_wall, p_peak, p_edges = run_pyan(all_files, work / "pyan.txt")
         rows += [
             ("vllm --all: files", f"{len(all_files)} files, {all_lines} lines"),
             ("vllm --all: LibCST parse-only, 1 core", f"{all_parse:.2f} s"),
-            ("vllm --all: kvflowmap graph", f"{wall:.2f} s = {wall / all_parse:.2f} x parse-only; "
-                                            f"peak {peak:.0f} MiB; {edges} edges"),
+            ("vllm --all: kvflowmap graph --all", f"{wall:.2f} s = {wall / all_parse:.2f} x parse-only; "
+                                                  f"peak {peak:.0f} MiB; {edges} edges"),
+            ("vllm --all: pyan3 (same files)", f"{p_wall:.2f} s = {p_wall / all_parse:.2f} x parse-only; "
+                                               f"peak {p_peak:.0f} MiB; {p_edges} 'uses' edges"),
         ]
     width = max(len(r[0]) for r in rows)
     print(f"kvflowmap bench  (cpus={os.cpu_count()}, python {sys.version.split()[0]})")
