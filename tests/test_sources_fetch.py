@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kvflowmap.sources import fetch
+from kvflowmap.sources import fetch, fetch_sdist
 from kvflowmap.sources.errors import SourceError
 from kvflowmap.sources.fetch import MARKER, fetch_release, parse_spec, release_dir
 from kvflowmap.sources.version import detect_version
@@ -95,7 +95,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("network or pip used for a cached release")
     monkeypatch.setattr(fetch.subprocess, "run", boom)
-    monkeypatch.setattr(fetch.urllib.request, "urlopen", boom)
+    monkeypatch.setattr(fetch_sdist.urllib.request, "urlopen", boom)
 
 
 # --- spec ---------------------------------------------------------------------

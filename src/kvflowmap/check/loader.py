@@ -9,42 +9,20 @@ from __future__ import annotations
 import copy
 import difflib
 import fnmatch
-import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kvflowmap.check.loader_errors import (TYPE_WORDS, RuleFileError, describe_value,
+                                           display_path, key_text, line_of, schema_errors)
 from kvflowmap.check.model import AppliesTo, Example, Rule
 from kvflowmap.sources.errors import SourceError
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "rule.schema.json"
 SKIPPED_DIRS = ("protocol", "stubs")  # under a rules root: not rule files
-_TYPE_WORDS: dict[Any, str] = {
-    "object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
-    "integer": "an integer", "number": "a number", "null": "nothing", dict: "a mapping",
-    list: "a list", tuple: "a list", str: "a string", bool: "true or false", int: "an integer",
-    float: "a number"}
-
-
-@dataclass(frozen=True)
-class RuleFileError:
-    """One problem in one rule file, ready to show to the user."""
-
-    path: Path
-    line: int
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{_display(self.path)}:{self.line}"
-        key = f"key '{self.key}': " if self.key else ""
-        return f"{where}: {key}{self.message}"
 
 
 class UnknownRuleError(SourceError):
@@ -71,8 +49,9 @@ def load_rules(paths: Sequence[Path]) -> tuple[list[Rule], list[RuleFileError]]:
             continue
         if rule.id in seen:
             first = seen[rule.id]
+            where = f"{display_path(first.path)}:{first.line}"
             errors.append(RuleFileError(file, rule.line, "id", f"duplicate rule id '{rule.id}' "
-                                        f"(also defined in {_display(first.path)}:{first.line})"))
+                                        f"(also defined in {where})"))
             continue
         seen[rule.id] = rule
         rules.append(rule)
@@ -97,8 +76,7 @@ def load_rule_file(path: Path, pack: str) -> tuple[Rule | None, list[RuleFileErr
         if ctx and ctx_mark is not None:
             problem = f"{ctx} (line {ctx_mark.line + 1}): {problem}"
         return None, [RuleFileError(path, line, "", f"malformed YAML: {problem}")]
-    errors = [_schema_error(path, node, e)
-              for top in _validator().iter_errors(data) for e in _narrow(top)]
+    errors = schema_errors(path, node, data)
     if isinstance(data, dict):  # kind and pattern checks even when the schema failed
         errors += _check_kind(path, node, data) + _check_globs(path, node, data)
     if errors:
@@ -170,103 +148,6 @@ def _pack_of_file(f: Path) -> str:
     return below[-1] if below else f.parent.name
 
 
-def _display(path: Path) -> str:
-    try:
-        return Path(path).absolute().relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-# -- schema errors -----------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def _validator():
-    import jsonschema
-
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
-
-
-def _line_of(node: yaml.Node | None, path: Sequence[str | int]) -> int:
-    """Line (1-based) of the YAML node at a JSON path: the key for a mapping
-    entry, the item for a list element; the deepest node found otherwise."""
-    line = node.start_mark.line + 1 if node is not None else 1
-    for part in path:
-        if isinstance(node, yaml.MappingNode):
-            match = [(k, v) for k, v in node.value if k.value == part]
-            if not match:
-                break
-            line, node = match[0][0].start_mark.line + 1, match[0][1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) \
-                and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _key(path: Sequence[str | int]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _got(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _schema_error(path: Path, root: yaml.Node | None, err) -> RuleFileError:
-    """A jsonschema error in words: the key, the expected form, what was given."""
-    loc, (v, inst) = list(err.absolute_path), (err.validator, err.instance)
-    expected = err.schema.get("x-expected") if isinstance(err.schema, dict) else None
-    props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
-    got = f" (got {_got(inst)})" if not isinstance(inst, (dict, list)) or v == "type" else ""
-    line_loc = None
-    if "propertyNames" in err.schema_path:
-        loc, msg = loc + [inst], f"bad file name: expected {expected or 'a valid name'}"
-    elif v == "required":
-        missing = [k for k in err.validator_value if k not in inst][:1]
-        sub = props.get(missing[0], {}) if missing else {}
-        form = sub.get("x-expected") or sub.get("description")
-        line_loc, loc = loc, loc + missing
-        msg = "missing required key" + (f" (expected {form})" if form else "")
-    elif v == "additionalProperties":
-        loc += sorted(k for k in inst if k not in props)[:1]
-        msg = f"unknown key (expected one of {', '.join(sorted(props))})"
-    elif v == "enum":
-        msg = f"expected one of {', '.join(map(str, err.validator_value))}{got}"
-    elif v == "type" and not expected:
-        types = err.validator_value if isinstance(err.validator_value, list) \
-            else [err.validator_value]
-        msg = f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}{got}"
-    else:
-        msg = f"expected {expected}{got}" if expected else err.message
-    return RuleFileError(path, _line_of(root, loc if line_loc is None else line_loc),
-                         _key(loc), msg)
-
-
-def _narrow(err) -> list:
-    """For anyOf/oneOf: when only one branch fits the value's type, report
-    that branch's own errors instead of the vague 'not valid under any'."""
-    if err.validator not in ("anyOf", "oneOf") or not err.context:
-        return [err]
-    by_branch: dict[int, list] = {}
-    for sub in err.context:
-        by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
-    fitting = [errs for errs in by_branch.values()
-               if not any(e.validator == "type" and not e.relative_path for e in errs)]
-    if len(fitting) == 1 and len(by_branch) > 1:
-        return [narrowed for sub in fitting[0] for narrowed in _narrow(sub)]
-    return [err]
-
-
 # -- rule objects and kind checks --------------------------------------------
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -292,7 +173,7 @@ def _make_rule(path: Path, pack: str, node: yaml.Node, data: dict) -> Rule:
         applies_to=AppliesTo(_names(at.get("base_class")), _names(at.get("classes")),
                              _names(at.get("modules")), bool(at.get("include_context", False))),
         examples=tuple(_example(x) for x in data["examples"]), help=data["help"],
-        pack=pack, path=path, line=_line_of(node, ["id"]))
+        pack=pack, path=path, line=line_of(node, ["id"]))
 
 
 def _check_kind(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
@@ -302,12 +183,12 @@ def _check_kind(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
     if not isinstance(kind, str):
         return []
     if kind not in engine.KINDS:
-        return [RuleFileError(path, _line_of(node, ["kind"]), "kind", "expected one of "
+        return [RuleFileError(path, line_of(node, ["kind"]), "kind", "expected one of "
                               f"{', '.join(sorted(engine.KINDS))} (got {kind!r})")]
     table = kind_params(kind)
     errors: list[RuleFileError] = []
     for name, value in params.items() if isinstance(params, dict) else ():
-        where = (path, _line_of(node, ["params", name]), f"params.{name}")
+        where = (path, line_of(node, ["params", name]), f"params.{name}")
         if table is not None and name not in table:
             known = ", ".join(sorted(table)) or "no parameters"
             errors.append(RuleFileError(*where, f"unknown parameter of kind '{kind}' "
@@ -315,7 +196,7 @@ def _check_kind(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
         elif table is not None and not _type_ok(value, table[name]):
             help_ = f": {table[name][2]}" if table[name][2] else ""
             errors.append(RuleFileError(*where, f"expected {_type_words(table[name][0])} "
-                                        f"(got {_got(value)}){help_}"))
+                                        f"(got {describe_value(value)}){help_}"))
         elif str(name).endswith("_regex"):
             errors.extend(RuleFileError(*where, f"bad regular expression {pat!r}: {msg}")
                           for pat, msg in _bad_regexes(value))
@@ -335,7 +216,7 @@ def _type_ok(value: Any, spec: tuple) -> bool:
 
 def _type_words(types: Any) -> str:
     types = types if isinstance(types, tuple) else (types,)
-    return " or ".join(dict.fromkeys(_TYPE_WORDS.get(t, getattr(t, "__name__", str(t)))
+    return " or ".join(dict.fromkeys(TYPE_WORDS.get(t, getattr(t, "__name__", str(t)))
                                      for t in types))
 
 
@@ -360,7 +241,7 @@ def _check_globs(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]
         for i, pat in enumerate(pats):
             if isinstance(pat, str) and re.search(r"\[[^\]]*$", pat):
                 loc = ["applies_to", key] + ([i] if isinstance(value, list) else [])
-                errors.append(RuleFileError(path, _line_of(node, loc), _key(loc),
+                errors.append(RuleFileError(path, line_of(node, loc), key_text(loc),
                                             f"bad glob {pat!r}: '[' without a closing ']'"))
     return errors
 

@@ -3,9 +3,10 @@
 ``fetch_release("vllm==0.33.0", cache)`` returns an import root holding the
 release's ``.py`` files (plus the metadata that names its version) under
 ``cache/releases/vllm-0.33.0/``. Wheels are fetched with ``pip download``.
-When a release has no wheel, its sdist is fetched *without* pip: pip prepares
-an sdist's metadata by running its build backend (``setup.py``), and
-kvflowmap never runs the code it reads. Nothing downloaded is imported.
+When a release has no wheel, its sdist is fetched *without* pip
+(``fetch_sdist``): pip prepares an sdist's metadata by running its build
+backend (``setup.py``), and kvflowmap never runs the code it reads. Nothing
+downloaded is imported.
 
 A release is unpacked into a temporary directory beside its final place and
 moved there with one ``os.replace``, marker file included, so concurrent runs
@@ -14,65 +15,25 @@ either see a complete release or none; a complete release costs no network.
 
 from __future__ import annotations
 
-import hashlib
-import html
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.parse
-import urllib.request
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kvflowmap.sources.errors import SourceError
+from kvflowmap.sources.fetch_sdist import fetch_sdist
+from kvflowmap.sources.release_spec import ReleaseSpec, parse_spec
 
 MARKER = ".kvflowmap-complete"
 FIND_LINKS_ENV = "KVFLOWMAP_PIP_FIND_LINKS"
-DEFAULT_INDEX = "https://pypi.org/simple"
-SDIST_EXTS = (".tar.gz", ".tgz", ".tar.bz2", ".zip")
-# Only "==": a release in the cache must name exactly one version.
-_SPEC_RE = re.compile(
-    r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*==\s*"
-    r"([A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?)\s*$")
 _KEEP_META = {"METADATA", "PKG-INFO", "top_level.txt", "RECORD"}
-
-
-@dataclass(frozen=True)
-class ReleaseSpec:
-    """A validated ``NAME==VERSION``."""
-
-    name: str
-    version: str
-
-    @property
-    def canonical(self) -> str:
-        return canonical_name(self.name)
-
-    def __str__(self) -> str:
-        return f"{self.name}=={self.version}"
-
-
-def canonical_name(name: str) -> str:
-    """PEP 503 normalised project name (``Pegaflow_LLM`` -> ``pegaflow-llm``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def parse_spec(spec: str) -> ReleaseSpec:
-    """Validate ``NAME==VERSION``; raise SourceError saying what is expected."""
-    m = _SPEC_RE.match(spec) if isinstance(spec, str) else None
-    if m is None:
-        raise SourceError(
-            f"invalid release {spec!r}: expected NAME==VERSION with one exact "
-            "version, e.g. 'vllm==0.33.0'")
-    return ReleaseSpec(m.group(1), m.group(2))
 
 
 def release_dir(spec: str, cache_root: Path) -> Path:
@@ -154,7 +115,7 @@ def _download(rs: ReleaseSpec, dest: Path, *, quiet: bool) -> Path:
             return wheels[0]
         wheel_error = f"pip reported success but left no wheel in {dest}"
     try:
-        return _fetch_sdist(rs, dest)
+        return fetch_sdist(rs, dest, os.environ.get(FIND_LINKS_ENV), _pip_env())
     except SourceError as exc:
         raise SourceError(
             f"could not download {rs}: no wheel could be fetched and {exc}\n"
@@ -178,91 +139,6 @@ def _pip_download_wheel(rs: ReleaseSpec, dest: Path, *, quiet: bool) -> str | No
         return None
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return "\n".join(lines[-8:]) or f"pip exited with status {proc.returncode}"
-
-
-def _fetch_sdist(rs: ReleaseSpec, dest: Path) -> Path:
-    """Find the sdist in the find-links dir or on the configured indexes."""
-    links = os.environ.get(FIND_LINKS_ENV)
-    if links and Path(links).is_dir():
-        for path in sorted(Path(links).iterdir()):
-            if _is_sdist_of(path.name, rs) and path.is_file():
-                return path
-    index_urls, no_index = _pip_indexes()
-    if no_index:
-        raise SourceError("no sdist was found in the find-links directory and "
-                          "pip is configured with no-index")
-    problems: list[str] = []
-    for index in index_urls:
-        try:
-            for filename, url, sha256 in _list_index(index, rs.canonical):
-                if _is_sdist_of(filename, rs):
-                    return _download_file(url, dest / filename, sha256)
-        except (OSError, ValueError) as exc:
-            problems.append(f"{index}: {exc}")
-    where = ", ".join(index_urls)
-    detail = "".join(f"\n  {p}" for p in problems)
-    raise SourceError(f"no sdist of {rs} was found on {where}{detail}")
-
-
-def _is_sdist_of(filename: str, rs: ReleaseSpec) -> bool:
-    for ext in SDIST_EXTS:
-        if filename.lower().endswith(ext):
-            name, _, version = filename[: -len(ext)].rpartition("-")
-            return (canonical_name(name) == rs.canonical
-                    and version.lower() == rs.version.lower())
-    return False
-
-
-def _pip_indexes() -> tuple[list[str], bool]:
-    """Index URLs and no-index as pip is configured (files and PIP_* env)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                          env=_pip_env(), capture_output=True, text=True, check=False)
-    index, extra, no_index = DEFAULT_INDEX, [], False
-    # Lines look like "global.index-url='https://...'", env ones ":env:.x=..."
-    # and come lowest priority first, so later values win.
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        option, value = key.rpartition(".")[2], value.strip().strip("'\"")
-        if option == "index-url":
-            index = value
-        elif option == "extra-index-url":
-            extra += value.split()
-        elif option == "no-index":
-            no_index = value.lower() not in ("", "0", "false", "no", "off")
-    return [index, *extra], no_index
-
-
-def _list_index(index: str, project: str) -> list[tuple[str, str, str | None]]:
-    """(filename, url, sha256) of a project's files from a PEP 503/691 index."""
-    url = index.rstrip("/") + f"/{project}/"
-    accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
-    req = urllib.request.Request(url, headers={"Accept": accept})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        ctype = resp.headers.get("Content-Type", "")
-        body = resp.read().decode("utf-8", "replace")
-    if "json" in ctype:
-        return [(f["filename"], urllib.parse.urljoin(url, f["url"]),
-                 f.get("hashes", {}).get("sha256")) for f in json.loads(body)["files"]]
-    files = []
-    for href in re.findall(r'href\s*=\s*["\']([^"\']+)["\']', body):
-        full = urllib.parse.urljoin(url, html.unescape(href))
-        parsed = urllib.parse.urlparse(full)
-        frag = dict(urllib.parse.parse_qsl(parsed.fragment))
-        name = urllib.parse.unquote(PurePosixPath(parsed.path).name)
-        files.append((name, full.split("#")[0], frag.get("sha256")))
-    return files
-
-
-def _download_file(url: str, target: Path, sha256: str | None) -> Path:
-    """Download ``url`` to ``target``, checking the index's sha256 if given."""
-    digest = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=120) as resp, open(target, "wb") as out:
-        while chunk := resp.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
-    if sha256 and digest.hexdigest() != sha256.lower():
-        raise SourceError(f"sha256 mismatch for {url}: the download is corrupt")
-    return target
 
 
 # --- unpack -------------------------------------------------------------------

@@ -1,0 +1,113 @@
+"""``forbid`` calls mode: forbidden calls reachable from a context function
+by graph edges, unless bounded (a timeout keyword or positional argument, a
+guard asked first, or a timeout set on the class's sockets)."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import deque
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.forbid_contexts import Chain, followable, short, start_chain
+from kvflowmap.check.kinds.forbid_guards import Guard, guarded
+from kvflowmap.check.model import Finding
+from kvflowmap.facts import CallFact
+
+# Defaults of the parameters that bound a call; ``forbid.PARAMS`` shows them
+# too, and a rule built without the loader (tests) falls back on them here.
+EXCLUDE = ["os.path.*", "posixpath.*", "<builtin>.*"]
+POSITIONAL_TIMEOUT = ["*.wait", "*.join", "*.result"]
+GUARDED_BY = {"*.result": ["done"], "*.recv*": ["poll"], "*.wait": ["is_set"]}
+TIMEOUT_SETTERS = {"*.recv*": ["setsockopt:RCVTIMEO", "settimeout"]}
+
+
+def _reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
+    """Functions reachable from ``start`` by graph edges, with the chain to each."""
+    kinds = set(ctx.param("edge_kinds") or ["call", "dispatch"])
+    refs, depth = bool(ctx.param("follow_refs", False)), int(ctx.param("depth", 6))
+    chains, todo = start_chain(ctx, start), deque([(start, 0)])
+    while todo:
+        node, hops = todo.popleft()
+        if hops >= depth:
+            continue
+        edges = sorted(ctx.graph.out_edges(node, data=True), key=lambda e: (e[2]["line"], e[1]))
+        for _, target, data in edges:
+            if data.get("kind") not in kinds or (data.get("ref") and not refs):
+                continue
+            if target in chains or not followable(ctx, target):
+                continue
+            line = int(data.get("line") or 0)
+            step = ctx.step(target, line, f"overrides {short(node)}") \
+                if data["kind"] == "dispatch" else ctx.step(node, line, f"calls {short(target)}")
+            chains[target] = (*chains[node], step)
+            todo.append((target, hops + 1))
+    return chains
+
+
+def calls_from(ctx: CheckContext, start: str) -> list[Finding]:
+    """Forbidden, unbounded calls in what context function ``start`` reaches."""
+    out: list[Finding] = []
+    for fqn, chain in sorted(_reach(ctx, start).items()):
+        for call in ctx.calls_in(fqn):
+            hit = _forbidden(ctx, fqn, call)
+            if hit is None:
+                continue
+            name, pat = hit
+            shown = f"{call.callee}()" + (f" ({name})" if name != call.callee else "")
+            path = (*chain, ctx.step(fqn, call.line, f"calls {shown}"))
+            out.append(ctx.finding(fqn, call.line, f"{shown} matches forbidden '{pat}' and is "
+                                   f"reachable from {short(start)}", column=call.col,
+                                   path=path, anchor=f"call:{name}:{call.callee}"))
+    return out
+
+
+def _forbidden(ctx: CheckContext, fqn: str, call: CallFact) -> tuple[str, str] | None:
+    """(name, pattern) when the call matches a forbidden glob and is not bounded."""
+    targets = ctx.resolve_call(fqn, call)
+    names = [t.fqn for t in targets if not followable(ctx, t.fqn)]
+    if not targets and call.callee:
+        names = [call.callee]
+    excluded = ctx.param("exclude", EXCLUDE) or []
+    for name in names:
+        if any(fnmatch.fnmatchcase(name, p) for p in excluded):
+            continue
+        pat = next((p for p in ctx.param("calls") or [] if fnmatch.fnmatchcase(name, p)), None)
+        if pat is None:
+            continue
+        return None if _bounded(ctx, fqn, name, call) else (name, pat)
+    return None
+
+
+def _bounded(ctx: CheckContext, fqn: str, name: str, call: CallFact) -> bool:
+    if any(k in (ctx.param("unless_kwargs") or []) for k, _ in call.kwargs):
+        return True
+    timeout_pos = ctx.param("positional_timeout", POSITIONAL_TIMEOUT) or []
+    if call.args and any(fnmatch.fnmatchcase(name, p) for p in timeout_pos):
+        return True
+    if _configured(ctx, fqn, name):
+        return True
+    guards = ctx.param("guarded_by", GUARDED_BY) or {}
+    methods = {m for p, ms in guards.items() if fnmatch.fnmatchcase(name, p) for m in ms}
+    receiver = (call.callee or "").rpartition(".")[0]
+    if not methods or not receiver:
+        return False
+    fn = ctx.function(fqn)
+    return guarded(fn.body, call.line, Guard(receiver, methods))
+
+
+def _configured(ctx: CheckContext, fqn: str, name: str) -> bool:
+    """A timeout set on the receivers by a call in the same class (or function)."""
+    setters = [m for p, ms in (ctx.param("timeout_setters", TIMEOUT_SETTERS)
+                               or {}).items() if fnmatch.fnmatchcase(name, p) for m in ms]
+    if not setters:
+        return False
+    fn = ctx.function(fqn)
+    scope = fn.class_qualname or fn.qualname
+    for c in ctx.facts(fqn).calls:
+        if c.callee and (c.scope == scope or c.scope.startswith(scope + ".")):
+            for setter in setters:
+                meth, _, arg = setter.partition(":")
+                if c.callee.rpartition(".")[2] == meth and (
+                        not arg or any(arg in (a or "") for a in c.args)):
+                    return True
+    return False

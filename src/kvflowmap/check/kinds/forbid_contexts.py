@@ -1,0 +1,44 @@
+"""Where ``forbid`` starts: the context functions of a rule, and the chains
+of steps that lead from one of them to a finding."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.model import Step
+
+Chain = tuple[Step, ...]
+
+
+def contexts(ctx: CheckContext, names: set[str] | None = None) -> list[str]:
+    """Context functions, sorted: from ``methods``, ``side`` and ``entry_points``,
+    or, given ``names``, the target methods so named."""
+    if names is None:
+        names = set(ctx.param("methods") or [])
+        if ctx.param("side"):
+            names |= set(ctx.protocol.methods.get(str(ctx.param("side")), ()))
+        pats = ctx.param("entry_points") or []
+    else:
+        pats = []
+    out = {f for f in ctx.target_functions if f.rpartition(".")[2] in names}
+    out |= {f for f, d in ctx.model.defs.items() if not d.is_class
+            and any(fnmatch.fnmatchcase(f, p) for p in pats)}
+    return sorted(out)
+
+
+def followable(ctx: CheckContext, fqn: str) -> bool:
+    """True for an analysed function in the subject (or any, with ``follow_context``)."""
+    d = ctx.model.defs.get(fqn)
+    return d is not None and not d.is_class and (
+        ctx.is_subject(d.module) or bool(ctx.param("follow_context", False)))
+
+
+def short(fqn: str) -> str:
+    """The last two parts of an FQN: ``pkg.mod.Class.method`` -> ``Class.method``."""
+    return ".".join(fqn.split(".")[-2:])
+
+
+def start_chain(ctx: CheckContext, start: str) -> dict[str, Chain]:
+    """The chains of a walk from ``start``: its own, one step long."""
+    return {start: (ctx.step(start, ctx.function(start).line, f"context: {short(start)}"),)}

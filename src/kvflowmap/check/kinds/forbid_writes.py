@@ -1,0 +1,114 @@
+"""``forbid`` writes mode: writes on ``self.*`` in a context function, in the
+methods it calls on ``self`` and in the same-name method it delegates to,
+unless allowed or undone by what the ``released_by`` methods reach."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import deque
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.forbid_contexts import (Chain, contexts, followable, short,
+                                                    start_chain)
+from kvflowmap.check.model import Finding
+
+REMOVALS = {"delitem", "pop", "popitem", "discard", "remove", "clear", "popleft"}
+KEYED = {"setitem", "add", "setdefault"}
+
+
+def _is_method(ctx: CheckContext, fqn: str) -> bool:
+    fn = ctx.function(fqn)
+    return bool(fn.params) and fn.class_qualname is not None and not any(
+        d.split(".")[-1] == "staticmethod" for d in fn.decorators)
+
+
+def _self_reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
+    """Methods reached from ``start`` by ``self.m()`` calls and same-name
+    delegation (``self.half.m()`` from ``m``); any ``self.a.m()`` with ``follow_attrs``."""
+    depth, attrs = int(ctx.param("depth", 6)), bool(ctx.param("follow_attrs", False))
+    chains, todo = start_chain(ctx, start), deque([(start, 0)])
+    while todo:
+        fqn, hops = todo.popleft()
+        fn = ctx.function(fqn)
+        if hops >= depth or not fn.params:
+            continue
+        me = fn.params[0].name
+        for call in ctx.calls_in(fqn):
+            parts = (call.callee or "").split(".")
+            if parts[0] != me or len(parts) < 2 or "(" in call.callee or "[" in call.callee:
+                continue
+            if len(parts) > 2 and parts[-1] != fn.name and not attrs:
+                continue
+            for t in ctx.resolve_call(fqn, call):
+                if t.fqn in chains or not followable(ctx, t.fqn) or not _is_method(ctx, t.fqn):
+                    continue
+                chains[t.fqn] = (*chains[fqn], ctx.step(fqn, call.line, f"calls {call.callee}"))
+                todo.append((t.fqn, hops + 1))
+    return chains
+
+
+def _writes(ctx: CheckContext, fqn: str) -> list[tuple[str, int, int, str, str | None]]:
+    """(target, line, column, op, key) of each write on ``self.*`` in ``fqn``."""
+    fn, ff = ctx.function(fqn), ctx.facts(fqn)
+    me = f"{fn.params[0].name}."
+    out = [(a.target, a.line, a.col, "+=" if a.aug else "=", None) for a in ff.assigns
+           if a.scope == fn.qualname and a.target.startswith(me)]
+    out += [(c.container, c.line, c.col, c.op, c.key) for c in ff.containers
+            if c.scope == fn.qualname and c.container.startswith(me)]
+    return sorted(out, key=lambda w: (w[1], w[2]))
+
+
+def _attr(target: str) -> str:
+    """``self._d[].x`` -> ``_d``: the attribute of the instance written."""
+    return target.split(".")[1].split("[")[0]
+
+
+def released_writes(ctx: CheckContext) -> set[tuple[str, str, str]]:
+    """(class, attribute, remove|reset) done in what the ``released_by`` methods reach:
+    a removal (pop, del, discard) or a reset (``self.x = ...``, ``self.x.clear()``)."""
+    out: set[tuple[str, str, str]] = set()
+    for start in contexts(ctx, set(ctx.param("released_by") or [])):
+        for fqn in _self_reach(ctx, start):
+            cls = fqn.rpartition(".")[0]
+            for target, _, _, op, _ in _writes(ctx, fqn):
+                if op == "clear" or (op == "=" and target.count(".") == 1 and "[" not in target):
+                    out.add((cls, _attr(target), "reset"))
+                elif op in REMOVALS:
+                    out.add((cls, _attr(target), "remove"))
+    return out
+
+
+def writes_from(ctx: CheckContext, start: str,
+                released: set[tuple[str, str, str]]) -> list[Finding]:
+    """Writes on ``self.*`` in what context function ``start`` reaches on
+    ``self``, unless allowed or undone by the ``released`` resets/removals."""
+    out: list[Finding] = []
+    ignore_removals = bool(ctx.param("ignore_removals", False))
+    for fqn, chain in sorted(_self_reach(ctx, start).items()):
+        cls = fqn.rpartition(".")[0]
+        for target, line, col, op, key in _writes(ctx, fqn):
+            attr = target.split(".", 1)[1]
+            if _allowed(ctx, attr) or (ignore_removals and op in REMOVALS):
+                continue
+            ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
+            if any(a == _attr(target) and how in ok and _related(ctx, cls, k)
+                   for k, a, how in released):
+                continue
+            what = {"=": f"{target} = ...", "+=": f"{target} += ...",
+                    "setitem": f"{target}[{key or '...'}] = ...",
+                    "delitem": f"del {target}[{key or '...'}]"}.get(op, f"{target}.{op}(...)")
+            path = (*chain, ctx.step(fqn, line, f"writes {what}"))
+            out.append(ctx.finding(fqn, line, f"the probe {short(start)} writes {what} in "
+                                   f"{short(fqn)}: not memo state", column=col, path=path,
+                                   anchor=f"write:{target}:{op}"))
+    return out
+
+
+def _related(ctx: CheckContext, a: str, b: str) -> bool:
+    return a == b or b in ctx.classes.mro(a) or a in ctx.classes.mro(b)
+
+
+def _allowed(ctx: CheckContext, attr: str) -> bool:
+    first = attr.split(".")[0].split("[")[0]
+    return any(fnmatch.fnmatchcase(first, p) or fnmatch.fnmatchcase(attr, p)
+               for p in ctx.param("allow_attrs") or [])
