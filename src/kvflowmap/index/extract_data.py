@@ -1,0 +1,149 @@
+"""The data half of the fact walk: assignments, container operations, attribute
+reads, comparisons and returns. Mixed into the fact visitor in ``extract``,
+whose helpers (``_pos``, ``_code``, ``_scope``, ``_event``...) it uses."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from kvflowmap.facts import AssignFact, AttrReadFact, CompareFact, ContainerOpFact, ReturnFact
+from kvflowmap.index.text import chain, literal_string
+
+
+class DataFactsMixin:
+    """Visit hooks producing assignment, container, read, compare and return facts."""
+
+    # -- assignments and containers -----------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        value = chain(node.value)
+        self._record_value_refs(node.value)
+        for t in node.targets:
+            self._assign_target(t.target, value, None, node)
+        if not self.scope:
+            self._maybe_all(node)
+        return True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        value = chain(node.value) if node.value is not None else None
+        if node.value is not None:
+            self._record_value_refs(node.value)
+        self._assign_target(node.target, value, self._annotation(node.annotation), node)
+        return True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        target = chain(node.target)
+        line, col = self._pos(node)
+        if target:
+            self._add_assign(AssignFact(self._scope, target, chain(node.value), None,
+                                                 line, col, aug=True))
+        elif isinstance(node.target, cst.Subscript):
+            self._container_write(node.target, "setitem", node)
+        return True
+
+    def _assign_target(self, target, value, annotation, node) -> None:
+        line, col = self._pos(node)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._assign_target(el.value, None, None, node)
+            return
+        if isinstance(target, cst.Subscript):
+            self._container_write(target, "setitem", node)
+            return
+        name = chain(target)
+        if name:
+            self._add_assign(AssignFact(self._scope, name, value, annotation, line, col))
+
+    def _container_write(self, target: cst.Subscript, op: str, node) -> None:
+        container = chain(target.value)
+        if not container:
+            return
+        line, col = self._pos(node)
+        key = None
+        if target.slice and isinstance(target.slice[0].slice, cst.Index):
+            key = self._code(target.slice[0].slice.value)
+        self.facts.containers.append(ContainerOpFact(self._scope, container, op, key, line, col))
+        self._event("container", len(self.facts.containers) - 1)
+
+    def visit_Del(self, node: cst.Del) -> bool:
+        targets = [e.value for e in node.target.elements] if isinstance(
+            node.target, (cst.Tuple, cst.List)) else [node.target]
+        for t in targets:
+            if isinstance(t, cst.Subscript):
+                self._container_write(t, "delitem", node)
+        return True
+
+    def _maybe_all(self, node: cst.Assign) -> None:
+        if any(chain(t.target) == "__all__" for t in node.targets) and isinstance(
+            node.value, (cst.List, cst.Tuple)
+        ):
+            names = [literal_string(e.value) for e in node.value.elements]
+            self.facts.dunder_all = tuple(n for n in names if n)
+
+    def visit_WithItem(self, node: cst.WithItem) -> bool:
+        if node.asname is not None:
+            target = chain(node.asname.name)
+            if target:
+                line, col = self._pos(node)
+                self._add_assign(AssignFact(self._scope, target, chain(node.item),
+                                                     None, line, col))
+        return True
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        if node.name is not None and node.type is not None:
+            target = chain(node.name.name)
+            if target:
+                line, col = self._pos(node)
+                self._add_assign(AssignFact(self._scope, target, None,
+                                                     self._code(node.type), line, col))
+        return True
+
+    def visit_For(self, node: cst.For) -> bool:
+        self._record_value_refs(node.iter)
+        return True
+
+    # -- reads, comparisons, returns ----------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if self._pending_refs:
+            self._ref_reached(node)
+        if id(node) not in self.called:
+            base = chain(node.value)
+            if base:
+                line, col = self._pos(node)
+                self.facts.reads.append(AttrReadFact(self._scope, base, node.attr.value, line, col))
+        return True
+
+    def visit_Comparison(self, node: cst.Comparison) -> bool:
+        operands = [chain(node.left)]
+        ops = []
+        for c in node.comparisons:
+            ops.append(type(c.operator).__name__)
+            comp = c.comparator
+            if isinstance(comp, (cst.Tuple, cst.List, cst.Set)):
+                operands.extend(chain(e.value) for e in comp.elements)
+            else:
+                operands.append(chain(comp))
+        line, col = self._pos(node)
+        self.facts.compares.append(
+            CompareFact(self._scope, tuple(o for o in operands if o), tuple(ops),
+                        self._code(node) or "", line, col)
+        )
+        return True
+
+    def visit_Return(self, node: cst.Return) -> bool:
+        self._return(node.value, node)
+        if node.value is not None:
+            self._record_value_refs(node.value)
+        return True
+
+    def visit_Yield(self, node: cst.Yield) -> bool:
+        if self.func_stack:
+            self.func_stack[-1]["generator"] = True
+        return True
+
+    def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
+        line, col = self._pos(node)
+        elements = None
+        if isinstance(value, cst.Tuple):
+            elements = tuple(self._code(e.value) or "" for e in value.elements)
+        self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col))
+        self._event("return", len(self.facts.returns) - 1)
