@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from kvflowmap.api import Request, analyse
 from kvflowmap.sources.fetch import fetch_release
 
 VLLM, PEGAFLOW = "vllm==0.33.0", "pegaflow-llm==0.25.1"
+PYAN_LIMIT = 1800.0  # seconds; pyan3 is stopped after this and reported as "> limit"
 
 
 def release_cache() -> Path:
@@ -38,12 +40,21 @@ def release_cache() -> Path:
     return Path(os.environ.get("KVFLOWMAP_TEST_CACHE") or user_cache_dir("kvflowmap"))
 
 
-def run_process(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one process (and its reaped children)."""
+def run_process(cmd: list[str], stdout=subprocess.DEVNULL,
+                limit: float | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one process (and its reaped children);
+    a process still running after ``limit`` seconds is stopped (wall = inf)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
+    timer = threading.Timer(limit, proc.kill) if limit else None
+    if timer:
+        timer.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    if timer:
+        timer.cancel()
+        if wall >= limit:
+            return float("inf"), usage.ru_maxrss / 1024
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: findings
         raise SystemExit(f"failed: {' '.join(cmd)}")
     return wall, usage.ru_maxrss / 1024
@@ -61,9 +72,19 @@ def run_pyan(files: list[Path], out: Path) -> tuple[float, float, int]:
         return float("nan"), float("nan"), -1
     with out.open("w") as fh:
         wall, peak = run_process([exe, *map(str, files), "--uses", "--no-defines", "--text"],
-                                 stdout=fh)
+                                 stdout=fh, limit=PYAN_LIMIT)
+    if wall == float("inf"):
+        return wall, peak, -1
     edges = sum(1 for line in out.read_text().splitlines() if line.lstrip().startswith("[U]"))
     return wall, peak, edges
+
+
+def _pyan_text(wall: float, peak: float, edges: int, parse_s: float) -> str:
+    if wall != wall:  # NaN: not installed
+        return "pyan3 not installed (pip install pyan3)"
+    if wall == float("inf"):
+        return f"stopped after {PYAN_LIMIT:.0f} s (> {PYAN_LIMIT / parse_s:.1f} x parse-only); peak {peak:.0f} MiB"
+    return f"{wall:.2f} s = {wall / parse_s:.2f} x parse-only; peak {peak:.0f} MiB; {edges} 'uses' edges"
 
 
 def parse_only(files: list[Path]) -> tuple[float, int]:
@@ -137,8 +158,7 @@ def main() -> None:
             ("vllm --all: LibCST parse-only, 1 core", f"{all_parse:.2f} s"),
             ("vllm --all: kvflowmap graph --all", f"{wall:.2f} s = {wall / all_parse:.2f} x parse-only; "
                                                   f"peak {peak:.0f} MiB; {edges} edges"),
-            ("vllm --all: pyan3 (same files)", f"{p_wall:.2f} s = {p_wall / all_parse:.2f} x parse-only; "
-                                               f"peak {p_peak:.0f} MiB; {p_edges} 'uses' edges"),
+            ("vllm --all: pyan3 (same files)", _pyan_text(p_wall, p_peak, p_edges, all_parse)),
         ]
     width = max(len(r[0]) for r in rows)
     print(f"kvflowmap bench  (cpus={os.cpu_count()}, python {sys.version.split()[0]})")
