@@ -19,7 +19,7 @@ PEGAFLOW = "pegaflow-llm==0.25.1"
 LMCACHE = "lmcache==0.5.6"
 
 
-def test_cache() -> Path:
+def release_cache_dir() -> Path:
     env = os.environ.get("KVFLOWMAP_TEST_CACHE")
     if env:
         return Path(env)
@@ -30,7 +30,7 @@ def test_cache() -> Path:
 
 def release(spec: str) -> Path:
     """Import root of a release, downloaded on first use."""
-    return fetch_release(spec, test_cache())
+    return fetch_release(spec, release_cache_dir())
 
 
 @pytest.fixture(scope="session")
@@ -53,5 +53,5 @@ def pegaflow_analysis(vllm_root: Path, pegaflow_root: Path) -> Analysis:
     """PegaFlow's package analysed against vLLM 0.33.0, once per session."""
     req = Request(sources=[str(pegaflow_root / "pegaflow")],
                   release_roots=[(vllm_root, "vllm 0.33.0")],
-                  cache_dir=test_cache())
+                  cache_dir=release_cache_dir())
     return analyse(req)

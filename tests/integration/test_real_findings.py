@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import release, test_cache
+from tests.integration.conftest import release, release_cache_dir
 from tests.integration.corpora import CORPORA, check_corpus, key
 
 pytestmark = pytest.mark.integration
@@ -18,7 +18,7 @@ TRIAGED = json.loads((Path(__file__).parent / "real_findings.json").read_text())
 
 @pytest.mark.parametrize("corpus", CORPORA, ids=lambda c: c.name)
 def test_findings_match_the_triage(corpus) -> None:
-    _, findings = check_corpus(corpus, release, test_cache())
+    _, findings = check_corpus(corpus, release, release_cache_dir())
     got = sorted(key(f) for f in findings)
     want = sorted((t["rule"], t["file"], t["function"]) for t in TRIAGED
                   if t["corpus"] == corpus.name)

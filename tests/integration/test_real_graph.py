@@ -66,11 +66,11 @@ def test_protocol_names_all_exist_in_vllm_0_33(pegaflow_analysis) -> None:
 
 
 def test_cli_graph_on_real_releases(tmp_path, vllm_root, pegaflow_root) -> None:
-    from tests.integration.conftest import test_cache
+    from tests.integration.conftest import release_cache_dir
 
     out = tmp_path / "flow.json"
     cmd = [sys.executable, "-m", "kvflowmap", "graph", str(pegaflow_root / "pegaflow"),
-           "--context", str(vllm_root), "--cache-dir", str(test_cache()), "-q", "--out", str(out)]
+           "--context", str(vllm_root), "--cache-dir", str(release_cache_dir()), "-q", "--out", str(out)]
     subprocess.run(cmd, check=True, timeout=600)
     data = json.loads(out.read_text())
     assert 10 <= len(data["nodes"]) <= 80
