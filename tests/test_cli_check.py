@@ -1,0 +1,118 @@
+"""`kvflowmap check` end to end: exit codes, formats, filters, suppressions, baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.cli import main
+
+HANGS = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Hangs(KVConnectorBase_V1):
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 16, True{suppress}
+
+    def start_load_kv(self, forward_context, **kwargs):
+        pass
+'''
+CLEAN = '''
+def helper():
+    return 1
+'''
+RULE = ["--select", "kvc-async-load-has-reporter"]
+
+
+@pytest.fixture
+def repo(tree):
+    def make(suppress: str = "") -> Path:
+        root = tree({"conn/__init__.py": "", "conn/hangs.py": HANGS.format(suppress=suppress),
+                     "conn/clean.py": CLEAN})
+        (root / "pyproject.toml").write_text(
+            f'[tool.kvflowmap]\nsources = ["conn"]\ncontext = ["{stub_root()}"]\n')
+        return root
+    return make
+
+
+def run(root: Path, monkeypatch, *args: str) -> int:
+    monkeypatch.chdir(root)
+    return main(["check", *args])
+
+
+def test_finding_exits_1_and_json_names_it(repo, monkeypatch, capsys) -> None:
+    root = repo()
+    assert run(root, monkeypatch, *RULE, "-f", "json", "-q") == 1
+    data = json.loads(capsys.readouterr().out)
+    (f,) = data["findings"]
+    assert f["rule"] == "kvc-async-load-has-reporter" and f["file"] == "conn/hangs.py"
+    assert f["line"] == 6 and f["path"] and f["fingerprint"]
+    assert data["summary"]["total"] == 1
+
+
+def test_text_and_sarif_and_github(repo, monkeypatch, capsys, tmp_path) -> None:
+    root = repo()
+    assert run(root, monkeypatch, *RULE) == 1
+    assert "kvc-async-load-has-reporter" in capsys.readouterr().out
+    out = tmp_path / "r.sarif"
+    assert run(root, monkeypatch, *RULE, "-f", "sarif", "-o", str(out), "-q") == 1
+    sarif = json.loads(out.read_text())
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["results"][0]["codeFlows"]
+    assert run(root, monkeypatch, *RULE, "-f", "github", "-q") == 1
+    assert capsys.readouterr().out.startswith("::error file=")
+
+
+def test_files_given_filter_what_is_reported(repo, monkeypatch) -> None:
+    root = repo()
+    assert run(root, monkeypatch, *RULE, "conn/clean.py", "-q") == 0
+    assert run(root, monkeypatch, *RULE, "conn/hangs.py", "-q") == 1
+
+
+def test_fail_on_and_unknown_rule(repo, monkeypatch, capsys) -> None:
+    root = repo()
+    assert run(root, monkeypatch, "--select", "no-such-rule", "-q") == 2
+    assert "no-such-rule" in capsys.readouterr().err
+
+
+def test_malformed_rule_file_exits_2_with_file_and_line(repo, monkeypatch, capsys, tmp_path) -> None:
+    bad = tmp_path / "rules" / "x.yaml"
+    bad.parent.mkdir()
+    bad.write_text("id: x\ntitle: t\nseverity: fatal\nkind: reach\n")
+    assert run(repo(), monkeypatch, "--rules", str(bad.parent), "-q") == 2
+    err = capsys.readouterr().err
+    assert "x.yaml:3" in err and "severity" in err
+
+
+def test_inline_suppression(repo, monkeypatch, capsys) -> None:
+    root = repo("  # kvflowmap: ignore[kvc-async-load-has-reporter] -- reported by a plugin")
+    assert run(root, monkeypatch, *RULE, "-q") == 0
+    capsys.readouterr()
+    root = repo("  # kvflowmap: ignore[kvc-async-load-has-reporter]")
+    assert run(root, monkeypatch, *RULE, "-q", "-f", "json", "--fail-on", "warning") == 1
+    rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert rules == {"bad-suppression"}
+
+
+def test_baseline_reports_only_new_findings(repo, monkeypatch, tmp_path) -> None:
+    root = repo()
+    base = tmp_path / "baseline.json"
+    assert run(root, monkeypatch, *RULE, "--write-baseline", str(base), "-q") == 1
+    assert run(root, monkeypatch, *RULE, "--baseline", str(base), "-q") == 0
+    (root / "conn/more.py").write_text(HANGS.format(suppress="").replace("Hangs", "Hangs2"))
+    assert run(root, monkeypatch, *RULE, "--baseline", str(base), "-q") == 1
+
+
+def test_warm_run_reuses_the_result(repo, monkeypatch, capsys) -> None:
+    root = repo()
+    assert run(root, monkeypatch, *RULE, "-v") == 1
+    capsys.readouterr()
+    assert run(root, monkeypatch, *RULE, "-v") == 1
+    assert "result reused" in capsys.readouterr().err
+    (root / "conn/clean.py").write_text(CLEAN + "\n\ndef other():\n    return 2\n")
+    assert run(root, monkeypatch, *RULE, "-v") == 1
+    err = capsys.readouterr().err
+    assert "result reused" not in err and "files parsed 1," in err
