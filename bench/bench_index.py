@@ -31,7 +31,7 @@ from kvflowmap.api import Request, analyse
 from kvflowmap.sources.fetch import fetch_release
 
 VLLM, PEGAFLOW = "vllm==0.33.0", "pegaflow-llm==0.25.1"
-PYAN_LIMIT = 1800.0  # seconds; pyan3 is stopped after this and reported as "> limit"
+PYAN_LIMIT = 600.0  # seconds; pyan3 is stopped after this and reported as "stopped"
 
 
 def release_cache() -> Path:
