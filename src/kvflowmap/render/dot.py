@@ -169,14 +169,20 @@ def _node_stmt(n: str, d: dict, label: str, url: str | None, indent: str) -> str
                                            URL=esc(url) if url else None, **style)
 
 
-def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
-                   roots: dict[str, str]) -> list[str]:
-    """Side clusters containing package clusters containing node statements."""
-    labels = short_labels(g)
+def group_nodes(g: nx.MultiDiGraph) -> dict[tuple[int, str], dict[str, list[str]]]:
+    """Node ids by (side, package), the clusters both DOT and mermaid draw."""
     groups: dict[tuple[int, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for n in sorted(g):
         side, pkg = group_key(n, g.nodes[n])
         groups[side][pkg].append(n)
+    return groups
+
+
+def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
+                   roots: dict[str, str]) -> list[str]:
+    """Side clusters containing package clusters containing node statements."""
+    labels = short_labels(g)
+    groups = group_nodes(g)
     out: list[str] = []
     for side in sorted(groups):
         title, fill, border = SIDES[side[1]]

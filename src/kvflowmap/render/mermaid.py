@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import networkx as nx
 
-from kvflowmap.render.dot import (EDGE_STYLES, SIDES, edge_style_key, group_key, node_kind,
+from kvflowmap.render.dot import (EDGE_STYLES, SIDES, edge_style_key, group_nodes, node_kind,
                                   package_title, short_labels)
 
 # Node shape brackets per drawing kind.
@@ -73,10 +73,7 @@ def mermaid_ids(g: nx.MultiDiGraph) -> dict[str, str]:
 def _subgraph_lines(g: nx.MultiDiGraph, ids: dict[str, str]) -> list[str]:
     """Nested ``subgraph`` blocks holding the node definitions."""
     labels = short_labels(g)
-    groups: dict[tuple[int, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for n in sorted(g):
-        side, pkg = group_key(n, g.nodes[n])
-        groups[side][pkg].append(n)
+    groups = group_nodes(g)
     out: list[str] = []
     for side in sorted(groups):
         out.append(f'  subgraph sg_{side[1]}["{_text(SIDES[side[1]][0])}"]')
