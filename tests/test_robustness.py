@@ -67,14 +67,14 @@ def test_file_deleted_between_listing_and_reading(tree, monkeypatch) -> None:
                  "pkg/gone.py": "def g():\n    pass\n"})
     from kvflowmap import api
 
-    real = api.list_files
+    real = api.build_table
 
-    def list_then_delete(r, table):
-        files = real(r, table)
+    def list_then_delete(roots):
+        table = real(roots)
         (root / "pkg/gone.py").unlink(missing_ok=True)
-        return files
+        return table
 
-    monkeypatch.setattr(api, "list_files", list_then_delete)
+    monkeypatch.setattr(api, "build_table", list_then_delete)
     a = analyse(Request(sources=[str(root)]))
     assert "pkg.a.f" in a.graph
     assert any("gone.py" in w and "cannot read" in w for w in a.warnings)

@@ -20,7 +20,7 @@ from kvflowmap.index.runner import IndexStats, Progress, index_files
 from kvflowmap.model.core import Model
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
-from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table, list_files
+from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table
 
 CONTEXT_IMPORT_DEPTH = 2
 
@@ -89,13 +89,9 @@ def build_graph(sources: Sequence[str], **kwargs) -> nx.MultiDiGraph:
 def _index(req: Request, roots: list[Root], table: ModuleTable, protocol: Protocol,
            cache: FactCache, stats: IndexStats, progress: Progress | None
            ) -> dict[str, FileFacts]:
-    wanted: dict[str, SourceFile] = {}
-    scratch = ModuleTable()
-    for root in roots:
-        if root.subject or req.all_files:
-            for sf in list_files(root, scratch):
-                if table.files.get(sf.module) is not None and table.files[sf.module].path == sf.path:
-                    wanted.setdefault(sf.module, table.files[sf.module])
+    # The table already knows which files are subject: no second walk.
+    wanted: dict[str, SourceFile] = {m: sf for m, sf in sorted(table.files.items())
+                                     if sf.subject or req.all_files}
     depth = {m: 0 for m in wanted}
     for name in protocol.entry_modules():
         mod = _module_prefix(table, name)

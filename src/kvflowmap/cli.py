@@ -154,14 +154,12 @@ def check(**kw) -> None:
 
     def compute(analysis):
         # Rules load only when something changed: a warm run imports no engine.
-        from kvflowmap.check.pipeline import run_check
+        from kvflowmap.check.pipeline import apply_baseline, run_check
 
         all_rules, rules = cc.load_selected(rule_dirs, select, ignore)
-        known = [r.id for r in all_rules]
-        outcome = run_check(analysis, rules, known_rule_ids=known, only_files=only,
-                            baseline=baseline)
-        everything = run_check(analysis, rules, known_rule_ids=known, only_files=only) \
-            if write_base and baseline is not None else outcome
+        everything = run_check(analysis, rules, known_rule_ids=[r.id for r in all_rules],
+                               only_files=only)
+        outcome = apply_baseline(everything, baseline) if baseline is not None else everything
         return (outcome, everything.findings, {r.label: str(r.path) for r in analysis.roots},
                 rules)
 

@@ -35,8 +35,11 @@ def run_check(analysis: Analysis, rules: Sequence[Rule], *, known_rule_ids: Coll
     roots = {r.label: str(r.path) for r in analysis.roots}
     kept, suppressed, problems = apply_suppressions(
         findings, known_rule_ids, files, roots=roots, active_rule_ids=[r.id for r in rules])
-    kept = sorted(kept + problems, key=Finding.sort_key)
-    known: list[Finding] = []
-    if baseline is not None:
-        kept, known = filter_new(kept, baseline)
-    return CheckOutcome(kept, suppressed, known)
+    outcome = CheckOutcome(sorted(kept + problems, key=Finding.sort_key), suppressed)
+    return apply_baseline(outcome, baseline) if baseline is not None else outcome
+
+
+def apply_baseline(outcome: CheckOutcome, baseline: set[str]) -> CheckOutcome:
+    """Move findings whose fingerprint is in ``baseline`` to ``known``."""
+    new, known = filter_new(outcome.findings, baseline)
+    return CheckOutcome(new, outcome.suppressed, outcome.known + known)

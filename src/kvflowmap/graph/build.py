@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from kvflowmap.model.calls import CallResolver, Target
+from kvflowmap.model.calls import CallResolver
 from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import Model
 from kvflowmap.model.values import Evaluator
@@ -105,7 +105,7 @@ def add_calls(lk: Linker) -> None:
                 lk.unresolved.append(Unresolved(caller, call.callee or "<expression>",
                                                 ff.path, call.line))
             for t in targets:
-                _call_edge(lk, caller, t, module, call.line)
+                lk.add_edge(caller, t.fqn, "call", module, call.line)
                 if t.fqn == register and len(call.literal_args) >= 3 and all(call.literal_args[:3]):
                     name, mod, cls = call.literal_args[:3]
                     lk.registrations.append((name, mod, cls, caller))
@@ -117,10 +117,6 @@ def add_calls(lk: Linker) -> None:
             for t in lk.calls.property_read((module, read.scope), read.base, read.attr):
                 lk.add_edge(lk.scope_node(module, read.scope), t.fqn, "call", module, read.line,
                             property=True)
-
-
-def _call_edge(lk: Linker, caller: str, t: Target, module: str, line: int) -> None:
-    lk.add_edge(caller, t.fqn, "call", module, line)
 
 
 def add_dispatch(lk: Linker) -> None:
