@@ -10,6 +10,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kvflowmap.index.parse import facts_from_bytes
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
 TRICKY = '''
 import functools
 
@@ -104,3 +106,26 @@ def test_tricky_layout_lines_match_position_provider() -> None:
                          ids=lambda p: p.parent.name + "/" + p.name)
 def test_fixture_lines_match(path: Path) -> None:
     check(path.read_text())
+
+
+def test_node_text_matches_libcst_codegen() -> None:
+    """``node_code`` (codegen without position recording) gives exactly the
+    collapsed text of LibCST's ``code_for_node`` for every expression and
+    statement of the fixtures and of the tricky sample."""
+    from kvflowmap.index.text import node_code
+
+    sources = [TRICKY] + [p.read_text() for p in sorted(FIXTURES.rglob("*.py"))]
+    checked = 0
+    for src in sources:
+        module = cst.parse_module(src)
+
+        class Every(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                nonlocal checked
+                if isinstance(node, (cst.BaseExpression, cst.BaseStatement)):
+                    assert node_code(module, node) == " ".join(module.code_for_node(node).split())
+                    checked += 1
+                return True
+
+        module.visit(Every())
+    assert checked > 1000

@@ -122,3 +122,25 @@ def test_never_writes_outside_cache_and_out(tree, tmp_path: Path) -> None:
     assert before == after
     assert out.exists()
     assert os.environ["KVFLOWMAP_CACHE_DIR"]
+
+
+def test_a_crashing_worker_costs_a_warning_not_the_run(tmp_path) -> None:
+    """Pool workers parse unscreened; nesting that kills LibCST's native parser
+    kills a worker, and the runner redoes the rest screened."""
+    from kvflowmap.index.cache import FactCache
+    from kvflowmap.index.runner import IndexStats, index_files
+    from kvflowmap.sources.roots import ModuleTable, Root, list_files
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(12):
+        (pkg / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    (pkg / "deep.py").write_text("x = " + "(" * 5_000 + "1" + ")" * 5_000 + "\n")
+    root = Root(tmp_path, "t", subject=True)
+    files = list_files(root, ModuleTable())
+    facts = index_files(files, FactCache(tmp_path / "cache"), IndexStats(), jobs=2)
+    assert facts["pkg.deep"].problem is not None
+    assert "nest" in facts["pkg.deep"].problem.reason
+    assert all(facts[f"pkg.m{i}"].problem is None for i in range(12))
+    assert [f.qualname for f in facts["pkg.m3"].functions] == ["f3"]

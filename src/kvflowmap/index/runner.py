@@ -6,6 +6,7 @@ import os
 import pickle
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from kvflowmap import gc_tuning
@@ -43,9 +44,9 @@ def _start_worker(cache_root) -> None:
     _WORKER_CACHE = FactCache(cache_root.parent if cache_root is not None else None)
 
 
-def _parse_job(job: tuple[str, bytes]) -> bytes:
-    display, data = job
-    facts = facts_from_bytes(display, data)
+def _parse_job(job: tuple[str, bytes, bool]) -> bytes:
+    display, data, screen = job
+    facts = facts_from_bytes(display, data, screen=screen)
     pickled = dump(facts)
     if _WORKER_CACHE is not None:
         _WORKER_CACHE.put_pickled(facts.sha, pickled)
@@ -96,14 +97,24 @@ def _parse_all(misses: list[tuple[SourceFile, bytes]], jobs: int | None, cache: 
     workers = jobs or os.cpu_count() or 1
     if workers <= 1 or len(misses) < POOL_THRESHOLD:
         for sf, data in misses:
-            facts = facts_from_bytes(sf.rel, data)
+            facts = facts_from_bytes(sf.rel, data)  # in this process: always screened
             cache.put(facts)
             yield sf, facts
         return
     # Largest files first so one big file does not finish last on its own.
     order = sorted(misses, key=lambda m: -len(m[1]))
-    with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
-                             initargs=(cache.root,)) as pool:
-        results = pool.map(_parse_job, [(sf.rel, data) for sf, data in order], chunksize=4)
-        for (sf, _), pickled in zip(order, results):
-            yield sf, pickle.loads(pickled)
+    # Workers first parse without the nesting pre-screen; if one crashes (the
+    # native parser on pathological nesting), what it left undone is parsed
+    # again, screened, in a fresh pool.
+    for screen in (False, True):
+        done = 0
+        try:
+            with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
+                                     initargs=(cache.root,)) as pool:
+                jobs_ = [(sf.rel, data, screen) for sf, data in order]
+                for (sf, _), pickled in zip(order, pool.map(_parse_job, jobs_, chunksize=4)):
+                    done += 1
+                    yield sf, pickle.loads(pickled)
+            return
+        except BrokenProcessPool:
+            order = order[done:]
