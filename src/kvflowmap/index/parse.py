@@ -131,11 +131,11 @@ def _check_bytes(data: bytes) -> ProblemFact | None:
     return None
 
 
-def facts_from_path(path: str, display: str) -> FileFacts:
+def facts_from_path(path: str, display: str, *, screen: bool = True) -> FileFacts:
     """Read and parse a file; a read error becomes a problem fact."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:
         return FileFacts(path=display, sha="", problem=ProblemFact(0, f"cannot read: {exc.strerror}"))
-    return facts_from_bytes(display, data)
+    return facts_from_bytes(display, data, screen=screen)

@@ -22,9 +22,23 @@ _SUFFIXES = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": 
              ".mmd": "mermaid", ".mermaid": "mermaid", ".json": "json"}
 
 
-def _json_bytes(data: object) -> bytes:
-    """Stable, indented JSON with a trailing newline."""
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+def _json_bytes(data: dict) -> bytes:
+    """Stable JSON, one top-level key per line and one list item (node, link)
+    per line, with a trailing newline. ``indent=`` would switch ``json`` to its
+    pure-Python encoder: measured 2.5 s of the 85 s ``graph --all`` on vLLM."""
+
+    one = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode  # C encoder
+
+    lines = []
+    for key in sorted(data):
+        value = data[key]
+        if isinstance(value, list) and value:
+            items = ",\n".join("    " + one(v) for v in value)
+            text = f"[\n{items}\n  ]"
+        else:
+            text = one(value)
+        lines.append(f"  {one(key)}: {text}")
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
 
 
 def render_graph(g: nx.MultiDiGraph, fmt: str, *, link_template: str | None = None,
