@@ -16,7 +16,7 @@ import networkx as nx
 from kvflowmap.facts import FileFacts
 from kvflowmap.graph import build, dataflow
 from kvflowmap.index.cache import FactCache, default_cache_dir
-from kvflowmap.index.runner import IndexStats, Progress, index_files
+from kvflowmap.index.runner import Indexer, IndexStats, Progress
 from kvflowmap.model.core import Model
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
@@ -90,30 +90,36 @@ def _index(req: Request, roots: list[Root], table: ModuleTable, protocol: Protoc
            cache: FactCache, stats: IndexStats, progress: Progress | None
            ) -> dict[str, FileFacts]:
     # The table already knows which files are subject: no second walk.
-    wanted: dict[str, SourceFile] = {m: sf for m, sf in sorted(table.files.items())
-                                     if sf.subject or req.all_files}
-    depth = {m: 0 for m in wanted}
+    depth = {m: 0 for m, sf in table.files.items() if sf.subject or req.all_files}
     for name in protocol.entry_modules():
         mod = _module_prefix(table, name)
-        if mod and mod not in wanted:
-            wanted[mod] = table.files[mod]
+        if mod and mod not in depth:
             depth[mod] = 1
+    indexer = Indexer(cache, stats, jobs=req.jobs, progress=progress)
+    indexer.add(table.files[m] for m in sorted(depth))
     facts: dict[str, FileFacts] = {}
-    todo = dict(wanted)
-    while todo:
-        batch = index_files(todo.values(), cache, stats, jobs=req.jobs, progress=progress)
-        facts.update(batch)
-        todo = {}
-        for module, ff in sorted(batch.items()):
-            sf = table.files[module]
-            next_depth = depth[module] + (0 if sf.subject else 1)
-            if next_depth > CONTEXT_IMPORT_DEPTH and not req.all_files:
-                continue
-            for dep in _imported_modules(module, ff, table):
-                if dep not in facts and dep not in todo:
-                    todo[dep] = table.files[dep]
-                    depth[dep] = max(next_depth, 1 if not table.files[dep].subject else 0)
-    return facts
+
+    def follow(module: str) -> None:
+        # A module's depth is its fewest context hops from the subject; facts
+        # arrive in completion order, so a shorter way found later lowers the
+        # depth and is followed again: the set indexed is the same every run.
+        next_depth = depth[module] + (0 if table.files[module].subject else 1)
+        if next_depth > CONTEXT_IMPORT_DEPTH and not req.all_files:
+            return
+        for dep in _imported_modules(module, facts[module], table):
+            d = max(next_depth, 0 if table.files[dep].subject else 1)
+            if dep not in depth:
+                depth[dep] = d
+                indexer.add([table.files[dep]])
+            elif d < depth[dep]:
+                depth[dep] = d
+                if dep in facts:
+                    follow(dep)
+
+    for sf, ff in indexer.results():
+        facts[sf.module] = ff
+        follow(sf.module)
+    return dict(sorted(facts.items()))
 
 
 def _module_prefix(table: ModuleTable, name: str) -> str | None:

@@ -37,6 +37,7 @@ class Linker:
     warnings: list[str] = field(default_factory=list)
     registrations: list[tuple[str, str, str, str]] = field(default_factory=list)
     _edge_keys: set = field(default_factory=set)
+    _where: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.classes = ClassIndex(self.model)
@@ -45,8 +46,13 @@ class Linker:
 
     # -- helpers -------------------------------------------------------------
     def where(self, module: str) -> dict:
-        sf = self.model.source(module)
-        return {"file": sf.rel if sf else "", "root": sf.root.label if sf else ""}
+        """``file`` and ``root`` attributes of what ``module`` defines (a fresh dict)."""
+        found = self._where.get(module)
+        if found is None:
+            sf = self.model.source(module)
+            found = self._where[module] = {"file": sf.rel if sf else "",
+                                           "root": sf.root.label if sf else ""}
+        return dict(found)
 
     def scope_node(self, module: str, scope: str) -> str:
         return f"{module}.{scope}" if scope else module

@@ -34,6 +34,7 @@ class Evaluator:
         self.self_attrs: dict[str, dict[str, list[tuple[Ctx, AssignFact]]]] = defaultdict(
             lambda: defaultdict(list))
         self._memo: dict[tuple[Ctx, str], tuple[Value, ...]] = {}
+        self._self_memo: dict[Ctx, tuple[str, str, bool] | None] = {}
         self._index_self_attrs()
 
     # -- context -------------------------------------------------------------
@@ -43,6 +44,12 @@ class Evaluator:
 
     def _self_class(self, ctx: Ctx) -> tuple[str, str, bool] | None:
         """(self name, class fqn, is classmethod) for a method scope."""
+        if ctx in self._self_memo:
+            return self._self_memo[ctx]
+        found = self._self_memo[ctx] = self._compute_self_class(ctx)
+        return found
+
+    def _compute_self_class(self, ctx: Ctx) -> tuple[str, str, bool] | None:
         fn = self.function(ctx)
         if fn is None or fn.class_qualname is None or not fn.params:
             return None
