@@ -41,7 +41,7 @@ def extract_transitions(lk: Linker) -> list[Transition]:
     for module in sorted(lk.model.facts):
         ff = lk.model.facts[module]
         for fn in ff.functions:
-            if any(a.scope == fn.qualname and "." in a.target for a in ff.assigns):
+            if any("." in t for t in lk.model.assigns.get((module, fn.qualname), ())):
                 walker = _Walker(lk, module, fn.qualname)
                 walker.walk(fn.body, [])
                 out.extend(walker.found)

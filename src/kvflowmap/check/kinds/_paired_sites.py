@@ -45,12 +45,19 @@ class FunctionSites:
         self._targets: dict[int, list[tuple[str, bool]]] = {}
         self._roles: dict[int, frozenset[str]] = {}
         self._cfg: CFG | None = None
-        assigns = ctx.model.assigns.get((self.module, self.fn.qualname), {})
-        self._locals = set(assigns) | {p.name for p in self.fn.params}
-        # Locals bound to objects self owns (slot = self._slots.setdefault(k)):
-        # storing into them stores into self.
-        self._self_owned = {name for name, facts in assigns.items()
-                            if any(_SELF_OWNED.match(a.value or "") for a in facts)}
+        self._assigns = ctx.model.assigns.get((self.module, self.fn.qualname), {})
+        self._locals = set(self._assigns) | {p.name for p in self.fn.params}
+        self._owned: set[str] | None = None
+
+    @property
+    def _self_owned(self) -> set[str]:
+        """Locals bound to objects self owns (slot = self._slots.setdefault(k)):
+        storing into them stores into self. Built on first use (most
+        functions never ask; building it for each was a tenth of rule time)."""
+        if self._owned is None:
+            self._owned = {name for name, facts in self._assigns.items()
+                           if any(_SELF_OWNED.match(a.value or "") for a in facts)}
+        return self._owned
 
     @property
     def cfg(self) -> CFG:
