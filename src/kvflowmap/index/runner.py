@@ -17,6 +17,7 @@ from kvflowmap.sources.roots import SourceFile
 
 # Below this many misses a process pool costs more than it saves.
 POOL_THRESHOLD = 8
+IN_FLIGHT_PER_WORKER = 4
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Indexer:
         self._ready: list[tuple[SourceFile, FileFacts]] = []
         self._misses: list[tuple[SourceFile, int]] = []  # (file, size)
         self._running: dict[Future, SourceFile] = {}
+        self._backlog: list[tuple[SourceFile, int]] = []  # misses not yet submitted
         self._pool: ProcessPoolExecutor | None = None
         self._screen = False  # workers start unscreened; see _recover
         self._known = self._done = 0
@@ -106,6 +108,8 @@ class Indexer:
                     yield sf, facts
                 elif self._running:
                     self._collect()
+                elif self._backlog:
+                    continue  # a recovered pool: _dispatch submits again
                 else:
                     return
         finally:
@@ -121,21 +125,24 @@ class Indexer:
             self.progress(self._done, self._known, self.stats.cached)
 
     def _dispatch(self) -> None:
-        if not self._misses:
-            return
-        # Largest first so one big file does not finish last on its own.
-        misses = sorted(self._misses, key=lambda m: -m[1])
-        self._misses = []
-        if self._pool is None and (self.workers <= 1 or len(misses) < POOL_THRESHOLD):
-            for sf, _ in misses:  # in this process: always screened
-                facts = facts_from_path(str(sf.path), sf.rel)
-                self.cache.put(facts)
-                self._parsed(sf, facts)
-            return
-        if self._pool is None:
+        if self._misses:
+            # Largest first so one big file does not finish last on its own.
+            misses = sorted(self._misses, key=lambda m: -m[1])
+            self._misses = []
+            if self._pool is None and (self.workers <= 1 or len(misses) < POOL_THRESHOLD):
+                for sf, _ in misses:  # in this process: always screened
+                    facts = facts_from_path(str(sf.path), sf.rel)
+                    self.cache.put(facts)
+                    self._parsed(sf, facts)
+                return
+            self._backlog = sorted([*self._backlog, *misses], key=lambda m: -m[1])
+        if self._backlog and self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_start_worker,
                                              initargs=(self.cache.root,))
-        for sf, _ in misses:
+        # A few files in flight per worker keep it busy; ``wait`` costs the
+        # number in flight, so all 3,000 of vLLM at once made collecting quadratic.
+        while self._backlog and len(self._running) < IN_FLIGHT_PER_WORKER * self.workers:
+            sf, _ = self._backlog.pop(0)
             self._running[self._pool.submit(_parse_job, (str(sf.path), sf.rel, self._screen))] = sf
 
     def _collect(self) -> None:
@@ -156,7 +163,7 @@ class Indexer:
         self._pool.shutdown(cancel_futures=True)
         self._pool = None
         self._screen = True
-        self._misses.extend((sf, 0) for sf in self._running.values())
+        self._backlog.extend((sf, 0) for sf in self._running.values())
         self._running.clear()
 
     def _parsed(self, sf: SourceFile, facts: FileFacts) -> None:
