@@ -1,7 +1,5 @@
 """``python -m kvflowmap``."""
 
-import sys
+from kvflowmap.cli import run
 
-from kvflowmap.cli import main
-
-sys.exit(main())
+run()

@@ -6,6 +6,7 @@ or a stale check) and 2 (usage, configuration or environment error).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -294,5 +295,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return rc if isinstance(rc, int) else 0
 
 
+def run() -> None:
+    """Console entry point: ``main``, then exit without tearing the heap down.
+
+    Freeing a linked analysis object by object at interpreter exit took 0.8 s
+    of a 3.6 s check (measured); the operating system reclaims it at once.
+    Output streams are flushed first; nothing else is pending by then (pool
+    workers are joined, cache writes are atomic and finished)."""
+    rc = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
