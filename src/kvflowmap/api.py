@@ -11,16 +11,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from kvflowmap.facts import FileFacts
-from kvflowmap.graph import build, dataflow
 from kvflowmap.index.cache import FactCache, default_cache_dir
 from kvflowmap.index.runner import Indexer, IndexStats, Progress
-from kvflowmap.model.core import Model
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
 from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from kvflowmap.graph import build
 
 CONTEXT_IMPORT_DEPTH = 2
 
@@ -56,6 +59,9 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     facts = _index(req, roots, table, protocol, cache, stats, progress)
     timings["index"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    from kvflowmap.graph import build
+    from kvflowmap.model.core import Model
+
     model = Model(facts, table)
     lk = build.Linker(model, protocol)
     warnings = [_problem_text(table, m, f) for m, f in sorted(facts.items()) if f.problem]
@@ -69,6 +75,8 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
 
 
 def _link(lk: build.Linker, version: str | None) -> None:
+    from kvflowmap.graph import build, dataflow
+
     build.add_definitions(lk)
     build.add_calls(lk)
     build.add_dispatch(lk)
@@ -97,6 +105,10 @@ def _index(req: Request, roots: list[Root], table: ModuleTable, protocol: Protoc
             depth[mod] = 1
     indexer = Indexer(cache, stats, jobs=req.jobs, progress=progress)
     indexer.add(table.files[m] for m in sorted(depth))
+    indexer.start()
+    # The linker's modules (networkx, the model) load while the workers parse.
+    import kvflowmap.graph.build  # noqa: F401
+    import kvflowmap.graph.dataflow  # noqa: F401
     facts: dict[str, FileFacts] = {}
 
     def follow(module: str) -> None:

@@ -34,6 +34,11 @@ def _extractor_hash() -> str:
 HEADER = f"kvflowmap-facts {__version__} {_extractor_hash()}\n".encode()
 
 
+def content_sha(data: bytes) -> str:
+    """Content hash used as the cache key."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def default_cache_dir() -> Path:
     """``$KVFLOWMAP_CACHE_DIR`` or the per-user cache directory."""
     env = os.environ.get("KVFLOWMAP_CACHE_DIR")

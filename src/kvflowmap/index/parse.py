@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
 import signal
 import threading
 import warnings
@@ -12,6 +11,7 @@ from contextlib import contextmanager
 import libcst as cst
 
 from kvflowmap.facts import FileFacts, ProblemFact
+from kvflowmap.index.cache import content_sha
 from kvflowmap.index.extract import extract_module
 
 # Seconds one file may take; LibCST needs ~1 s per 10k lines, so only a
@@ -21,11 +21,6 @@ TIME_BUDGET = 60.0
 # A file larger than this is reported, not parsed: it is generated data, and
 # parsing it would stall the run (LibCST needs ~1 s per 10k lines).
 MAX_BYTES = 8 * 1024 * 1024
-
-
-def content_sha(data: bytes) -> str:
-    """Content hash used as the cache key."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def facts_from_bytes(path: str, data: bytes, *, screen: bool = True) -> FileFacts:

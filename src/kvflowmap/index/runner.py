@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from kvflowmap import gc_tuning
 from kvflowmap.facts import FileFacts, ProblemFact
-from kvflowmap.index.cache import FactCache, dump
-from kvflowmap.index.parse import content_sha, facts_from_path
+from kvflowmap.index.cache import FactCache, content_sha, dump
 from kvflowmap.sources.roots import SourceFile
 
 # Below this many misses a process pool costs more than it saves.
@@ -48,6 +47,8 @@ def _start_worker(cache_root) -> None:
 def _parse_job(job: tuple[str, str, bool]) -> bytes:
     # The worker reads the file itself: sending its bytes through the pool's
     # pipe cost the main process 0.3 s per 5 MB (measured).
+    from kvflowmap.index.parse import facts_from_path  # LibCST: imported by each worker
+
     path, display, screen = job
     facts = facts_from_path(path, display, screen=screen)
     pickled = dump(facts)
@@ -96,6 +97,11 @@ class Indexer:
             else:
                 self._misses.append((sf, len(data)))
 
+    def start(self) -> None:
+        """Start parsing what is queued now, before the caller goes on with
+        other work (the main process imports the linker while workers parse)."""
+        self._dispatch()
+
     def results(self):
         """``(file, facts)`` for every file added, including ones added while
         this runs, as each is ready."""
@@ -130,6 +136,8 @@ class Indexer:
             misses = sorted(self._misses, key=lambda m: -m[1])
             self._misses = []
             if self._pool is None and (self.workers <= 1 or len(misses) < POOL_THRESHOLD):
+                from kvflowmap.index.parse import facts_from_path
+
                 for sf, _ in misses:  # in this process: always screened
                     facts = facts_from_path(str(sf.path), sf.rel)
                     self.cache.put(facts)
