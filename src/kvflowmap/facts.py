@@ -2,7 +2,10 @@
 
 The indexer produces one ``FileFacts`` per file; everything downstream (model,
 graph, rules, docs) reads only these. They hold names and source text, never
-LibCST objects, so they pickle small and load fast from the cache.
+LibCST objects, so they pickle small and load fast from the cache. The
+per-fact types are named tuples, not frozen dataclasses: measured on vLLM's
+facts, they unpickle twice as fast and pickle a third smaller (a dataclass
+pickles a dict of its fields per object).
 
 Scopes are dotted qualified names inside the module: ``""`` is module-level
 code, ``"C.m"`` a method, ``"f.g"`` a function nested in ``f``.
@@ -11,10 +14,10 @@ code, ``"C.m"`` a method, ``"f.g"`` a function nested in ``f``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """One parameter of a function signature."""
 
     name: str
@@ -23,8 +26,7 @@ class Param:
     default: str | None = None
 
 
-@dataclass(frozen=True)
-class Stmt:
+class Stmt(NamedTuple):
     """One statement of a function body, as a tree for control-flow analysis.
 
     ``kind``: simple | return | raise | assert | break | continue | if | for |
@@ -43,8 +45,7 @@ class Stmt:
     final: tuple[Stmt, ...] = ()  # ``finally``
 
 
-@dataclass(frozen=True)
-class FunctionFact:
+class FunctionFact(NamedTuple):
     """A ``def`` or ``async def`` (methods included)."""
 
     qualname: str
@@ -63,8 +64,7 @@ class FunctionFact:
     body: tuple[Stmt, ...] = ()
 
 
-@dataclass(frozen=True)
-class ClassFact:
+class ClassFact(NamedTuple):
     """A ``class`` statement with what resolution needs from its body."""
 
     qualname: str
@@ -81,8 +81,7 @@ class ClassFact:
     members: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class CallFact:
+class CallFact(NamedTuple):
     """A call site. ``callee`` is a dotted chain such as ``self.a.b`` or
     ``super().m`` or ``f()``; ``None`` when the callee is not a chain."""
 
@@ -96,8 +95,7 @@ class CallFact:
     awaited: bool = False
 
 
-@dataclass(frozen=True)
-class AssignFact:
+class AssignFact(NamedTuple):
     """``target = value`` or ``target: annotation = value``.
 
     ``value`` is the dotted chain of the value when it is a name, an attribute
@@ -112,8 +110,7 @@ class AssignFact:
     aug: bool = False
 
 
-@dataclass(frozen=True)
-class ContainerOpFact:
+class ContainerOpFact(NamedTuple):
     """A write into or removal from a container: ``x[k] = v``, ``del x[k]``,
     ``x.add(k)``, ``x.pop(k)``... ``container`` is the dotted chain of ``x``."""
 
@@ -125,8 +122,7 @@ class ContainerOpFact:
     col: int
 
 
-@dataclass(frozen=True)
-class AttrReadFact:
+class AttrReadFact(NamedTuple):
     """An attribute load ``base.attr`` that is not itself called."""
 
     scope: str
@@ -136,8 +132,7 @@ class AttrReadFact:
     col: int
 
 
-@dataclass(frozen=True)
-class CompareFact:
+class CompareFact(NamedTuple):
     """A comparison; ``operands`` are the dotted chains that appear in it."""
 
     scope: str
@@ -148,8 +143,7 @@ class CompareFact:
     col: int
 
 
-@dataclass(frozen=True)
-class ReturnFact:
+class ReturnFact(NamedTuple):
     """A ``return`` (or ``yield``). ``elements`` holds the source text of each
     item when the value is a tuple display; ``value`` the whole text."""
 
@@ -160,8 +154,7 @@ class ReturnFact:
     col: int
 
 
-@dataclass(frozen=True)
-class RefFact:
+class RefFact(NamedTuple):
     """A function or class used as a value (callback, dict entry, return)."""
 
     scope: str
@@ -170,8 +163,7 @@ class RefFact:
     col: int
 
 
-@dataclass(frozen=True)
-class LogFact:
+class LogFact(NamedTuple):
     """A logging call and its message string."""
 
     scope: str
@@ -181,8 +173,7 @@ class LogFact:
     col: int
 
 
-@dataclass(frozen=True)
-class ImportFact:
+class ImportFact(NamedTuple):
     """``import a.b as c`` (name None) or ``from .m import n as c``."""
 
     scope: str
@@ -194,8 +185,7 @@ class ImportFact:
     type_checking: bool = False
 
 
-@dataclass(frozen=True)
-class ProblemFact:
+class ProblemFact(NamedTuple):
     """A file the indexer could not read or parse."""
 
     line: int

@@ -49,6 +49,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self._pending_refs: dict[int, str] = {}
         self._classes: list[dict] = []
         self.scope: list[str] = []  # qualname parts
+        self._scope_names: dict[tuple[str, ...], str] = {}
         self.class_stack: list[str | None] = [None]
         self.func_stack: list[dict] = []
         self.type_checking = 0
@@ -66,7 +67,13 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
 
     @property
     def _scope(self) -> str:
-        return ".".join(self.scope)
+        # One string object per scope: every fact of a scope shares it, so
+        # the pickle stores it once (pickle memoises by object identity).
+        key = tuple(self.scope)
+        found = self._scope_names.get(key)
+        if found is None:
+            found = self._scope_names[key] = ".".join(key)
+        return found
 
     def _code(self, node: cst.CSTNode | None) -> str | None:
         return None if node is None else node_code(self.module, node)
