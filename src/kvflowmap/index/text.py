@@ -9,18 +9,22 @@ from libcst._nodes.internal import CodegenState
 def chain(node: cst.CSTNode | None) -> str | None:
     """Dotted text of a name/attribute chain: ``self.a.b``, ``super().m``,
     ``f().g``, ``x[].y``. ``None`` for anything else."""
-    if isinstance(node, cst.Name):
+    # ``type(node) is`` rather than ``isinstance``: these node classes have no
+    # subclasses, and isinstance on LibCST's ABC-based classes is slow in the
+    # walk's hottest helper.
+    t = type(node)
+    if t is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if t is cst.Attribute:
         base = chain(node.value)
         return None if base is None else f"{base}.{node.attr.value}"
-    if isinstance(node, cst.Call):
+    if t is cst.Call:
         base = chain(node.func)
         return None if base is None else f"{base}()"
-    if isinstance(node, cst.Subscript):
+    if t is cst.Subscript:
         base = chain(node.value)
         return None if base is None else f"{base}[]"
-    if isinstance(node, cst.Await):
+    if t is cst.Await:
         return chain(node.expression)
     return None
 

@@ -19,6 +19,7 @@ from libcst import CSTNode
 
 _FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 _ORDER: dict[type, tuple[str, ...]] = {}
+_CLASS_HOOKS: dict[type, dict[type, tuple | None]] = {}
 def child_fields(t: type) -> tuple[str, ...]:
     """Fields of node type ``t`` that hold children, in source order."""
     order = _ORDER.get(t)
@@ -38,29 +39,30 @@ class Walker:
     statement-tree hooks ``_stmt_open``, ``_stmt_route`` and ``_stmt_close``
     for the types ``visitor.stmt_kind(type)`` names.
 
-    Hooks are looked up once per node type and kept as a plain tuple
-    ``(visit, leave, fields, field_hooks, stmt)``; a type that is not a node
+    Hooks are looked up once per (visitor class, node type), for all files,
+    and kept as a plain tuple ``(visit, leave, fields, field_hooks, stmt)`` of
+    plain functions called with the visitor; a type that is not a node
     (``str``, ``None``) maps to ``None``. Leaves (no child fields: 40% of all
     nodes are ``SimpleWhitespace``) get their hooks called without a
     recursive ``walk`` (measured: a third off the walk)."""
 
     def __init__(self, visitor) -> None:
         self.v = visitor
-        self._hooks: dict[type, tuple | None] = {}
+        self._hooks: dict[type, tuple | None] = _CLASS_HOOKS.setdefault(type(visitor), {})
 
     def _lookup(self, t: type) -> tuple | None:
         if not (isinstance(t, type) and issubclass(t, CSTNode)):
             self._hooks[t] = None
             return None
-        v, name = self.v, t.__name__
+        cls, name = type(self.v), t.__name__
         fields_ = child_fields(t)
         attr = {}
         for f in fields_:
-            pair = (getattr(v, f"visit_{name}_{f}", None), getattr(v, f"leave_{name}_{f}", None))
+            pair = (getattr(cls, f"visit_{name}_{f}", None), getattr(cls, f"leave_{name}_{f}", None))
             if pair != (None, None):
                 attr[f] = pair
-        h = (getattr(v, f"visit_{name}", None), getattr(v, f"leave_{name}", None),
-             fields_, attr, v.stmt_kind(t))
+        h = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None),
+             fields_, attr, self.v.stmt_kind(t))
         self._hooks[t] = h
         return h
 
@@ -76,13 +78,13 @@ class Walker:
         v, hooks = self.v, self._hooks
         if stmt is not None:
             v._stmt_open(node, stmt)
-        if visit is None or visit(node) is not False:
+        if visit is None or visit(v, node) is not False:
             for f in fields_:
                 if stmt is not None:
                     v._stmt_route(node, f)
                 pair = attr.get(f)
                 if pair is not None and pair[0] is not None:
-                    pair[0](node)
+                    pair[0](v, node)
                 child = getattr(node, f)
                 t = type(child)
                 for c in (child if t is list or t is tuple else (child,)):
@@ -94,12 +96,12 @@ class Walker:
                         self._walk(c, ch)
                     else:  # a leaf: its own hooks only
                         if ch[0] is not None:
-                            ch[0](c)
+                            ch[0](v, c)
                         if ch[1] is not None:
-                            ch[1](c)
+                            ch[1](v, c)
                 if pair is not None and pair[1] is not None:
-                    pair[1](node)
+                    pair[1](v, node)
         if leave is not None:
-            leave(node)
+            leave(v, node)
         if stmt is not None:
             v._stmt_close(node)
