@@ -10,9 +10,17 @@ from typing import Any
 import networkx as nx
 
 
+_SCALARS = frozenset({type(None), bool, int, float, str})
+
+
 def _plain(value: Any) -> Any:
     """``value`` made JSON-serialisable: tuples and lists to lists, sets to
     sorted lists, mappings to dicts with string keys, other objects to str."""
+    if type(value) in _SCALARS:  # most values: skip the isinstance chain
+        return value
+    if type(value) is dict:  # a node's or link's attributes: mostly scalars
+        return {k if type(k) is str else str(k): v if type(v) in _SCALARS else _plain(v)
+                for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
