@@ -59,6 +59,10 @@ class FactCache:
         assert self.root is not None
         return self.root / sha[:2] / f"{sha}.pkl"
 
+    def has(self, sha: str) -> bool:
+        """Whether an entry for ``sha`` exists (``get`` may still reject it)."""
+        return self.root is not None and bool(sha) and self._path(sha).is_file()
+
     def get(self, sha: str, path: str) -> FileFacts | None:
         """The cached facts for content ``sha``, relabelled to ``path``."""
         if self.root is None or not sha:
