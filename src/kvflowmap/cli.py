@@ -16,7 +16,7 @@ import click
 from kvflowmap import __version__
 from kvflowmap.cli_sources import SourceOptions, make_request
 from kvflowmap.console import Reporter
-from kvflowmap.gc_tuning import collector_paused
+from kvflowmap.gc_tuning import fewer_collections
 from kvflowmap.sources.errors import SourceError
 
 
@@ -276,7 +276,7 @@ _register_rule_commands()
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code instead of exiting."""
     try:
-        with collector_paused():
+        with fewer_collections():
             rc = cli.main(args=list(argv) if argv is not None else None, prog_name="kvflowmap",
                           standalone_mode=False)
     except click.exceptions.Exit as exc:
