@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from kvflowmap.facts import FileFacts
@@ -18,7 +17,7 @@ from kvflowmap.index.cache import FactCache, default_cache_dir
 from kvflowmap.index.runner import Indexer, IndexStats, Progress
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
-from kvflowmap.sources.roots import ModuleTable, Root, SourceFile, build_table
+from kvflowmap.sources.roots import ModuleTable, Root, build_table
 
 if TYPE_CHECKING:
     import networkx as nx

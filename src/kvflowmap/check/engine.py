@@ -57,7 +57,8 @@ def run_rules(analysis: Analysis, rules: Iterable[Rule]) -> list[Finding]:
 
 
 def _split(rules: list[Rule]) -> list[list[Rule]]:
-    """Two groups of about equal cost, in a fixed way (rule order, greedy)."""
+    """Two groups of about equal cost, always split the same way (by cost,
+    then id, each rule to the cheaper group)."""
     groups: list[list[Rule]] = [[], []]
     cost = [0, 0]
     for rule in sorted(rules, key=lambda r: (-_COST.get(r.kind, 1), r.id)):
