@@ -82,3 +82,16 @@ def test_memo_snapshot_restores_what_a_rule_added(tree, tmp_path) -> None:
     assert len(values._memo) > len(before)
     snap.restore()
     assert values._memo == before
+
+
+def test_no_fork_while_other_threads_run() -> None:
+    import threading
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not forked.can_fork()
+    finally:
+        stop.set()
+        t.join()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -17,8 +18,11 @@ R = TypeVar("R")
 
 
 def can_fork() -> bool:
-    """Whether groups can run in forked children on this platform."""
-    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+    """Whether groups can run in forked children: a platform with ``fork``,
+    more than one core, and no other thread in this process (a fork copies
+    whatever locks other threads hold, so a library caller with threads gets
+    the rules run one after the other)."""
+    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
 
 
 def run_groups(groups: Sequence[G], run: Callable[[G], R]) -> list[R]:
