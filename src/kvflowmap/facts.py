@@ -110,6 +110,14 @@ class AssignFact(NamedTuple):
     aug: bool = False
 
 
+# Methods whose calls on a container are recorded as ``ContainerOpFact``s
+# (here, not in the extractor, so rules can use it without importing LibCST).
+CONTAINER_METHODS = frozenset({
+    "add", "discard", "remove", "pop", "popitem", "append", "appendleft",
+    "extend", "update", "clear", "setdefault", "insert", "popleft",
+})
+
+
 class ContainerOpFact(NamedTuple):
     """A write into or removal from a container: ``x[k] = v``, ``del x[k]``,
     ``x.add(k)``, ``x.pop(k)``... ``container`` is the dotted chain of ``x``."""

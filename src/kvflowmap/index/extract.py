@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from kvflowmap.facts import (
+    CONTAINER_METHODS,
     AssignFact,
     CallFact,
     ClassFact,
@@ -29,12 +30,6 @@ from kvflowmap.index.text import chain, docstring, literal_string, node_code
 from kvflowmap.index.walker import Walker
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
-CONTAINER_METHODS = {
-    "add", "discard", "remove", "pop", "popitem", "append", "appendleft",
-    "extend", "update", "clear", "setdefault", "insert", "popleft",
-}
-
-
 def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFacts:
     """Fill ``facts`` from a parsed module (of text ``source``) and return it."""
     Walker(_FactVisitor(module, facts, source)).walk(module)

@@ -21,7 +21,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds._paired_match import chain_matches
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.model import Finding
-from kvflowmap.index.extract import CONTAINER_METHODS
+from kvflowmap.facts import CONTAINER_METHODS
 
 Site = tuple[str, int, str]  # (function fqn, line, what happens)
 RESET_EXEMPT = ("__init__", "__post_init__")

@@ -21,8 +21,7 @@ from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace,
 from kvflowmap.check.kinds._paired_spec import Spec
 from kvflowmap.check.kinds._paired_text import emptiness, is_decrement, mentions, statement_text
 from kvflowmap.check.kinds._paired_trace import trace
-from kvflowmap.facts import ContainerOpFact, Stmt
-from kvflowmap.index.extract import CONTAINER_METHODS
+from kvflowmap.facts import CONTAINER_METHODS, ContainerOpFact, Stmt
 
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
 _CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
