@@ -65,16 +65,12 @@ def prepare(kw: dict):
 
 def run_analysis(kw: dict):
     """Options -> (Analysis, ProjectConfig, Reporter); prints warnings."""
-    from kvflowmap.api import analyse
+    from kvflowmap.commands.memo_run import analyse_reported
 
-    rep = Reporter(quiet=kw.pop("quiet"), verbose=kw.pop("verbose"))
-    opts = _options(kw)
-    req, config = make_request(opts, say=rep.info)
-    with rep.progress() as progress:
-        analysis = analyse(req, progress=progress)
+    req, config, rep = prepare(kw)
+    analysis = analyse_reported(req, rep)
     for w in analysis.warnings:
         rep.warn(w)
-    rep.timings(analysis.timings, analysis.stats)
     return analysis, config, rep
 
 

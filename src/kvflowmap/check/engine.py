@@ -25,7 +25,8 @@ KINDS: dict[str, Callable[[CheckContext], list[Finding]]] = {
 
 
 # Relative cost of a rule kind, to balance the groups run in parallel
-# (measured on PegaFlow + vLLM: a paired rule costs about three others).
+# (measured on PegaFlow + vLLM: paired rules 0.05-0.19 s each, the others
+# 0.01-0.08 s).
 _COST = {"paired": 3}
 
 

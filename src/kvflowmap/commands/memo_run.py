@@ -29,6 +29,16 @@ def manifest_of(analysis, listing: list[str]) -> Manifest:
     return Manifest(files, listing)
 
 
+def analyse_reported(req: Request, rep: Reporter):
+    """``analyse(req)`` with progress and, in verbose mode, timings on stderr."""
+    from kvflowmap.api import analyse  # the analysis modules only when needed
+
+    with rep.progress() as progress:
+        analysis = analyse(req, progress=progress)
+    rep.timings(analysis.timings, analysis.stats)
+    return analysis
+
+
 def run_memoised(req: Request, config: ProjectConfig, rep: Reporter, key_parts: tuple,
                  compute: Callable[[Any], Any]) -> Any:
     """``compute(analysis)``, or its stored result when no input changed.
@@ -41,11 +51,7 @@ def run_memoised(req: Request, config: ProjectConfig, rep: Reporter, key_parts: 
         warnings, result = hit
         rep.info("nothing changed since the last run: result reused")
     else:
-        from kvflowmap.api import analyse  # LibCST and networkx only when needed
-
-        with rep.progress() as progress:
-            analysis = analyse(req, progress=progress)
-        rep.timings(analysis.timings, analysis.stats)
+        analysis = analyse_reported(req, rep)
         warnings, result = analysis.warnings, compute(analysis)
         memo.save(key, manifest_of(analysis, listing), (warnings, result))
     for w in warnings:

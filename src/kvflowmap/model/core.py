@@ -19,8 +19,9 @@ BUILTINS = frozenset(dir(builtins))
 
 
 class Def(NamedTuple):
-    """A function or class defined in the analysed code (a named tuple:
-    linking reads ``is_class`` millions of times on all of vLLM)."""
+    """A function or class defined in the analysed code (a named tuple with
+    ``is_class`` stored: as an ``isinstance`` property it was 1.5% of linking,
+    profiled)."""
 
     fqn: str
     module: str
