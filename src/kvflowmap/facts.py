@@ -3,9 +3,9 @@
 The indexer produces one ``FileFacts`` per file; everything downstream (model,
 graph, rules, docs) reads only these. They hold names and source text, never
 LibCST objects, so they pickle small and load fast from the cache. The
-per-fact types are named tuples, not frozen dataclasses: measured on vLLM's
-facts, they unpickle twice as fast and pickle a third smaller (a dataclass
-pickles a dict of its fields per object).
+per-fact types are named tuples, not frozen dataclasses: measured on the
+facts of PegaFlow + vLLM, they unpickle 2.7x as fast and pickle 40% smaller
+(a dataclass pickles a dict of its fields per object).
 
 Scopes are dotted qualified names inside the module: ``""`` is module-level
 code, ``"C.m"`` a method, ``"f.g"`` a function nested in ``f``.
