@@ -99,7 +99,10 @@ class AssignFact(NamedTuple):
     """``target = value`` or ``target: annotation = value``.
 
     ``value`` is the dotted chain of the value when it is a name, an attribute
-    or a call (``C()``); ``None`` otherwise."""
+    or a call (``C()``); ``None`` otherwise. ``literal`` is the source text of
+    the value when it is a literal display a rule may compare (a tuple, a
+    number or string, a conditional expression: ``(0, True)``) and the target
+    a plain name (``returns`` follows ``result = (0, True)`` ... ``return result``)."""
 
     scope: str
     target: str
@@ -108,6 +111,7 @@ class AssignFact(NamedTuple):
     line: int
     col: int
     aug: bool = False
+    literal: str | None = None
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s

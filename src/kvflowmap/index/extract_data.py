@@ -10,6 +10,11 @@ from kvflowmap.facts import AssignFact, AttrReadFact, CompareFact, ContainerOpFa
 from kvflowmap.index.text import chain, literal_string
 
 
+# Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
+_LITERALS = (cst.Tuple, cst.IfExp, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+             cst.ConcatenatedString, cst.Ellipsis)
+
+
 class DataFactsMixin:
     """Visit hooks producing assignment, container, read, compare and return facts."""
 
@@ -17,8 +22,9 @@ class DataFactsMixin:
     def visit_Assign(self, node: cst.Assign) -> bool:
         value = chain(node.value)
         self._record_value_refs(node.value)
+        literal = self._literal(node.value) if value is None else None
         for t in node.targets:
-            self._assign_target(t.target, value, None, node)
+            self._assign_target(t.target, value, None, node, literal)
         if not self.scope:
             self._maybe_all(node)
         return True
@@ -27,7 +33,8 @@ class DataFactsMixin:
         value = chain(node.value) if node.value is not None else None
         if node.value is not None:
             self._record_value_refs(node.value)
-        self._assign_target(node.target, value, self._annotation(node.annotation), node)
+        literal = self._literal(node.value) if value is None else None
+        self._assign_target(node.target, value, self._annotation(node.annotation), node, literal)
         return True
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
@@ -40,7 +47,11 @@ class DataFactsMixin:
             self._container_write(node.target, "setitem", node)
         return True
 
-    def _assign_target(self, target, value, annotation, node) -> None:
+    def _literal(self, value: cst.BaseExpression | None) -> str | None:
+        """Source text of a literal display (``AssignFact.literal``), else None."""
+        return self._code(value) if isinstance(value, _LITERALS) else None
+
+    def _assign_target(self, target, value, annotation, node, literal=None) -> None:
         line, col = self._pos(node)
         if isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
@@ -51,7 +62,8 @@ class DataFactsMixin:
             return
         name = chain(target)
         if name:
-            self._add_assign(AssignFact(self._scope, name, value, annotation, line, col))
+            self._add_assign(AssignFact(self._scope, name, value, annotation, line, col,
+                                        literal=literal))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)
