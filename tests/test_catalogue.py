@@ -40,8 +40,9 @@ def test_catalogue_is_deterministic_and_complete(rules_dir):
     assert "- [Pack `pegaflow`](#pack-pegaflow) (2 rules)" in text
     assert "| [`pf-alpha`](#pf-alpha) | warning | `returns` | Alpha \\| pipes |" in text
     assert text.index("### `pf-alpha`") < text.index("### `pf-demo-rule`")
-    assert "| `limit` | `5` (default `3`) | A number. |" in text
-    assert "| `name_regex` | `\"^bad_\"` (default) | Function names to flag. |" in text
+    assert "| `limit` | an integer | `5` (default `3`) | A number. |" in text
+    assert "| `name_regex` | a string | `\"^bad_\"` (default) | Function names to flag. |" in text
+    assert "**Reads:** the names of the target functions." in text
     assert "`rules/pegaflow/b.yaml`" in text
     assert "**Applies to:** subclasses of `vllm.distributed.kv_transfer.kv_connector.v1.base." \
            "KVConnectorBase_V1`; classes matching `pegaflow.*` (subject code only)" in text
@@ -56,7 +57,8 @@ def test_explain_has_rationale_check_examples_help(rules_dir):
     text = explain(next(r for r in rules if r.id == "pf-demo-rule"))
     assert text.startswith("# `pf-demo-rule`\n\n**No bad functions**")
     for part in ("## Why", "Bad functions are bad.", "## What is checked", "Kind `returns`",
-                 "| `limit` | `5` (default `3`) |", "## Examples", "def bad_one():", "## How to fix",
+                 "| `limit` | an integer | `5` (default `3`) |", "**Reads:**", "## Examples",
+                 "def bad_one():", "## How to fix",
                  "Rename it."):
         assert part in text
 

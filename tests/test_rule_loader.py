@@ -4,69 +4,66 @@ expected form, all at once; select/ignore."""
 from __future__ import annotations
 
 import contextlib
-import importlib
-import sys
 import textwrap
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kvflowmap.check.kinds import registry
+from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.loader import (RuleFileError, UnknownRuleError, default_rule_dirs,
                                     load_rules, select_rules)
+from kvflowmap.check.options import option
 from kvflowmap.sources.errors import SourceError
 
 KIND_NAMES = ("reach", "paired", "conforms", "forbid", "returns", "states")
 
 
-def flag_bad_functions(ctx) -> list:
+@dataclass(frozen=True)
+class FlagOptions:
+    """Options of the fake kind."""
+
+    name_regex: str = option("^bad_", "Function names to flag.")
+    limit: int = option(3, "A number.")
+    targets: tuple[str, ...] | str = option((), "Names or one name.")
+
+
+def flag_bad_functions(ctx, opts: FlagOptions) -> list:
     """Fake kind: a finding on every target function whose name matches
     ``name_regex`` (default ``^bad_``)."""
     import re
 
-    pattern = re.compile(ctx.param("name_regex", "^bad_"))
+    pattern = re.compile(opts.name_regex)
     return [ctx.finding(fqn, ctx.function(fqn).line, f"{fqn} is bad")
             for fqn in ctx.target_functions if pattern.search(fqn.rpartition(".")[2])]
 
 
-flag_bad_functions.PARAMS = {  # type: ignore[attr-defined]
-    "name_regex": (str, "^bad_", "Function names to flag."),
-    "limit": (int, 3, "A number."),
-    "targets": ((list, str), [], "Names or one name."),
-}
+@dataclass(frozen=True)
+class NoOptions:
+    """A kind without parameters."""
+
+
+def nothing(ctx, opts) -> list:
+    """Fake kind: no findings."""
+    return []
+
+
+FLAG = KindSpec(FlagOptions, flag_bad_functions, "Reads: the names of the target functions.")
+NOTHING = KindSpec(NoOptions, nothing, "Reads: nothing.")
 
 
 @contextlib.contextmanager
 def fake_engine(monkeypatch: pytest.MonkeyPatch,
-                kinds: dict[str, Callable] | None = None) -> Iterator[types.ModuleType]:
-    """``kvflowmap.check.engine`` with ``KINDS`` replaced, importable even
-    while some real kind modules are missing or broken (they are faked for the
-    duration and the engine is re-imported afterwards)."""
-    faked = []
-    for name in KIND_NAMES:
-        full = f"kvflowmap.check.kinds.{name}"
-        try:
-            importlib.import_module(full)
-        except Exception:
-            mod = types.ModuleType(full)
-            mod.check = lambda ctx: []  # type: ignore[attr-defined]
-            sys.modules[full] = mod
-            faked.append(full)
-    if faked:
-        sys.modules.pop("kvflowmap.check.engine", None)
-    engine = importlib.import_module("kvflowmap.check.engine")
-    monkeypatch.setattr(engine, "KINDS", kinds if kinds is not None else
-                        {"returns": flag_bad_functions, "reach": lambda ctx: []})
-    try:
-        yield engine
-    finally:
-        if faked:
-            for full in [*faked, "kvflowmap.check.engine"]:
-                sys.modules.pop(full, None)
-            import kvflowmap.check
-
-            kvflowmap.check.__dict__.pop("engine", None)
+                kinds: dict[str, Any] | None = None) -> Iterator[types.ModuleType]:
+    """The kind registry with ``KINDS`` replaced (default: a fake ``returns``
+    kind with three parameters and a ``reach`` kind with two modes)."""
+    monkeypatch.setattr(registry, "KINDS", kinds if kinds is not None else
+                        {"returns": FLAG, "reach": {"first": NOTHING, "second": FLAG}})
+    yield registry
 
 
 @pytest.fixture
@@ -117,6 +114,7 @@ def test_valid_file_loads_with_pack_and_defaults(tmp_path, engine):
     assert (rule.id, rule.severity, rule.kind, rule.pack, rule.line) == \
         ("pf-demo-rule", "warning", "returns", "pegaflow", 1)
     assert rule.params == {"limit": 5, "name_regex": "^bad_", "targets": []}
+    assert rule.options == FlagOptions(limit=5)
     assert rule.applies_to.classes == ("pegaflow.*",)
     assert rule.applies_to.include_context is False
     bad, good = rule.examples
@@ -216,7 +214,7 @@ def test_all_errors_of_all_files_reported_at_once(tmp_path, engine):
 
 
 def test_unknown_kind_lists_known_kinds(tmp_path, monkeypatch):
-    with fake_engine(monkeypatch, {k: (lambda ctx: []) for k in KIND_NAMES}):
+    with fake_engine(monkeypatch, {k: NOTHING for k in KIND_NAMES}):
         write(tmp_path, "rules/p/x.yaml", _edit("kind: returns", "kind: flow"))
         _, [err] = load_rules([tmp_path / "rules"])
     assert err.key == "kind"
@@ -224,11 +222,40 @@ def test_unknown_kind_lists_known_kinds(tmp_path, monkeypatch):
                            "(got 'flow')")
 
 
-def test_kind_without_params_table_accepts_any_params(tmp_path, monkeypatch):
-    with fake_engine(monkeypatch, {"returns": lambda ctx: []}):
-        write(tmp_path, "rules/p/x.yaml", _edit("  limit: 5", "  anything: [1, 2]"))
-        [rule], errors = load_rules([tmp_path / "rules"])
-    assert errors == [] and rule.params == {"anything": [1, 2]}
+def test_unknown_parameter_names_the_closest(tmp_path, engine):
+    write(tmp_path, "rules/p/x.yaml", _edit("  limit: 5", "  limt: 5"))
+    _, [err] = load_rules([tmp_path / "rules"])
+    assert (err.line, err.key) == (11, "params.limt")
+    assert err.message == ("unknown parameter of kind 'returns' (did you mean limit? "
+                           "expected one of limit, name_regex, targets)")
+
+
+def test_list_items_are_checked_and_lists_become_tuples(tmp_path, engine):
+    write(tmp_path, "rules/p/x.yaml", _edit("  limit: 5", "  targets: [a, 3]"))
+    _, [err] = load_rules([tmp_path / "rules"])
+    assert err.message == ("expected a list of strings or a string (got a list): "
+                           "Names or one name.")
+    write(tmp_path, "rules/p/x.yaml", _edit("  limit: 5", "  targets: [a, b]"))
+    [rule], errors = load_rules([tmp_path / "rules"])
+    assert errors == [] and rule.options.targets == ("a", "b")
+    assert rule.params["targets"] == ["a", "b"]
+
+
+def test_modes_select_their_options(tmp_path, engine):
+    reach = _edit("kind: returns", "kind: reach")
+    write(tmp_path, "rules/p/x.yaml", reach.replace("  limit: 5", "  mode: second\n  limit: 5"))
+    [rule], errors = load_rules([tmp_path / "rules"])
+    assert errors == [] and rule.options == FlagOptions(limit=5)
+    assert rule.params["mode"] == "second"
+    write(tmp_path, "rules/p/x.yaml", reach)  # default mode 'first' has no parameters
+    _, [err] = load_rules([tmp_path / "rules"])
+    assert (err.key, err.message) == ("params.limit", "unknown parameter of kind 'reach' mode "
+                                      "'first' (expected one of no parameters)")
+    write(tmp_path, "rules/p/x.yaml", reach.replace("  limit: 5", "  mode: secnd"))
+    _, [err] = load_rules([tmp_path / "rules"])
+    assert (err.line, err.key) == (11, "params.mode")
+    assert err.message == ("unknown mode of kind 'reach' (did you mean second? expected one of "
+                           "first, second; got 'secnd')")
 
 
 def test_duplicate_ids_across_files(tmp_path, engine):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.test_rule_loader import fake_engine, flag_bad_functions, write
+from tests.test_rule_loader import FLAG, NoOptions, fake_engine, write
 
 from kvflowmap.check.loader import load_rules
+from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.selftest import format_report, markers, run_examples
 
 RULE = """\
@@ -66,10 +67,11 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def engine(monkeypatch):
-    def crash(ctx):
+    def crash(ctx, opts):
         raise RuntimeError("kind exploded")
 
-    with fake_engine(monkeypatch, {"returns": flag_bad_functions, "states": crash}) as eng:
+    kinds = {"returns": FLAG, "states": KindSpec(NoOptions, crash, "Reads: nothing.")}
+    with fake_engine(monkeypatch, kinds) as eng:
         yield eng
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from kvflowmap.api import Analysis
 from kvflowmap.check.model import Finding, Rule, Step
 from kvflowmap.facts import CallFact, FileFacts, FunctionFact
 from kvflowmap.model.calls import Target
 from kvflowmap.model.core import Def
+
+if TYPE_CHECKING:
+    from kvflowmap.api import Analysis
 
 
 @dataclass
@@ -46,9 +49,12 @@ class CheckContext:
     def protocol(self):
         return self.analysis.linker.protocol
 
-    def param(self, name: str, default=None):
-        """A kind parameter from the rule file, with the kind's default."""
-        return self.rule.params.get(name, default)
+    def other_release(self, ref: str) -> tuple[Analysis, str]:
+        """Another vLLM release (``vllm==0.X.Y`` or an import root) analysed
+        on its own, and its label; once per process."""
+        from kvflowmap.check.releases import other_release
+
+        return other_release(ref)
 
     # -- targets -------------------------------------------------------------
     def is_subject(self, module: str) -> bool:

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from kvflowmap.api import Analysis
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.forked import can_fork, run_groups
 from kvflowmap.check.isolation import MemoSnapshot
 from kvflowmap.check.guard import internal_error
-from kvflowmap.check.kinds import conforms, forbid, paired, reach, returns, states
+from kvflowmap.check.kinds.registry import options_for, spec_for
 from kvflowmap.check.model import Finding, Rule
 
-# The rule kinds, by the name rule files use. Each module has check(ctx).
-KINDS: dict[str, Callable[[CheckContext], list[Finding]]] = {
-    "reach": reach.check,
-    "paired": paired.check,
-    "conforms": conforms.check,
-    "forbid": forbid.check,
-    "returns": returns.check,
-    "states": states.check,
-}
-
-
+if TYPE_CHECKING:
+    from kvflowmap.api import Analysis
 
 # Relative cost of a rule kind, to balance the groups run in parallel
 # (measured on PegaFlow + vLLM: paired rules 0.05-0.19 s each, the others
@@ -45,7 +36,7 @@ def run_rules(analysis: Analysis, rules: Iterable[Rule]) -> list[Finding]:
             snapshot.restore()
             ctx = CheckContext(analysis, rule)
             try:
-                out.extend(KINDS[rule.kind](ctx))
+                out.extend(spec_for(rule.kind, rule.params).check(ctx, options_for(rule)))
             except Exception as exc:  # a bug in a kind must not stop the run
                 out.append(internal_error(rule, "", exc))
         snapshot.restore()

@@ -1,5 +1,8 @@
 """Load rule files: YAML -> schema check -> kind/params check -> ``Rule``.
 
+Parameters are checked against the fields of the kind's (or mode's)
+``Options`` dataclass, which the rule then carries ready-built.
+
 Every problem of every file is collected (import-linter style) as a
 ``RuleFileError`` naming the file, the line, the key and the expected form.
 """
@@ -10,16 +13,17 @@ import copy
 import difflib
 import fnmatch
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kvflowmap.check.loader_errors import (TYPE_WORDS, RuleFileError, describe_value,
-                                           display_path, key_text, line_of, schema_errors)
+from kvflowmap.check.loader_errors import (RuleFileError, describe_value, display_path,
+                                           key_text, line_of, schema_errors)
 from kvflowmap.check.model import AppliesTo, Example, Rule
+from kvflowmap.check.options import (accepts, build_options, option_fields, plain, type_words,
+                                     unknown_message)
 from kvflowmap.sources.errors import SourceError
 
 SKIPPED_DIRS = ("protocol", "stubs")  # under a rules root: not rule files
@@ -105,19 +109,6 @@ def select_rules(rules: Sequence[Rule], select: Sequence[str], ignore: Sequence[
     return [r for r in chosen if not any(_matches(r, p) for p in ignore)]
 
 
-def kind_params(kind: str) -> dict[str, tuple[Any, Any, str]] | None:
-    """The ``PARAMS`` table of a rule kind, or None when it has none."""
-    from kvflowmap.check import engine  # lazy: engine imports the kinds
-
-    check = engine.KINDS.get(kind)
-    if check is None:
-        return None
-    table = getattr(check, "PARAMS", None)
-    if table is None:
-        table = getattr(sys.modules.get(getattr(check, "__module__", "")), "PARAMS", None)
-    return table if isinstance(table, dict) else None
-
-
 # -- files -------------------------------------------------------------------
 
 def _rule_files(paths: Iterable[Path]) -> list[tuple[Path, str]]:
@@ -165,62 +156,66 @@ def _example(item: dict) -> Example:
 
 
 def _make_rule(path: Path, pack: str, node: yaml.Node, data: dict) -> Rule:
-    """The rule, its params completed with the kind's defaults."""
+    """The rule, its params completed with the kind's (or mode's) defaults and
+    its ``Options`` built once."""
+    from kvflowmap.check.kinds import registry
+
     at = data.get("applies_to") or {}
-    table = kind_params(data["kind"]) or {}
-    params = {name: copy.deepcopy(spec[1]) for name, spec in sorted(table.items())}
-    params.update(data.get("params") or {})
+    kind, given = data["kind"], dict(data.get("params") or {})
+    spec = registry.spec_for(kind, given)
+    mode = registry.default_mode(kind)
+    params: dict[str, Any] = {registry.MODE: given.get(registry.MODE, mode)} if mode else {}
+    params.update({f.name: plain(f.default) for f in option_fields(spec.options)})
+    params.update(copy.deepcopy(given))
+    options = build_options(spec.options, registry.own_params(kind, given), f"kind '{kind}'")
     return Rule(
         id=data["id"], title=data["title"], severity=data["severity"],
-        rationale=data["rationale"], kind=data["kind"], params=params,
+        rationale=data["rationale"], kind=kind, params=dict(sorted(params.items())),
         applies_to=AppliesTo(_names(at.get("base_class")), _names(at.get("classes")),
                              _names(at.get("modules")), bool(at.get("include_context", False))),
         examples=tuple(_example(x) for x in data["examples"]), help=data["help"],
-        pack=pack, path=path, line=line_of(node, ["id"]))
+        pack=pack, path=path, line=line_of(node, ["id"]), options=options)
 
 
 def _check_kind(path: Path, node: yaml.Node, data: dict) -> list[RuleFileError]:
-    from kvflowmap.check import engine
+    """The kind exists, its mode (if it has modes) too, and every parameter is
+    a field of the kind's (mode's) ``Options`` with a value of its type."""
+    from kvflowmap.check.kinds import registry
 
     kind, params = data.get("kind"), data.get("params") or {}
     if not isinstance(kind, str):
         return []
-    if kind not in engine.KINDS:
+    if kind not in registry.KINDS:
         return [RuleFileError(path, line_of(node, ["kind"]), "kind", "expected one of "
-                              f"{', '.join(sorted(engine.KINDS))} (got {kind!r})")]
-    table = kind_params(kind)
+                              f"{', '.join(sorted(registry.KINDS))} (got {kind!r})")]
+    if not isinstance(params, dict):
+        return []  # the schema reports it
+    modes, what = registry.modes_of(kind), f"kind '{kind}'"
+    if modes is not None:
+        mode = params.get(registry.MODE, registry.default_mode(kind))
+        if not isinstance(mode, str) or mode not in modes:
+            close = difflib.get_close_matches(str(mode), list(modes), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            return [RuleFileError(path, line_of(node, ["params", registry.MODE]),
+                                  f"params.{registry.MODE}", f"unknown mode of {what} ({hint}"
+                                  f"expected one of {', '.join(modes)}; "
+                                  f"got {describe_value(mode)})")]
+        what += f" mode '{mode}'"
+    fields = {f.name: f for f in option_fields(registry.spec_for(kind, params).options)}
     errors: list[RuleFileError] = []
-    for name, value in params.items() if isinstance(params, dict) else ():
+    for name, value in registry.own_params(kind, params).items():
         where = (path, line_of(node, ["params", name]), f"params.{name}")
-        if table is not None and name not in table:
-            known = ", ".join(sorted(table)) or "no parameters"
-            errors.append(RuleFileError(*where, f"unknown parameter of kind '{kind}' "
-                                        f"(expected one of {known})"))
-        elif table is not None and not _type_ok(value, table[name]):
-            help_ = f": {table[name][2]}" if table[name][2] else ""
-            errors.append(RuleFileError(*where, f"expected {_type_words(table[name][0])} "
+        f = fields.get(name)
+        if f is None:
+            errors.append(RuleFileError(*where, unknown_message(str(name), list(fields), what)))
+        elif not accepts(value, f.hint):
+            help_ = f": {f.help}" if f.help else ""
+            errors.append(RuleFileError(*where, f"expected {type_words(f.hint)} "
                                         f"(got {describe_value(value)}){help_}"))
         elif str(name).endswith("_regex"):
             errors.extend(RuleFileError(*where, f"bad regular expression {pat!r}: {msg}")
                           for pat, msg in _bad_regexes(value))
     return errors
-
-
-def _type_ok(value: Any, spec: tuple) -> bool:
-    types = spec[0] if isinstance(spec[0], tuple) else (spec[0],)
-    if value is None and spec[1] is None:
-        return True
-    if isinstance(value, bool) and bool not in types:
-        return False
-    if isinstance(value, int) and float in types:
-        return True
-    return isinstance(value, types)
-
-
-def _type_words(types: Any) -> str:
-    types = types if isinstance(types, tuple) else (types,)
-    return " or ".join(dict.fromkeys(TYPE_WORDS.get(t, getattr(t, "__name__", str(t)))
-                                     for t in types))
 
 
 def _bad_regexes(value: Any) -> list[tuple[str, str]]:

@@ -13,11 +13,9 @@ from typing import Any
 import yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "rule.schema.json"
-TYPE_WORDS: dict[Any, str] = {
+TYPE_WORDS: dict[str, str] = {  # JSON schema types in words
     "object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
-    "integer": "an integer", "number": "a number", "null": "nothing", dict: "a mapping",
-    list: "a list", tuple: "a list", str: "a string", bool: "true or false", int: "an integer",
-    float: "a number"}
+    "integer": "an integer", "number": "a number", "null": "nothing"}
 
 
 @dataclass(frozen=True)

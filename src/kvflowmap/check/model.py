@@ -52,6 +52,9 @@ class Rule:
     pack: str
     path: Path
     line: int = 1
+    # The kind's ``Options`` built from ``params`` by the loader (None for a
+    # rule made in code: the engine builds them when it runs the rule).
+    options: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

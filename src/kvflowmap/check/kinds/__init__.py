@@ -1,2 +1,3 @@
-"""Rule kinds: one module each, each exposing ``check(ctx) -> list[Finding]``
-and ``PARAMS`` (parameter name -> (type, default, help))."""
+"""Rule kinds: each module (or package) exposes a frozen ``Options``
+dataclass, ``check(ctx, opts) -> list[Finding]`` and a ``KindSpec`` (``SPEC``,
+or ``MODES`` for a kind with modes); ``registry`` maps kind names to them."""

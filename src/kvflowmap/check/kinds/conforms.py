@@ -26,37 +26,27 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
+from kvflowmap.check.kinds.conforms_options import READS, Options
 from kvflowmap.check.kinds.conforms_overrides import Callers, check_override
 from kvflowmap.check.kinds.conforms_releases import two_release
+from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding
 
-PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
-    "bases": ((list,), [], "FQN globs of the contract classes; default: the rule's "
-              "applies_to.base_class (else the protocol base class) and its module's classes"),
-    "signatures": ((bool,), True, "check override signatures against the base"),
-    "annotations": ((bool,), True, "compare parameter annotations when both sides have them"),
-    "returns": ((bool,), True, "compare return annotations when both sides have them"),
-    "abstract": ((bool,), True, "report abstract methods left unimplemented (leaf classes)"),
-    "missing_members": ((bool,), True, "report self.X / super().X defined nowhere in the MRO"),
-    "ignore_methods": ((list,), [], "method names (globs) not checked"),
-    "compare_with": ((str,), "", "another vLLM release ('vllm==0.X.Y' or an import root): "
-                     "two-release mode"),
-    "report_changes": ((bool,), True, "two-release mode: also report each changed base method"),
-}
-
-
-def check(ctx: CheckContext) -> list[Finding]:
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """Findings of every enabled conformance check on the target classes."""
-    contract = contract_patterns(ctx)
-    if ctx.param("compare_with"):
-        return two_release(ctx, contract, str(ctx.param("compare_with")))
+    contract = contract_patterns(ctx, opts.bases)
+    if opts.compare_with:
+        return two_release(ctx, opts, contract, opts.compare_with)
     out: list[Finding] = []
-    if ctx.param("signatures", True):
+    if opts.signatures:
         callers = Callers(ctx)
-        out += each_function(ctx, overrides(ctx, contract),
-                             lambda f: check_override(ctx, contract, callers, f))
-    if ctx.param("abstract", True):
+        out += each_function(ctx, overrides(ctx, contract, opts.ignore_methods),
+                             lambda f: check_override(ctx, opts, contract, callers, f))
+    if opts.abstract:
         out += each_function(ctx, ctx.target_classes, lambda c: check_abstract(ctx, c))
-    if ctx.param("missing_members", True):
+    if opts.missing_members:
         out += each_function(ctx, target_methods(ctx), lambda f: check_members(ctx, f))
     return out
+
+
+SPEC = KindSpec(Options, check, READS)

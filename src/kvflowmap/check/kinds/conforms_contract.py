@@ -13,10 +13,10 @@ TRIVIAL_BASES = {"object", "ABC", "abc.ABC", "Generic", "typing.Generic", "typin
                  "typing_extensions.Protocol"}
 
 
-def contract_patterns(ctx: CheckContext) -> list[str]:
+def contract_patterns(ctx: CheckContext, bases: tuple[str, ...]) -> list[str]:
     """FQN globs of the contract classes: ``bases``, else the rule's (or the
     protocol's) base class and the other classes of its module."""
-    pats = list(ctx.param("bases") or [])
+    pats = list(bases)
     if not pats:
         pats = list(ctx.rule.applies_to.base_class) or [ctx.protocol.base_class]
         pats += [f"{b.rpartition('.')[0]}.*" for b in list(pats)]
@@ -43,14 +43,14 @@ def target_methods(ctx: CheckContext) -> list[str]:
     return [f for f in ctx.target_functions if f.rpartition(".")[0] in classes]
 
 
-def ignored(ctx: CheckContext, name: str) -> bool:
+def ignored(ignore: tuple[str, ...], name: str) -> bool:
     """True when method ``name`` matches an ``ignore_methods`` glob."""
-    return any(fnmatch.fnmatchcase(name, p) for p in ctx.param("ignore_methods") or [])
+    return any(fnmatch.fnmatchcase(name, p) for p in ignore)
 
 
-def overrides(ctx: CheckContext, pats: list[str]) -> list[str]:
+def overrides(ctx: CheckContext, pats: list[str], ignore: tuple[str, ...]) -> list[str]:
     """Target methods (not ignored) that override a contract class's method."""
-    return [f for f in target_methods(ctx) if not ignored(ctx, f.rpartition(".")[2])
+    return [f for f in target_methods(ctx) if not ignored(ignore, f.rpartition(".")[2])
             and base_method(ctx, f, pats)]
 
 

@@ -8,6 +8,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_compare import Related, compare
 from kvflowmap.check.kinds.conforms_contract import base_method, vllm_label
 from kvflowmap.check.kinds.conforms_signatures import Sig
+from kvflowmap.check.kinds.conforms_options import Options
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import CallFact
 
@@ -51,15 +52,14 @@ class Callers:
         return []
 
 
-def check_override(ctx: CheckContext, pats: list[str], callers: Callers,
+def check_override(ctx: CheckContext, opts: Options, pats: list[str], callers: Callers,
                    fqn: str) -> list[Finding]:
     """Findings for each way override ``fqn`` breaks how vLLM calls its base."""
     base = base_method(ctx, fqn, pats)
     assert base is not None
     b, o = Sig.of(ctx.linker, base), Sig.of(ctx.linker, fqn)
     issues = compare(b, o, callers.passed(base), Related(ctx),
-                     annotations=bool(ctx.param("annotations", True)),
-                     returns=bool(ctx.param("returns", True)))
+                     annotations=opts.annotations, returns=opts.returns)
     if not issues:
         return []
     fn = ctx.function(fqn)

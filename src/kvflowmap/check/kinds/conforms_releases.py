@@ -1,49 +1,34 @@
 """The ``conforms`` two-release mode (``compare_with``): contract methods
 whose signature differs between another vLLM release and the analysed one,
 and overrides that fit the old form but not the new one. The other release
-is analysed on its own, once per process."""
+is analysed on its own, once per process (``CheckContext.other_release``)."""
 
 from __future__ import annotations
-
-from functools import lru_cache
-from pathlib import Path
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_compare import Related, compare
 from kvflowmap.check.kinds.conforms_contract import ignored, is_contract, vllm_label
+from kvflowmap.check.kinds.conforms_options import Options
 from kvflowmap.check.kinds.conforms_signatures import Sig
 from kvflowmap.check.model import Finding
 
 
-@lru_cache(maxsize=4)
-def _other_release(ref: str):
-    """Analysis of another vLLM release (spec or import root), once per process."""
-    from kvflowmap.api import Request, analyse
-    from kvflowmap.index.cache import default_cache_dir
-    from kvflowmap.sources.fetch import fetch_release
-
-    if "==" in ref:
-        root, label = fetch_release(ref, default_cache_dir()), ref.replace("==", " ")
-    else:
-        root, label = Path(ref).expanduser().resolve(), f"vllm at {ref}"
-    return analyse(Request(sources=[], release_roots=[(root, label)])), label
-
-
-def two_release(ctx: CheckContext, pats: list[str], ref: str) -> list[Finding]:
+def two_release(ctx: CheckContext, opts: Options, pats: list[str], ref: str) -> list[Finding]:
     """Contract methods changed between release ``ref`` and the analysed vLLM,
     and overrides that still have the old form."""
-    other, old_label = _other_release(ref)
+    other, old_label = ctx.other_release(ref)
     labels = (old_label, vllm_label(ctx))
     out: list[Finding] = []
     for base in sorted(f for f, d in ctx.model.defs.items() if not d.is_class
                        and d.fact.class_qualname and is_contract(f.rpartition(".")[0], pats)):
-        if base not in other.linker.model.defs or ignored(ctx, base.rpartition(".")[2]):
+        if base not in other.linker.model.defs or \
+                ignored(opts.ignore_methods, base.rpartition(".")[2]):
             continue
         new, old = Sig.of(ctx.linker, base), Sig.of(other.linker, base)
         if new.shape == old.shape:
             continue
         fn = ctx.function(base)
-        if ctx.param("report_changes", True):
+        if opts.report_changes:
             out.append(ctx.finding(base, fn.line, f"{fn.name} changed between {labels[0]} and "
                                    f"{labels[1]}: {old.text} -> {new.text}", column=fn.col,
                                    anchor=f"changed:{base}"))

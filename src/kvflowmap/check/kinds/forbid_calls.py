@@ -10,21 +10,16 @@ from collections import deque
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.forbid_contexts import Chain, followable, short, start_chain
 from kvflowmap.check.kinds.forbid_guards import Guard, guarded
+from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import CallFact
 
-# Defaults of the parameters that bound a call; ``forbid.PARAMS`` shows them
-# too, and a rule built without the loader (tests) falls back on them here.
-EXCLUDE = ["os.path.*", "posixpath.*", "<builtin>.*"]
-POSITIONAL_TIMEOUT = ["*.wait", "*.join", "*.result"]
-GUARDED_BY = {"*.result": ["done"], "*.recv*": ["poll"], "*.wait": ["is_set"]}
-TIMEOUT_SETTERS = {"*.recv*": ["setsockopt:RCVTIMEO", "settimeout"]}
 
 
-def _reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
+def _reach(ctx: CheckContext, opts: Options, start: str) -> dict[str, Chain]:
     """Functions reachable from ``start`` by graph edges, with the chain to each."""
-    kinds = set(ctx.param("edge_kinds") or ["call", "dispatch"])
-    refs, depth = bool(ctx.param("follow_refs", False)), int(ctx.param("depth", 6))
+    kinds = set(opts.edge_kinds or ("call", "dispatch"))
+    refs, depth = opts.follow_refs, opts.depth
     chains, todo = start_chain(ctx, start), deque([(start, 0)])
     while todo:
         node, hops = todo.popleft()
@@ -34,7 +29,7 @@ def _reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
         for _, target, data in edges:
             if data.get("kind") not in kinds or (data.get("ref") and not refs):
                 continue
-            if target in chains or not followable(ctx, target):
+            if target in chains or not followable(ctx, opts, target):
                 continue
             line = int(data.get("line") or 0)
             step = ctx.step(target, line, f"overrides {short(node)}") \
@@ -44,12 +39,12 @@ def _reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
     return chains
 
 
-def calls_from(ctx: CheckContext, start: str) -> list[Finding]:
+def calls_from(ctx: CheckContext, opts: Options, start: str) -> list[Finding]:
     """Forbidden, unbounded calls in what context function ``start`` reaches."""
     out: list[Finding] = []
-    for fqn, chain in sorted(_reach(ctx, start).items()):
+    for fqn, chain in sorted(_reach(ctx, opts, start).items()):
         for call in ctx.calls_in(fqn):
-            hit = _forbidden(ctx, fqn, call)
+            hit = _forbidden(ctx, opts, fqn, call)
             if hit is None:
                 continue
             name, pat = hit
@@ -61,32 +56,33 @@ def calls_from(ctx: CheckContext, start: str) -> list[Finding]:
     return out
 
 
-def _forbidden(ctx: CheckContext, fqn: str, call: CallFact) -> tuple[str, str] | None:
+def _forbidden(ctx: CheckContext, opts: Options, fqn: str,
+               call: CallFact) -> tuple[str, str] | None:
     """(name, pattern) when the call matches a forbidden glob and is not bounded."""
     targets = ctx.resolve_call(fqn, call)
-    names = [t.fqn for t in targets if not followable(ctx, t.fqn)]
+    names = [t.fqn for t in targets if not followable(ctx, opts, t.fqn)]
     if not targets and call.callee:
         names = [call.callee]
-    excluded = ctx.param("exclude", EXCLUDE) or []
+    excluded = opts.exclude
     for name in names:
         if any(fnmatch.fnmatchcase(name, p) for p in excluded):
             continue
-        pat = next((p for p in ctx.param("calls") or [] if fnmatch.fnmatchcase(name, p)), None)
+        pat = next((p for p in opts.calls if fnmatch.fnmatchcase(name, p)), None)
         if pat is None:
             continue
-        return None if _bounded(ctx, fqn, name, call) else (name, pat)
+        return None if _bounded(ctx, opts, fqn, name, call) else (name, pat)
     return None
 
 
-def _bounded(ctx: CheckContext, fqn: str, name: str, call: CallFact) -> bool:
-    if any(k in (ctx.param("unless_kwargs") or []) for k, _ in call.kwargs):
+def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
+    if any(k in opts.unless_kwargs for k, _ in call.kwargs):
         return True
-    timeout_pos = ctx.param("positional_timeout", POSITIONAL_TIMEOUT) or []
+    timeout_pos = opts.positional_timeout
     if call.args and any(fnmatch.fnmatchcase(name, p) for p in timeout_pos):
         return True
-    if _configured(ctx, fqn, name):
+    if _configured(ctx, opts, fqn, name):
         return True
-    guards = ctx.param("guarded_by", GUARDED_BY) or {}
+    guards = opts.guarded_by
     methods = {m for p, ms in guards.items() if fnmatch.fnmatchcase(name, p) for m in ms}
     receiver = (call.callee or "").rpartition(".")[0]
     if not methods or not receiver:
@@ -95,10 +91,10 @@ def _bounded(ctx: CheckContext, fqn: str, name: str, call: CallFact) -> bool:
     return guarded(fn.body, call.line, Guard(receiver, methods))
 
 
-def _configured(ctx: CheckContext, fqn: str, name: str) -> bool:
+def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str) -> bool:
     """A timeout set on the receivers by a call in the same class (or function)."""
-    setters = [m for p, ms in (ctx.param("timeout_setters", TIMEOUT_SETTERS)
-                               or {}).items() if fnmatch.fnmatchcase(name, p) for m in ms]
+    setters = [m for p, ms in opts.timeout_setters.items()
+               if fnmatch.fnmatchcase(name, p) for m in ms]
     if not setters:
         return False
     fn = ctx.function(fqn)

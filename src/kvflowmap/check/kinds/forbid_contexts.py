@@ -6,19 +6,20 @@ from __future__ import annotations
 import fnmatch
 
 from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.model import Step
 
 Chain = tuple[Step, ...]
 
 
-def contexts(ctx: CheckContext, names: set[str] | None = None) -> list[str]:
+def contexts(ctx: CheckContext, opts: Options, names: set[str] | None = None) -> list[str]:
     """Context functions, sorted: from ``methods``, ``side`` and ``entry_points``,
     or, given ``names``, the target methods so named."""
     if names is None:
-        names = set(ctx.param("methods") or [])
-        if ctx.param("side"):
-            names |= set(ctx.protocol.methods.get(str(ctx.param("side")), ()))
-        pats = ctx.param("entry_points") or []
+        names = set(opts.methods)
+        if opts.side:
+            names |= set(ctx.protocol.methods.get(opts.side, ()))
+        pats = list(opts.entry_points)
     else:
         pats = []
     out = {f for f in ctx.target_functions if f.rpartition(".")[2] in names}
@@ -27,11 +28,11 @@ def contexts(ctx: CheckContext, names: set[str] | None = None) -> list[str]:
     return sorted(out)
 
 
-def followable(ctx: CheckContext, fqn: str) -> bool:
+def followable(ctx: CheckContext, opts: Options, fqn: str) -> bool:
     """True for an analysed function in the subject (or any, with ``follow_context``)."""
     d = ctx.model.defs.get(fqn)
     return d is not None and not d.is_class and (
-        ctx.is_subject(d.module) or bool(ctx.param("follow_context", False)))
+        ctx.is_subject(d.module) or opts.follow_context)
 
 
 def short(fqn: str) -> str:

@@ -8,6 +8,7 @@ import fnmatch
 from collections import deque
 
 from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.kinds.forbid_contexts import (Chain, contexts, followable, short,
                                                     start_chain)
 from kvflowmap.check.model import Finding
@@ -22,10 +23,10 @@ def _is_method(ctx: CheckContext, fqn: str) -> bool:
         d.split(".")[-1] == "staticmethod" for d in fn.decorators)
 
 
-def _self_reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
+def _self_reach(ctx: CheckContext, opts: Options, start: str) -> dict[str, Chain]:
     """Methods reached from ``start`` by ``self.m()`` calls and same-name
     delegation (``self.half.m()`` from ``m``); any ``self.a.m()`` with ``follow_attrs``."""
-    depth, attrs = int(ctx.param("depth", 6)), bool(ctx.param("follow_attrs", False))
+    depth, attrs = opts.depth, opts.follow_attrs
     chains, todo = start_chain(ctx, start), deque([(start, 0)])
     while todo:
         fqn, hops = todo.popleft()
@@ -40,7 +41,8 @@ def _self_reach(ctx: CheckContext, start: str) -> dict[str, Chain]:
             if len(parts) > 2 and parts[-1] != fn.name and not attrs:
                 continue
             for t in ctx.resolve_call(fqn, call):
-                if t.fqn in chains or not followable(ctx, t.fqn) or not _is_method(ctx, t.fqn):
+                if t.fqn in chains or not followable(ctx, opts, t.fqn) or \
+                        not _is_method(ctx, t.fqn):
                     continue
                 chains[t.fqn] = (*chains[fqn], ctx.step(fqn, call.line, f"calls {call.callee}"))
                 todo.append((t.fqn, hops + 1))
@@ -63,12 +65,12 @@ def _attr(target: str) -> str:
     return target.split(".")[1].split("[")[0]
 
 
-def released_writes(ctx: CheckContext) -> set[tuple[str, str, str]]:
+def released_writes(ctx: CheckContext, opts: Options) -> set[tuple[str, str, str]]:
     """(class, attribute, remove|reset) done in what the ``released_by`` methods reach:
     a removal (pop, del, discard) or a reset (``self.x = ...``, ``self.x.clear()``)."""
     out: set[tuple[str, str, str]] = set()
-    for start in contexts(ctx, set(ctx.param("released_by") or [])):
-        for fqn in _self_reach(ctx, start):
+    for start in contexts(ctx, opts, set(opts.released_by)):
+        for fqn in _self_reach(ctx, opts, start):
             cls = fqn.rpartition(".")[0]
             for target, _, _, op, _ in _writes(ctx, fqn):
                 if op == "clear" or (op == "=" and target.count(".") == 1 and "[" not in target):
@@ -78,17 +80,17 @@ def released_writes(ctx: CheckContext) -> set[tuple[str, str, str]]:
     return out
 
 
-def writes_from(ctx: CheckContext, start: str,
+def writes_from(ctx: CheckContext, opts: Options, start: str,
                 released: set[tuple[str, str, str]]) -> list[Finding]:
     """Writes on ``self.*`` in what context function ``start`` reaches on
     ``self``, unless allowed or undone by the ``released`` resets/removals."""
     out: list[Finding] = []
-    ignore_removals = bool(ctx.param("ignore_removals", False))
-    for fqn, chain in sorted(_self_reach(ctx, start).items()):
+    ignore_removals = opts.ignore_removals
+    for fqn, chain in sorted(_self_reach(ctx, opts, start).items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
             attr = target.split(".", 1)[1]
-            if _allowed(ctx, attr) or (ignore_removals and op in REMOVALS):
+            if _allowed(opts, attr) or (ignore_removals and op in REMOVALS):
                 continue
             ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
             if any(a == _attr(target) and how in ok and _related(ctx, cls, k)
@@ -108,7 +110,7 @@ def _related(ctx: CheckContext, a: str, b: str) -> bool:
     return a == b or b in ctx.classes.mro(a) or a in ctx.classes.mro(b)
 
 
-def _allowed(ctx: CheckContext, attr: str) -> bool:
+def _allowed(opts: Options, attr: str) -> bool:
     first = attr.split(".")[0].split("[")[0]
     return any(fnmatch.fnmatchcase(first, p) or fnmatch.fnmatchcase(attr, p)
-               for p in ctx.param("allow_attrs") or [])
+               for p in opts.allow_attrs)

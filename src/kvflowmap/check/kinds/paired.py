@@ -26,17 +26,17 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds._paired_class import check_class
 from kvflowmap.check.kinds._paired_model import FAILING, Edge, Resource
 from kvflowmap.check.kinds._paired_sites import FunctionSites
-from kvflowmap.check.kinds._paired_spec import PARAMS, Spec
+from kvflowmap.check.kinds._paired_spec import READS, Options, Spec
 from kvflowmap.check.kinds._paired_summary import Summaries
 from kvflowmap.check.kinds._paired_text import clear_cache
+from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding, Step
 from kvflowmap.facts import Stmt
 
-__all__ = ["PARAMS", "check"]
+__all__ = ["SPEC", "Options", "check"]
 
-def check(ctx: CheckContext) -> list[Finding]:
+def check(ctx: CheckContext, spec: Spec) -> list[Finding]:
     """Findings of one ``paired`` rule over the rule's target functions."""
-    spec = Spec.from_params(ctx.rule.params)
     clear_cache()
     summaries = Summaries(ctx, spec)
     if spec.scope == "class":
@@ -134,3 +134,6 @@ def _edge_note(stmt: Stmt | None, label: str) -> str:
              "continue": "continue", "return": "returns", "raise": "raises",
              "assert": "the assertion fails"}
     return notes.get(label, "")
+
+
+SPEC = KindSpec(Options, check, READS)

@@ -16,23 +16,14 @@ Three event/report pairs, chosen with ``params.mode``:
 
 from __future__ import annotations
 
-from kvflowmap.check.context import CheckContext
-from kvflowmap.check.guard import each_function
-from kvflowmap.check.kinds.reach_async import async_reporter
-from kvflowmap.check.kinds.reach_params import PARAMS
-from kvflowmap.check.kinds.reach_pending import pending_reported
-from kvflowmap.check.kinds.reach_state import state_release
-from kvflowmap.check.model import Finding
+from kvflowmap.check.kinds import reach_async, reach_pending, reach_state
+from kvflowmap.check.kinds.spec import KindSpec
 
-__all__ = ["PARAMS", "check"]
+# mode -> spec; the first mode is the default.
+MODES: dict[str, KindSpec] = {
+    "state_release": KindSpec(reach_state.Options, reach_state.state_release, reach_state.READS),
+    "async_reporter": KindSpec(reach_async.Options, reach_async.check, reach_async.READS),
+    "pending_reported": KindSpec(reach_pending.Options, reach_pending.check, reach_pending.READS),
+}
 
-def check(ctx: CheckContext) -> list[Finding]:
-    """Dispatch on ``mode``."""
-    mode = ctx.param("mode", PARAMS["mode"][1])
-    if mode == "state_release":
-        return state_release(ctx)
-    if mode == "async_reporter":
-        return each_function(ctx, ctx.target_classes, lambda c: async_reporter(ctx, c))
-    if mode == "pending_reported":
-        return each_function(ctx, ctx.target_classes, lambda c: pending_reported(ctx, c))
-    raise ValueError(f"unknown reach mode {mode!r}")
+__all__ = ["MODES"]

@@ -7,29 +7,54 @@ finished-receiving ids; the base class reports nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvflowmap.check import flowfacts as ff
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.reach_params import param as _p
+from kvflowmap.check.guard import each_function
 from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
 
-def async_reporter(ctx: CheckContext, cls: str) -> list[Finding]:
-    probe = ctx.classes.find_member(cls, _p(ctx, "probe_method"))
+READS = ("Reads: the return statements of the probe method and of the same-named "
+         "methods it delegates to, which report methods the connector overrides, and "
+         "the return statements of those and of their delegates.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``reach`` mode ``async_reporter``."""
+
+    probe_method: str = option("get_num_new_matched_tokens", "method answering load_kv_async")
+    async_element: int = option(1, "index of load_kv_async in the probe's result")
+    report_methods: tuple[str, ...] = option(("get_finished", "get_transfer_results"),
+                                             "methods that report finished loads")
+    report_element: int = option(1, "index of finished_recving in get_finished's result")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """Each target class that may park a load with no reporter for it."""
+    return each_function(ctx, ctx.target_classes, lambda c: async_reporter(ctx, opts, c))
+
+
+def async_reporter(ctx: CheckContext, opts: Options, cls: str) -> list[Finding]:
+    """Findings of one connector class."""
+    probe = ctx.classes.find_member(cls, opts.probe_method)
     if probe is None or not _is_own(ctx, probe):
         return []
-    site = _async_return(ctx, probe)
+    site = _async_return(ctx, opts, probe)
     if site is None:
         return []
     fqn, line, text = site
     steps = [ctx.step(fqn, line, f"returns {text}: the scheduler parks the request")]
-    reporters = [ctx.classes.find_member(cls, m) for m in _p(ctx, "report_methods")]
+    reporters = [ctx.classes.find_member(cls, m) for m in opts.report_methods]
     own = [r for r in reporters if r and _is_own(ctx, r)]
     if not own:
-        names = " nor ".join(_p(ctx, "report_methods"))
+        names = " nor ".join(opts.report_methods)
         return [ctx.finding(fqn, line, f"{cls.rpartition('.')[2]} may answer load_kv_async=True "
                             f"but overrides neither {names}: the base class reports no "
                             f"finished_recving, so the request waits in WAITING_FOR_REMOTE_KVS "
                             f"forever", path=tuple(steps), anchor=f"no-reporter:{cls}")]
-    idx = _p(ctx, "report_element")
+    idx = opts.report_element
     for r in own:
         rets = [(d, x) for d in ff.delegates(ctx, r) for x in ff.returns_of(ctx, d)]
         if any(ff.element(x, idx) not in ("None", "set()", "frozenset()") for _, x in rets):
@@ -50,8 +75,9 @@ def _is_own(ctx: CheckContext, method: str) -> bool:
         ctx.protocol.base_class)[1:]
 
 
-def _async_return(ctx: CheckContext, probe: str) -> tuple[str, int, str] | None:
-    idx = _p(ctx, "async_element")
+def _async_return(ctx: CheckContext, opts: Options,
+                  probe: str) -> tuple[str, int, str] | None:
+    idx = opts.async_element
     for d in ff.delegates(ctx, probe):
         for r in ff.returns_of(ctx, d):
             text = ff.element(r, idx)

@@ -11,19 +11,46 @@ returns from, or return them to its caller.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kvflowmap.check import flowfacts as ff
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.reach_params import param as _p
+from kvflowmap.check.guard import each_function
 from kvflowmap.check.model import Finding, Step
+from kvflowmap.check.options import option
 
-def pending_reported(ctx: CheckContext, cls: str) -> list[Finding]:
-    report = f"{cls}.{_p(ctx, 'report_methods')[0]}"
-    starts = [f"{cls}.{m}" for m in _p(ctx, "start_methods") if f"{cls}.{m}" in ctx.model.defs]
+READS = ("Reads: the container operations on self attributes in the start methods and "
+         "the same-class methods they call, the return statements and statement trees of "
+         "the report method's same-class call tree, and the removals in every other "
+         "method of the class.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``reach`` mode ``pending_reported``."""
+
+    report_methods: tuple[str, ...] = option(("get_finished", "get_transfer_results"),
+                                             "methods that report finished loads (the first "
+                                             "is the report method)")
+    report_element: int = option(1, "index of finished_recving in get_finished's result")
+    start_methods: tuple[str, ...] = option(("start_load_kv",), "methods where loads start")
+    exempt_methods: tuple[str, ...] = option(("__init__", "shutdown", "close", "__del__"),
+                                             "methods allowed to drop pending ids (teardown)")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """Pending-load removals that report nothing, per target class."""
+    return each_function(ctx, ctx.target_classes, lambda c: pending_reported(ctx, opts, c))
+
+
+def pending_reported(ctx: CheckContext, opts: Options, cls: str) -> list[Finding]:
+    """Findings of one connector class."""
+    report = f"{cls}.{opts.report_methods[0]}"
+    starts = [f"{cls}.{m}" for m in opts.start_methods if f"{cls}.{m}" in ctx.model.defs]
     if report not in ctx.model.defs or not starts:
         return []
     closure = ff.same_class_callees(ctx, report)
-    sinks, feeders = _report_flow(ctx, closure)
+    sinks, feeders = _report_flow(ctx, opts, closure)
     out: list[Finding] = []
     pending: dict[str, tuple[str, int]] = {}
     for s in starts:
@@ -33,11 +60,12 @@ def pending_reported(ctx: CheckContext, cls: str) -> list[Finding]:
                 if attr and op.op in ff.ADD_OPS and attr in feeders and attr not in sinks:
                     pending.setdefault(attr, (fn, op.line))
     for attr, (fn, line) in sorted(pending.items()):
-        out += _removals_without_report(ctx, cls, attr, closure, sinks, fn, line)
+        out += _removals_without_report(ctx, opts, cls, attr, closure, sinks, fn, line)
     return out
 
 
-def _report_flow(ctx: CheckContext, closure: list[str]) -> tuple[set[str], set[str]]:
+def _report_flow(ctx: CheckContext, opts: Options,
+                 closure: list[str]) -> tuple[set[str], set[str]]:
     """(sinks, feeders) of the reported element of the report method.
 
     Locals flowing into the returned element are followed through copies and
@@ -45,7 +73,7 @@ def _report_flow(ctx: CheckContext, closure: list[str]) -> tuple[set[str], set[s
     (``done.update(self._failed)``): where other paths hand ids over. A feeder
     is one whose members are iterated or popped into it (``for _, ids in
     self._pending.items(): done.update(ids)``): the in-flight structure."""
-    idx = _p(ctx, "report_element")
+    idx = opts.report_element
     names = {ff.element(r, idx) for fn in closure for r in ff.returns_of(ctx, fn)}
     names = {n for n in names if n and n.isidentifier()}
     sinks: set[str] = set()
@@ -105,10 +133,11 @@ def _absorb(chain: str, names: set[str], sinks: set[str]) -> None:
         names.add(chain)
 
 
-def _removals_without_report(ctx: CheckContext, cls: str, attr: str, closure: list[str],
+def _removals_without_report(ctx: CheckContext, opts: Options, cls: str, attr: str,
+                             closure: list[str],
                              sinks: set[str], add_fn: str, add_line: int) -> list[Finding]:
     out = []
-    exempt = {f"{cls}.{m}" for m in _p(ctx, "exempt_methods")}
+    exempt = {f"{cls}.{m}" for m in opts.exempt_methods}
     for fn in sorted(f for f in ctx.model.defs if f.rpartition(".")[0] == cls):
         if fn in closure or fn in exempt or ctx.model.defs[fn].is_class:
             continue

@@ -9,21 +9,41 @@ release state under a test of the parked state.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from kvflowmap.check import flowfacts as ff
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.reach_params import param as _p
 from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+
+READS = ("Reads: the request-state nodes of the graph (who sets and who tests "
+         "each state), the consumers of the carrier field, the call and dispatch edges "
+         "from them and the self containers that hand ids between methods.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``reach`` mode ``state_release``."""
+
+    parked_state: str = option("RequestStatus.WAITING_FOR_REMOTE_KVS",
+                               "state that parks a request")
+    release_states: tuple[str, ...] = option(("RequestStatus.WAITING", "RequestStatus.PREEMPTED"),
+                                             "states that release it")
+    via_field: str = option("KVConnectorOutput.finished_recving",
+                            "carrier that reports the release")
+    depth: int = option(4, "call hops from the carrier's consumers")
+
 
 def _node_matching(ctx: CheckContext, suffix: str, kind: str) -> list[str]:
     return sorted(n for n, k in ctx.graph.nodes(data="kind")
                   if k == kind and (n == suffix or n.endswith("." + suffix)))
 
 
-def state_release(ctx: CheckContext) -> list[Finding]:
+def state_release(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """Functions that park a request with no release path from the carrier."""
     g = ctx.graph
-    parked = _node_matching(ctx, _p(ctx, "parked_state"), "state")
-    releases = {n for s in _p(ctx, "release_states") for n in _node_matching(ctx, s, "state")}
+    parked = _node_matching(ctx, opts.parked_state, "state")
+    releases = {n for s in opts.release_states for n in _node_matching(ctx, s, "state")}
     targets = set(ctx.target_functions)
     out: list[Finding] = []
     for state in parked:
@@ -34,26 +54,26 @@ def state_release(ctx: CheckContext) -> list[Finding]:
         for fn, line in setters:
             # The release must start in the parking function's own class: the
             # scheduler that parks a request is the one that must release it.
-            if _release_path(ctx, state, releases, fn.rpartition(".")[0]):
+            if _release_path(ctx, opts, state, releases, fn.rpartition(".")[0]):
                 continue
             out.append(ctx.finding(
                 fn, line,
                 f"requests parked in {state.rpartition('.')[0].rpartition('.')[2]}."
                 f"{state.rpartition('.')[2]} here are never released: no function fed by "
-                f"{_p(ctx, 'via_field')} sets {' or '.join(sorted(r.rpartition('.')[2] for r in releases))}"
+                f"{opts.via_field} sets {' or '.join(sorted(r.rpartition('.')[2] for r in releases))}"
                 f" under a test of the parked state",
                 path=(ctx.step(fn, line, f"sets {state.rpartition('.')[2]}"),),
                 anchor=f"{state}:{fn}"))
     return out
 
 
-def _release_path(ctx: CheckContext, state: str, releases: set[str],
+def _release_path(ctx: CheckContext, opts: Options, state: str, releases: set[str],
                   owner: str) -> list[str] | None:
     """Consumer of the carrier in class ``owner`` -> ... -> a function setting
     a release state whose path tests the parked state."""
     g = ctx.graph
     readers = {v for _, v, k in g.out_edges(state, data="kind") if k == "reads_state"}
-    for field in _node_matching(ctx, _p(ctx, "via_field"), "field"):
+    for field in _node_matching(ctx, opts.via_field, "field"):
         starts = [v for _, v, k in g.out_edges(field, data="kind")
                   if k == "consumes" and v.rpartition(".")[0] == owner]
         prev: dict[str, str | None] = {s: None for s in starts}
@@ -63,7 +83,7 @@ def _release_path(ctx: CheckContext, state: str, releases: set[str],
             sets = {v for _, v, k in g.out_edges(node, data="kind") if k == "sets_state"}
             if sets & releases and _on_path(prev, node) & readers:
                 return _unwind(prev, node)
-            if d < _p(ctx, "depth"):
+            if d < opts.depth:
                 nexts = [v for _, v, k in g.out_edges(node, data="kind") if k in ("call", "dispatch")]
                 for nxt in nexts + _container_readers(ctx, node):
                     if nxt not in prev:

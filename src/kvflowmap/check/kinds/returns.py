@@ -3,8 +3,8 @@
 For each method called ``method`` in the target classes, every ``return`` is
 looked at: a tuple display (``return 0, True``), a conditional expression of
 tuples, a local variable assigned a literal tuple (``result = (0, True)`` ...
-``return result``; the assignment is read back from the source text because
-the facts keep only chains), and a returned call to an analysed function
+``return result``, from the assignment's ``literal`` fact), and a returned
+call to an analysed function
 (``return self._scheduler.get_num_new_matched_tokens(...)``), which is checked
 in that delegate instead, once, whoever delegates to it. A shape matching a
 ``forbid`` pattern (``*`` matches any element) is a finding at the ``return``
@@ -18,23 +18,34 @@ reported at the ``return`` that hands the delegate's result on as is.
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+from dataclasses import dataclass
+from typing import Any
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding, Step
+from kvflowmap.check.options import option
 from kvflowmap.facts import ReturnFact
 from kvflowmap.model.annotations import dotted_name
 
-PARAMS: dict[str, tuple[tuple[type, ...], object, str]] = {
-    "method": ((str,), "get_num_new_matched_tokens", "method name of the target classes"),
-    "forbid": ((list,), [], "forbidden tuples, each a list of literal texts ('*' = any), "
-               "e.g. [['0', 'True']]"),
-    "require_tuple_len": ((int, type(None)), None, "every literal return must be a tuple "
-                          "of this length"),
-    "follow_delegates": ((bool,), True, "check analysed functions whose result is returned"),
-    "depth": ((int,), 4, "how many delegations deep to follow"),
-}
+READS = ("Reads: the return statements of the method in the target classes, the "
+         "literal values of the local variables they return, and the return statements of "
+         "analysed functions whose result they return (through resolved calls).")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of the ``returns`` kind."""
+
+    method: str = option("get_num_new_matched_tokens", "method name of the target classes")
+    forbid: tuple[tuple[Any, ...], ...] = option((), "forbidden tuples, each a list of literal "
+                                                  "texts ('*' = any), e.g. [['0', 'True']]")
+    require_tuple_len: int | None = option(None, "every literal return must be a tuple of "
+                                           "this length")
+    follow_delegates: bool = option(True, "check analysed functions whose result is returned")
+    depth: int = option(4, "how many delegations deep to follow")
+
 
 Shape = tuple[tuple[str, ...] | str, tuple[Step, ...]]  # tuple elements or a literal
 
@@ -42,17 +53,18 @@ Shape = tuple[tuple[str, ...] | str, tuple[Step, ...]]  # tuple elements or a li
 Site = tuple[str, ReturnFact]  # the root's ``return <delegate call>``
 
 
-def check(ctx: CheckContext) -> list[Finding]:
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """Findings for forbidden literal return shapes of ``method``."""
-    roots = ctx.methods_named(str(ctx.param("method", PARAMS["method"][1])))
+    roots = ctx.methods_named(opts.method)
     seen: set[str] = set(roots)
-    found = each_function(ctx, roots, lambda f: _check_function(ctx, f, (), seen, None))
+    found = each_function(ctx, roots, lambda f: _check_function(ctx, opts, f, (), seen, None))
     unique = {(f.file, f.line, f.anchor.partition(":")[0]) if f.anchor.startswith("via")
               else (f.file, f.line, f.anchor): f for f in reversed(found)}
     return sorted(unique.values(), key=Finding.sort_key)
 
 
-def _check_function(ctx: CheckContext, fqn: str, prefix: tuple[Step, ...], seen: set[str],
+def _check_function(ctx: CheckContext, opts: Options, fqn: str, prefix: tuple[Step, ...],
+                    seen: set[str],
                     site: Site | None) -> list[Finding]:
     """Shapes returned by ``fqn``; delegates are followed once. A length
     mismatch in a delegate is the delegating caller's (``site``): the delegate
@@ -63,15 +75,14 @@ def _check_function(ctx: CheckContext, fqn: str, prefix: tuple[Step, ...], seen:
         node = _parse(r.value or "None")
         ret = ctx.step(fqn, r.line, f"returns {r.value or 'None'}")
         for shape, built in _shapes(ctx, fqn, node, 0):
-            out += _judge(ctx, fqn, r, shape, (*prefix, *built, ret), site)
-        if isinstance(node, ast.Call) and ctx.param("follow_delegates", True) \
-                and len(prefix) < int(ctx.param("depth", 4)):
+            out += _judge(ctx, opts, fqn, r, shape, (*prefix, *built, ret), site)
+        if isinstance(node, ast.Call) and opts.follow_delegates and len(prefix) < opts.depth:
             for target in _delegates(ctx, fqn, r, node):
                 if target in seen:
                     continue  # a target method itself, or already checked
                 seen.add(target)
                 step = ctx.step(fqn, r.line, f"returns the result of {target}")
-                out += _check_function(ctx, target, (*prefix, step), seen, site or (fqn, r))
+                out += _check_function(ctx, opts, target, (*prefix, step), seen, site or (fqn, r))
     return out
 
 
@@ -98,39 +109,15 @@ def _shapes(ctx: CheckContext, fqn: str, node: ast.expr | None, depth: int) -> l
 
 
 def _variable(ctx: CheckContext, fqn: str, name: str, depth: int) -> list[Shape]:
-    """Shapes of a local variable from its assignments in the function."""
+    """Shapes of a local variable from its literal assignments in the function."""
     d = ctx.definition(fqn)
     out: list[Shape] = []
     for a in ctx.model.assigns.get((d.module, d.fact.qualname), {}).get(name, ()):
-        if a.aug or a.value is not None:
-            continue  # a chain (name, call): not a literal
-        value = _assigned_value(ctx.where(fqn)[2], a.line, name)
-        for shape, built in _shapes(ctx, fqn, value, depth + 1):
+        if a.aug or a.value is not None or a.literal is None:
+            continue  # a chain (name, call) or no literal display
+        for shape, built in _shapes(ctx, fqn, _parse(a.literal), depth + 1):
             text = ", ".join(shape) if isinstance(shape, tuple) else shape
             out.append((shape, (*built, ctx.step(fqn, a.line, f"{name} = ({text})"))))
-    return out
-
-
-def _assigned_value(path: str, line: int, name: str) -> ast.expr | None:
-    for node in _assignments(path).get(line, ()):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return node.value
-    return None
-
-
-@lru_cache(maxsize=64)
-def _assignments(path: str) -> dict[int, list[ast.Assign | ast.AnnAssign]]:
-    """Assignments of a source file by line (parsed with ``ast``, never run)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return {}
-    out: dict[int, list] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            out.setdefault(node.lineno, []).append(node)
     return out
 
 
@@ -160,12 +147,13 @@ def _norm(x: object) -> str:
     return str(x).strip()
 
 
-def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | str,
+def _judge(ctx: CheckContext, opts: Options, fqn: str, r: ReturnFact,
+           shape: tuple[str, ...] | str,
            path: tuple[Step, ...], site: Site | None) -> list[Finding]:
     method = fqn.rpartition(".")[2]
     shown = f"({', '.join(shape)})" if isinstance(shape, tuple) else shape
     out: list[Finding] = []
-    want = ctx.param("require_tuple_len")
+    want = opts.require_tuple_len
     if want is not None and (not isinstance(shape, tuple) or len(shape) != int(want)):
         if site is None:
             out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}; callers unpack a "
@@ -177,7 +165,7 @@ def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | 
                                    f"{_short(fqn)} as is, which can be {shown}; callers unpack "
                                    f"a tuple of {want}", column=rr.col, path=path,
                                    anchor=f"via:{_short(fqn)}"))
-    for pat in ctx.param("forbid") or []:
+    for pat in opts.forbid:
         pat = tuple(_norm(p) for p in pat)
         if isinstance(shape, tuple) and len(pat) == len(shape) and all(
                 p == "*" or p.replace(" ", "") == s.replace(" ", "") for p, s in zip(pat, shape)):
@@ -189,3 +177,6 @@ def _judge(ctx: CheckContext, fqn: str, r: ReturnFact, shape: tuple[str, ...] | 
 
 def _short(fqn: str) -> str:
     return ".".join(fqn.split(".")[-2:])
+
+
+SPEC = KindSpec(Options, check, READS)

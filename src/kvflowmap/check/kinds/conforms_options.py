@@ -1,0 +1,32 @@
+"""Parameters of the ``conforms`` kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.options import option
+
+READS = ("Reads: the signatures, decorators and annotations of the target classes' "
+         "methods and of the contract classes' methods they override, the keyword "
+         "arguments at vLLM's call sites of those methods, abstract methods along the MRO, "
+         "and the self.X / super().X uses in the target methods; in two-release mode, the "
+         "same signatures in the other release's analysis.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of the ``conforms`` kind."""
+
+    bases: tuple[str, ...] = option((), "FQN globs of the contract classes; default: the "
+                                    "rule's applies_to.base_class (else the protocol base "
+                                    "class) and its module's classes")
+    signatures: bool = option(True, "check override signatures against the base")
+    annotations: bool = option(True, "compare parameter annotations when both sides have them")
+    returns: bool = option(True, "compare return annotations when both sides have them")
+    abstract: bool = option(True, "report abstract methods left unimplemented (leaf classes)")
+    missing_members: bool = option(True, "report self.X / super().X defined nowhere in the MRO")
+    ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
+    compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
+                               "two-release mode")
+    report_changes: bool = option(True, "two-release mode: also report each changed base "
+                                  "method")

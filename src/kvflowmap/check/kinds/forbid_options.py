@@ -1,0 +1,54 @@
+"""Parameters of the ``forbid`` kind, and the defaults that bound a call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.options import option
+
+EXCLUDE = ("os.path.*", "posixpath.*", "<builtin>.*")
+POSITIONAL_TIMEOUT = ("*.wait", "*.join", "*.result")
+GUARDED_BY = {"*.result": ("done",), "*.recv*": ("poll",), "*.wait": ("is_set",)}
+TIMEOUT_SETTERS = {"*.recv*": ("setsockopt:RCVTIMEO", "settimeout")}
+
+READS = ("Reads: the call and dispatch edges of the graph from the context functions "
+         "(resolved targets, callee texts, keyword and positional arguments of each call, "
+         "the statement tree on the way for guards, the calls of the class for socket "
+         "timeouts); in writes mode, the assignments and container operations on self in "
+         "the context functions and the self methods they reach.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of the ``forbid`` kind."""
+
+    methods: tuple[str, ...] = option((), "method names of the target classes to start from")
+    side: str = option("", "start from the protocol's methods of this side (scheduler, worker)")
+    entry_points: tuple[str, ...] = option((), "FQN globs of functions to start from")
+    calls: tuple[str, ...] = option((), "FQN globs of forbidden calls (time.sleep, requests.*, "
+                                    "*.wait)")
+    unless_kwargs: tuple[str, ...] = option((), "a call passing one of these keywords is fine "
+                                            "(timeout)")
+    positional_timeout: tuple[str, ...] = option(POSITIONAL_TIMEOUT, "globs of calls whose "
+                                                 "positional argument is a timeout")
+    guarded_by: dict[str, tuple[str, ...]] = option(
+        dict(GUARDED_BY), "glob -> methods that, called first on the same receiver, bound the "
+        "call")
+    timeout_setters: dict[str, tuple[str, ...]] = option(
+        dict(TIMEOUT_SETTERS), "glob -> calls ('method' or 'method:ARG') that, made anywhere in "
+        "the class of the call, give its receivers a timeout")
+    exclude: tuple[str, ...] = option(EXCLUDE, "globs never reported")
+    depth: int = option(6, "call hops followed from a context function")
+    edge_kinds: tuple[str, ...] = option(("call", "dispatch"), "graph edge kinds followed "
+                                         "(calls mode)")
+    follow_refs: bool = option(False, "follow functions passed as values (thread targets)")
+    follow_context: bool = option(False, "follow calls into --context/--release code")
+    forbid_writes: bool = option(False, "report writes to self.* instead of calls")
+    allow_attrs: tuple[str, ...] = option((), "writes mode: attribute globs that may be written")
+    follow_attrs: bool = option(False, "writes mode: also follow any call on a self attribute "
+                                "(self.pool.touch()), not only self.m() and same-name "
+                                "delegation")
+    released_by: tuple[str, ...] = option((), "writes mode: methods whose resets (and, for "
+                                          "keyed writes, removals) make a write acceptable "
+                                          "(request_finished, build_connector_meta)")
+    ignore_removals: bool = option(False, "writes mode: pops, del and discard are not reported")
