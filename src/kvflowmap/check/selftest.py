@@ -83,6 +83,16 @@ def run_examples(rules: Sequence[Rule], extra_dirs: Sequence[Path] = (),
     return report
 
 
+def check_example(rule: Rule, n: int, example: Example, workdir: Path,
+                  cache: Path) -> list[str]:
+    """The failures of example ``n`` (1-based, among all of the rule's
+    examples) of one rule, analysed alone under ``workdir``; empty: it passed."""
+    report = SelfTestReport({rule.id: RuleStats(rule.id)})
+    root = _write_example(Path(workdir) / f"{rule.id}-{n}", example)
+    _judge_example(report, rule, n, example, root, Path(cache))
+    return report.failures
+
+
 def format_report(report: SelfTestReport) -> str:
     """A table of per-rule counts, then the failures."""
     head = ("rule", "examples", "tp", "fp", "missed")
