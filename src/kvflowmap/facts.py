@@ -43,6 +43,10 @@ class Stmt(NamedTuple):
     orelse: tuple[Stmt, ...] = ()  # else / elif chain / for-else / try-else
     handlers: tuple[Stmt, ...] = ()  # ``except`` statements of a try
     final: tuple[Stmt, ...] = ()  # ``finally``
+    # Names and dotted chains read or written in this statement itself (for
+    # compound statements: in its header), e.g. ``("self._recv", "req_id")``:
+    # what the request-lifecycle model follows ids through.
+    names: tuple[str, ...] = ()
 
 
 class FunctionFact(NamedTuple):

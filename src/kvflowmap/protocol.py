@@ -46,6 +46,8 @@ class Protocol:
     entry_points: dict[str, tuple[str, ...]]
     side_modules: dict[str, tuple[str, ...]]
     carriers: tuple[Carrier, ...] = field(default_factory=tuple)
+    # The ``lifecycle`` section as written; ``kvflowmap.lifecycle.spec`` reads it.
+    lifecycle: dict = field(default_factory=dict)
 
     def side_of_method(self, name: str) -> str | None:
         for side, names in self.methods.items():
@@ -115,6 +117,7 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
         entry_points={k: tuple(v) for k, v in need("entry_points", dict).items()},
         side_modules={k: tuple(v) for k, v in need("side_modules", dict, {}).items()},
         carriers=tuple(carriers),
+        lifecycle=dict(need("lifecycle", dict, {})),
     )
     if errors:
         raise SourceError("\n".join(errors))

@@ -50,6 +50,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self.type_checking = 0
         self.called: set[int] = set()  # ids of nodes that are a call's func
         self.awaited: set[int] = set()
+        self.attr_names: set[int] = set()  # ids of Name nodes that are an Attribute's attr
         self._init_stmts()
 
     # -- helpers -------------------------------------------------------------
@@ -278,6 +279,10 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> bool:
         if self._pending_refs:
             self._ref_reached(node)
+        if id(node) in self.attr_names:  # the ``b`` of ``a.b``: part of a chain
+            self.attr_names.discard(id(node))
+        else:
+            self._stmt_name(node.value)
         return True
 
 

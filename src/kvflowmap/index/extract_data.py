@@ -117,6 +117,10 @@ class DataFactsMixin:
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if self._pending_refs:
             self._ref_reached(node)
+        self.attr_names.add(id(node.attr))
+        dotted = chain(node)
+        if dotted:
+            self._stmt_name(dotted)
         if id(node) not in self.called:
             base = chain(node.value)
             if base:

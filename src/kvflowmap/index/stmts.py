@@ -76,10 +76,16 @@ class StmtTreeMixin:
             return self._code(node.pattern)
         return None
 
+    def _stmt_name(self, name: str) -> None:
+        """``name`` occurs in the innermost open statement."""
+        stack = self._frames[-1]["stack"]
+        if stack:
+            stack[-1]["names"][name] = None
+
     def _stmt_open(self, node: cst.CSTNode, kind: str) -> None:
         frame = self._frames[-1]
         entry = {"kind": kind, "line": self.node_line(node), "text": self._stmt_text(node),
-                 "events": [], "node": node, "field": None,
+                 "events": [], "names": {}, "node": node, "field": None,
                  "body": [], "orelse": [], "handlers": [], "final": []}
         stack = frame["stack"]
         if not stack:
@@ -110,4 +116,5 @@ def _freeze(entry: dict) -> Stmt:
         orelse=tuple(_freeze(e) for e in entry["orelse"]),
         handlers=tuple(_freeze(e) for e in entry["handlers"]),
         final=tuple(_freeze(e) for e in entry["final"]),
+        names=tuple(entry["names"]),
     )

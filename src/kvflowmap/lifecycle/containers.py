@@ -1,0 +1,65 @@
+"""Request-keyed containers: where a connector keeps per-request state.
+
+A container is named by its owner (the class whose instances hold it, or the
+module of a module-level registry) and its attribute. ``self._x`` in a method
+of ``W`` is ``W._x``; ``self._tracker._done`` is ``Tracker._done`` when the
+type of ``self._tracker`` is known, else ``W._tracker._done``; ``_REG`` at
+module level is ``mod._REG``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.lifecycle.view import FnView
+from kvflowmap.model.values import Evaluator
+
+ADD_OPS = frozenset({"setitem", "add", "append", "appendleft", "extend", "update",
+                     "setdefault", "insert", "put", "put_nowait"})
+REMOVE_OPS = frozenset({"pop", "popitem", "popleft", "discard", "remove", "delitem",
+                        "get_nowait"})
+RESET_OPS = frozenset({"clear"})
+
+
+@dataclass(frozen=True, order=True)
+class Container:
+    """A request-keyed container: ``owner`` (class or module FQN) and ``attr``."""
+
+    owner: str
+    attr: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.owner.rpartition('.')[2]}.{self.attr}"
+
+
+def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
+    """The container a chain names inside ``fn``; None for locals."""
+    parts = chain.replace("[]", "").replace("()", "").split(".")
+    if not parts or not parts[0]:
+        return None
+    head = parts[0]
+    if head in ("self", "cls") and fn.cls and len(parts) >= 2:
+        if len(parts) == 2:
+            return Container(fn.cls, parts[1])
+        owner = _owner_type(fn, ".".join(parts[:-1]), values)
+        if owner:
+            return Container(owner, parts[-1])
+        return Container(fn.cls, ".".join(parts[1:]))
+    if len(parts) == 1 and _is_module_global(fn, head):
+        return Container(fn.module, head)
+    return None
+
+
+def _owner_type(fn: FnView, chain: str, values: Evaluator) -> str | None:
+    """The analysed class of an instance chain such as ``self._tracker``."""
+    found = sorted(fqn for kind, fqn in values.eval(fn.ctx, chain)
+                   if kind == "inst" and fqn in values.model.defs)
+    return found[0] if len(found) == 1 else None
+
+
+def _is_module_global(fn: FnView, name: str) -> bool:
+    local = any(a.target == name for a in fn.all_assigns) or name in fn.param_names
+    if local:
+        return False
+    return any(a.scope == "" and a.target == name for a in fn.facts.assigns)

@@ -1,0 +1,155 @@
+"""What one statement does with the request ids it mentions.
+
+An effect is one of: ``add`` (into a request-keyed container or queue),
+``remove``, ``reset`` (a container cleared), ``store`` (into an attribute or
+subscript), ``return`` (handed back to the caller), ``handover`` (passed to a
+call that keeps it: an analysed function whose summary consumes ids, or code
+outside the analysis), ``spawn`` (passed to a thread, executor, task or
+callback). Logging, string formatting, ``len`` and container reads do
+nothing with an id. Calls to analysed functions are judged by their summary:
+a helper that only logs or counts an id does not take it over.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from kvflowmap.facts import CallFact, Stmt
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
+from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState
+from kvflowmap.lifecycle.view import FnView, view
+from kvflowmap.model.calls import CallResolver
+from kvflowmap.model.values import Evaluator
+
+HANDLING = frozenset({"add", "store", "return", "handover", "spawn"})
+# Calls that read an id without keeping it.
+_PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
+                   "type", "id", "print", "min", "max", "any", "all", "sorted", "list", "set",
+                   "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip"})
+_READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
+                           "startswith", "endswith", "format", "encode", "decode", "split",
+                           "join", "copy", "issubset", "issuperset", "intersection",
+                           "difference", "union", "empty", "qsize"})
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One thing a statement does with an id."""
+
+    kind: str
+    line: int
+    target: str = ""  # container label, callee, or ""
+    container: Container | None = None
+
+
+def is_logging(callee: str) -> bool:
+    """``logger.info``, ``self.logger.warning``, ``logging.error``, ``warnings.warn``."""
+    base, _, meth = callee.rpartition(".")
+    last = base.rpartition(".")[2].lower()
+    return "log" in last or base in ("logging", "warnings") or callee in ("print",)
+
+
+def _escapes(fn: FnView, local: str) -> bool:
+    """A local container leaves the function: returned, stored or passed on."""
+    for s in fn.stmts:
+        if local not in s.names:
+            continue
+        if fn.returns(s) or any(("." in a.target or "[" in a.target) and a.value == local
+                                for a in fn.assigns(s)):
+            return True
+        if any(local in c.args or local in (v for _, v in c.kwargs)
+               for c in fn.calls(s) if c.callee and not is_logging(c.callee)):
+            return True
+    return False
+
+
+class Effects:
+    """Effects of statements, with summaries of analysed callees (memoised)."""
+
+    def __init__(self, state: IdState, values: Evaluator, calls: CallResolver,
+                 spawners: tuple[str, ...]) -> None:
+        self.state = state
+        self.values = values
+        self.calls = calls
+        self.spawners = spawners
+        self._consumes: dict[str, bool] = {}
+
+    def of(self, fn: FnView, s: Stmt) -> list[Effect]:
+        """What ``s`` does with the ids it mentions (resets need no id)."""
+        mentioned = self.state.id_names_in(fn, s.names)
+        out: list[Effect] = []
+        for op in fn.containers(s):
+            c = container_of(op.container, fn, self.values)
+            if op.op in RESET_OPS and c:
+                out.append(Effect("reset", op.line, c.label, c))
+            elif not mentioned:
+                continue
+            elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
+                                       or op.op == "update"):
+                if c is not None or _escapes(fn, op.container.split(".")[0].split("[")[0]):
+                    out.append(Effect("add", op.line, c.label if c else op.container, c))
+            elif op.op in REMOVE_OPS and self.state.is_id(fn, op.key):
+                out.append(Effect("remove", op.line, c.label if c else op.container, c))
+        if not mentioned:
+            return out
+        out += self._call_effects(fn, s, mentioned)
+        for a in fn.assigns(s):
+            if ("." in a.target or "[" in a.target) and not a.aug:
+                c = container_of(a.target, fn, self.values)
+                out.append(Effect("store", a.line, c.label if c else a.target, c))
+        out += [Effect("return", r.line) for r in fn.returns(s)]
+        return out
+
+    def _call_effects(self, fn: FnView, s: Stmt, mentioned: set[str]) -> list[Effect]:
+        calls = [c for c in fn.calls(s) if c.callee and not self._inert(c)]
+        out = []
+        for c in calls:
+            if not self._passes_id(fn, c, mentioned, len(calls)):
+                continue
+            callee = c.callee or ""
+            meth = callee.rpartition(".")[2]
+            if meth in QUEUE_PUTS and "." in callee:
+                cont = container_of(callee.rpartition(".")[0], fn, self.values)
+                out.append(Effect("add", c.line, cont.label if cont else callee, cont))
+            elif any(fnmatch.fnmatch(callee, p) for p in self.spawners):
+                out.append(Effect("spawn", c.line, callee))
+            elif self._call_consumes(fn, c):
+                out.append(Effect("handover", c.line, callee))
+        return out
+
+    def _inert(self, c: CallFact) -> bool:
+        callee = c.callee or ""
+        meth = callee.rpartition(".")[2]
+        return (callee in _PURE or is_logging(callee) or meth in _READ_METHODS
+                or meth in ADD_OPS - QUEUE_PUTS or meth in REMOVE_OPS or meth in RESET_OPS)
+
+    def _passes_id(self, fn: FnView, c: CallFact, mentioned: set[str], n_calls: int) -> bool:
+        args = [*c.args, *(v for _, v in c.kwargs)]
+        req = self.state.of(fn.fqn).requests
+        if any(self.state.is_id(fn, a) or a in req for a in args if a):
+            return True
+        # Arguments that are not plain chains (``(rid, meta)``): the only call
+        # of the statement gets the ids it mentions.
+        return n_calls == 1 and any(a is None for a in args) and bool(mentioned)
+
+    def _call_consumes(self, fn: FnView, c: CallFact) -> bool:
+        targets = self.calls.resolve(fn.ctx, c)
+        analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
+        if not analysed:
+            return True  # outside the analysis: assume it keeps the id
+        return any(self.consumes(t) for t in analysed)
+
+    def consumes(self, fqn: str) -> bool:
+        """Summary: some statement of ``fqn`` keeps an id it was given."""
+        if fqn in self._consumes:
+            return self._consumes[fqn]
+        self._consumes[fqn] = False  # cycle guard: assume not while computing
+        fn = view(self.values.model, fqn)
+        if fn is None:  # a class: constructing it keeps its arguments
+            self._consumes[fqn] = True
+            return True
+        found = any(e.kind in HANDLING for s in fn.stmts for e in self.of(fn, s)
+                    if e.kind != "return" or fn.name != "__init__")
+        self._consumes[fqn] = found
+        return found

@@ -1,0 +1,181 @@
+"""Which names hold request ids, found by data flow, never by their spelling.
+
+Seeds come from the protocol (``LifecycleSpec``): hook parameters that are id
+collections (``finished_req_ids``), hook parameters that are a ``Request``
+(``request.request_id``), and the id fields of vLLM's objects
+(``x.request_id``, ``meta.req_id``). From there ids flow through local
+assignments, through loops over id collections and over the keys of
+request-keyed containers, and into the parameters of analysed functions they
+are passed to. A container is request-keyed when an id is its key or element
+(``self._recving[req_id] = ...``, ``self._done.add(rid)``,
+``self._q.put((rid, meta))``); its keys are ids in turn, which is why the two
+are computed together, to a fixpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kvflowmap.facts import CallFact
+from kvflowmap.lifecycle.spec import LifecycleSpec
+from kvflowmap.lifecycle.view import FnView
+
+_IDENT = re.compile(r"[A-Za-z_][\w.]*")
+# Wrappers that keep the elements of what they wrap: ``sorted(self._x)``.
+_KEEP = ("list", "sorted", "set", "tuple", "frozenset", "iter", "reversed", "enumerate")
+_VIEW_METHODS = (".items()", ".keys()", ".copy()", ".values()")
+QUEUE_PUTS = frozenset({"put", "put_nowait", "append", "appendleft"})
+
+
+@dataclass
+class FnIds:
+    """The names of one function that hold ids, id collections, or requests."""
+
+    ids: set[str] = field(default_factory=set)
+    colls: set[str] = field(default_factory=set)
+    requests: set[str] = field(default_factory=set)
+    # per-request values: ``meta`` in ``for rid, meta in self._reqs.items()``
+    records: set[str] = field(default_factory=set)
+
+    def size(self) -> int:
+        return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records)
+
+
+@dataclass
+class IdState:
+    """Ids per function and the request-keyed containers found so far.
+
+    ``keyed_attrs`` are attribute names of request-keyed containers (``_recving``):
+    iterating ``anything._recving`` yields ids, so a worker's loop over the
+    metadata's ``reqs_to_recv`` is seen once the metadata class fills it by id."""
+
+    spec: LifecycleSpec
+    fns: dict[str, FnIds] = field(default_factory=dict)
+    keyed_attrs: set[str] = field(default_factory=set)
+
+    def of(self, fqn: str) -> FnIds:
+        return self.fns.setdefault(fqn, FnIds())
+
+    # -- questions about one text in one function --------------------------
+    def is_id(self, fn: FnView, text: str | None) -> bool:
+        """``text`` (a chain or an expression) holds or contains an id."""
+        if not text:
+            return False
+        mine = self.of(fn.fqn)
+        for tok in _IDENT.findall(text):
+            if tok in mine.ids:
+                return True
+            head, _, last = tok.rpartition(".")
+            if head and last in self.spec.id_fields:
+                return True
+        return False
+
+    def id_names_in(self, fn: FnView, names: tuple[str, ...]) -> set[str]:
+        """The names of a statement that hold an id or a request."""
+        mine = self.of(fn.fqn)
+        out = set()
+        for n in names:
+            head, _, last = n.rpartition(".")
+            if n in mine.ids or n in mine.requests or (head and last in self.spec.id_fields):
+                out.add(n)
+        return out
+
+    def is_coll(self, fn: FnView, text: str | None) -> bool:
+        """``text`` evaluates to a collection of ids (or a dict keyed by them)."""
+        base = unwrap(text or "")
+        if not base:
+            return False
+        if base in self.of(fn.fqn).colls:
+            return True
+        last = base.rpartition(".")[2]
+        return "." in base and (last in self.keyed_attrs or last in self.spec.id_fields)
+
+
+def unwrap(text: str) -> str:
+    """The container a loop or wrapper walks: ``sorted(self._x.items())`` -> ``self._x``."""
+    t = text.strip()
+    changed = True
+    while changed:
+        changed = False
+        for w in _KEEP:
+            if t.startswith(w + "(") and t.endswith(")"):
+                t = t[len(w) + 1:-1].split(",")[0].strip()
+                changed = True
+        for m in _VIEW_METHODS:
+            if t.endswith(m):
+                t = t[: -len(m)]
+                changed = True
+    return t if _IDENT.fullmatch(t) else ""
+
+
+def loop_targets(text: str | None) -> tuple[list[str], str]:
+    """(target names, iterable text) of a ``for`` statement's header text."""
+    if not text or " in " not in text:
+        return [], ""
+    targets, _, iterable = text.partition(" in ")
+    names = [t.strip(" ()[]") for t in targets.split(",")]
+    return [n for n in names if n.isidentifier()], iterable.strip()
+
+
+def seed(state: IdState, fn: FnView) -> None:
+    """Ids a hook receives from vLLM, by the protocol's parameter names."""
+    mine = state.of(fn.fqn)
+    params = set(fn.param_names)
+    mine.colls |= params & set(state.spec.id_params.get(fn.name, ()))
+    mine.requests |= params & set(state.spec.request_params.get(fn.name, ()))
+
+
+def flow_locals(state: IdState, fn: FnView) -> bool:
+    """One pass of intraprocedural flow; True when something new was found."""
+    mine = state.of(fn.fqn)
+    before = mine.size()
+    carriers = mine.ids | mine.records | mine.requests
+    for s in fn.stmts:
+        for a in fn.assigns(s):
+            if "." in a.target or "[" in a.target or a.aug:
+                continue
+            if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
+                mine.ids.add(a.target)
+            elif state.is_coll(fn, a.value):
+                mine.colls.add(a.target)
+            elif a.target not in carriers and any(
+                    (n.partition(".")[0] in carriers and "." in n) or n in mine.records
+                    for n in s.names):
+                mine.records.add(a.target)  # ``spec = request.load_spec``: per-request data
+    for s in fn.stmts:
+        if s.kind != "for":
+            continue
+        targets, iterable = loop_targets(s.text)
+        if iterable.startswith("enumerate("):
+            targets = targets[1:]
+        if targets and state.is_coll(fn, iterable):
+            mine.ids.add(targets[0])
+            mine.records.update(targets[1:2] if ".items()" in iterable else ())
+        elif targets and unwrap(iterable) in mine.requests:
+            mine.requests.add(targets[0])
+    return mine.size() != before
+
+
+def bind_call(state: IdState, fn: FnView, call: CallFact, callee: FnView) -> bool:
+    """Ids passed to an analysed function become its parameters' ids."""
+    params = callee.fact.params
+    offset = 1 if params and params[0].name in ("self", "cls") and "." in (call.callee or "") \
+        else 0
+    mine = state.of(callee.fqn)
+    before = mine.size()
+    pairs = [(params[i + offset].name, a) for i, a in enumerate(call.args)
+             if i + offset < len(params) and params[i + offset].kind in ("pos", "posonly")]
+    names = {p.name for p in params}
+    pairs += [(k, v) for k, v in call.kwargs if k in names]
+    caller = state.of(fn.fqn)
+    for pname, arg in pairs:
+        if not arg:
+            continue
+        if state.is_id(fn, arg) and not arg.endswith("()"):
+            mine.ids.add(pname)
+        elif state.is_coll(fn, arg):
+            mine.colls.add(pname)
+        elif arg in caller.requests:
+            mine.requests.add(pname)
+    return mine.size() != before

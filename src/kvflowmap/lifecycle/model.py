@@ -1,0 +1,177 @@
+"""The request-lifecycle model of the analysed connector code.
+
+Built once per analysis from the facts and the resolved model (no rule code
+here): which names hold request ids in every subject function, which
+containers are request-keyed and where ids enter and leave them, what each
+statement does with an id (``effects``), the dropping paths (``paths``),
+and the report channels (``reports``). Rules of kind ``lifecycle`` read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
+from kvflowmap.lifecycle.effects import Effect, Effects
+from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState, bind_call, flow_locals, seed
+from kvflowmap.lifecycle.paths import Drop, drops
+from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
+from kvflowmap.lifecycle.view import FnView, view
+
+MAX_ROUNDS = 8
+
+
+@dataclass
+class Site:
+    """One place where an id enters, leaves or resets a container."""
+
+    fqn: str
+    line: int
+    kind: str  # add | remove | reset
+
+
+@dataclass
+class ContainerInfo:
+    """A request-keyed container and every site that touches it."""
+
+    container: Container
+    sites: list[Site] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[Site]:
+        return [s for s in self.sites if s.kind == kind]
+
+
+@dataclass
+class Lifecycle:
+    """Request ids through the subject code (see the module docstring)."""
+
+    spec: LifecycleSpec
+    state: IdState
+    effects: Effects
+    functions: dict[str, FnView]
+    containers: dict[Container, ContainerInfo]
+    # fqn -> the process sides ("scheduler", "worker") whose hooks reach it
+    sides: dict[str, frozenset[str]] = field(default_factory=dict)
+    _cfgs: dict[str, CFG] = field(default_factory=dict)
+    _drops: dict[str, list[Drop]] = field(default_factory=dict)
+
+    def cfg(self, fqn: str) -> CFG:
+        """The control-flow graph of a subject function (built once)."""
+        if fqn not in self._cfgs:
+            self._cfgs[fqn] = build_cfg(self.functions[fqn].fact.body)
+        return self._cfgs[fqn]
+
+    def drops(self, fqn: str) -> list[Drop]:
+        """The paths of ``fqn`` that drop an id it received or iterates.
+
+        On the scheduler side a hook decides per request whether the connector
+        takes part, so an early ``return`` there is a decision; only ids lost
+        to a swallowed exception or removed and forgotten count. The probe
+        carries no id anywhere (it is asked again), so it has no drops."""
+        if fqn not in self._drops:
+            fn = self.functions[fqn]
+            hows: tuple[str, ...] = ("except", "removed")
+            if self.sides.get(fqn) == frozenset({"worker"}):
+                hows += ("early-exit",)
+            if fn.name == self.spec.probe:
+                hows = ()
+            self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows) if hows else []
+        return self._drops[fqn]
+
+    def effects_of(self, fqn: str) -> list[Effect]:
+        """Every effect of every statement of ``fqn``, in source order."""
+        fn = self.functions[fqn]
+        return [e for s in fn.stmts for e in self.effects.of(fn, s)]
+
+    def holds_ids(self, fqn: str) -> bool:
+        ids = self.state.of(fqn)
+        return bool(ids.ids or ids.colls or ids.requests)
+
+
+def build_lifecycle(linker) -> Lifecycle:
+    """The lifecycle model of a linked analysis (``linker``: graph.build.Linker)."""
+    model, values, calls = linker.model, linker.values, linker.calls
+    spec = lifecycle_spec(linker.protocol)
+    fns = {fqn: v for fqn in sorted(model.defs)
+           if _is_subject(model, fqn) and (v := view(model, fqn)) is not None}
+    state = IdState(spec)
+    for fn in fns.values():
+        seed(state, fn)
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for fn in fns.values():
+            changed |= flow_locals(state, fn)
+            changed |= _bind_calls(state, fn, fns, calls)
+            changed |= _keyed_attrs(state, fn, values)
+        if not changed:
+            break
+    spawn_patterns = tuple(s.call for s in spec.spawners)
+    eff = Effects(state, values, calls, spawn_patterns)
+    containers = _containers(fns, eff)
+    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec))
+
+
+def _sides(graph, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:
+    """Each subject function's sides: hooks by name, then along call edges."""
+    out: dict[str, set[str]] = {}
+    for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
+        frontier = [f for f, v in fns.items() if v.name in names]
+        seen = set(frontier)
+        while frontier:
+            f = frontier.pop()
+            out.setdefault(f, set()).add(side)
+            for _, callee, kind in graph.out_edges(f, data="kind") if f in graph else ():
+                if kind == "call" and callee in fns and callee not in seen:
+                    seen.add(callee)
+                    frontier.append(callee)
+    return {f: frozenset(s) for f, s in sorted(out.items())}
+
+
+def _is_subject(model, fqn: str) -> bool:
+    sf = model.source(model.defs[fqn].module)
+    return bool(sf and sf.subject)
+
+
+def _bind_calls(state: IdState, fn: FnView, fns: dict[str, FnView], calls) -> bool:
+    changed = False
+    for c in fn.all_calls:
+        if not (c.args or c.kwargs):
+            continue
+        for t in calls.resolve(fn.ctx, c):
+            callee = fns.get(t.fqn)
+            if callee is not None and not t.external:
+                changed |= bind_call(state, fn, c, callee)
+    return changed
+
+
+def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
+    """Attributes that receive ids by key or element become request-keyed."""
+    before = len(state.keyed_attrs)
+    for s in fn.stmts:
+        mentioned = state.id_names_in(fn, s.names)
+        if not mentioned:
+            continue
+        for op in fn.containers(s):
+            if op.op in ADD_OPS and (state.is_id(fn, op.key) or "[]" in op.container):
+                state.keyed_attrs.add(op.container.replace("[]", "").rpartition(".")[2])
+        for c in fn.calls(s):
+            base, _, meth = (c.callee or "").rpartition(".")
+            if meth in QUEUE_PUTS and base and container_of(base, fn, values):
+                state.keyed_attrs.add(base.rpartition(".")[2])
+    return len(state.keyed_attrs) != before
+
+
+def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:
+    out: dict[Container, ContainerInfo] = {}
+    for fqn, fn in fns.items():
+        for s in fn.stmts:
+            for e in eff.of(fn, s):
+                if e.container is None or e.kind not in ("add", "remove", "reset"):
+                    continue
+                if e.kind == "reset" and e.container.attr.rpartition(".")[2] not in \
+                        eff.state.keyed_attrs:
+                    continue
+                info = out.setdefault(e.container, ContainerInfo(e.container))
+                info.sites.append(Site(fqn, e.line, e.kind))
+    return dict(sorted(out.items()))

@@ -1,0 +1,329 @@
+"""Paths on which a request id is dropped.
+
+An id is *bound* at the entry of a function that receives it (a parameter)
+or at the head of a loop over ids. From there, a path that reaches its end
+(the normal exit; for a loop, the next iteration or leaving the loop) with no
+handling effect on the way (see ``effects.HANDLING``) drops the id. Such a
+path is only a finding when the function shows, on another path, that it
+hands the id over, and the dropping path leaves that other path by
+
+- an ``exception`` edge into a handler that then carries on (``except``
+  logs and forgets), or
+- an early exit: a branch that jumps out (``return``, ``continue``,
+  ``break``) while the hand-over comes after the branch.
+
+A branch that merely guards the hand-over (``if awaiting: self._x.add(rid)``)
+is a decision, not a drop; so is a test on the id itself (``rid in
+self._pending``, ``rid is None``), and so is leaving a loop that did not run.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects
+from kvflowmap.lifecycle.ids import loop_targets, unwrap
+from kvflowmap.lifecycle.view import FnView, walk
+
+_JUMPS = ("return", "continue", "break")
+_ID_TESTS = ("In", "NotIn", "Is", "IsNot", "Equal", "NotEqual")
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A path on which an id bound at ``bound_line`` is dropped."""
+
+    fqn: str
+    id_name: str
+    bound_line: int
+    how: str  # except | early-exit
+    branch_line: int  # the test or the call whose exception edge is taken
+    exit_line: int  # the jump, or the last statement before the end
+    handover_line: int  # where another path hands the id over
+    steps: tuple[tuple[int, str], ...]
+
+
+def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
+          hows: tuple[str, ...] = ("except", "early-exit", "removed")) -> list[Drop]:
+    """Every dropping path of ``fn`` (one per binding and way out) whose kind
+    is in ``hows``: ``except`` and ``early-exit`` for ids the function
+    receives, ``removed`` for ids it takes out of a container it iterates
+    (an id left in its container is still held, so skipping it is fine)."""
+    cfg = cfg or build_cfg(fn.fact.body)
+    effects = {n.id: eff.of(fn, n.stmt) for n in cfg.nodes if n.stmt is not None
+               and n.kind == "stmt"}
+    handles = {n for n, es in effects.items() if any(e.kind in HANDLING for e in es)}
+    out: list[Drop] = []
+    ids = eff.state.of(fn.fqn)
+    bound = [p for p in fn.param_names if p in ids.ids or p in ids.requests]
+    received = tuple(h for h in hows if h != "removed")
+    if bound and received:
+        out += _search(fn, eff, cfg, cfg.entry, None, bound[0], handles, received)
+    for n in cfg.nodes:
+        if n.kind == "loop" and n.stmt is not None:
+            targets = _loop_ids(fn, eff, n.stmt)
+            if not targets:
+                continue
+            if _iterates_held(n.stmt):
+                if "removed" in hows:
+                    out += _removed(fn, eff, cfg, n.id, n.stmt, targets[0], handles, effects)
+            elif received:
+                out += _search(fn, eff, cfg, n.id, n.stmt, targets[0], handles, received)
+    return out
+
+
+def _iterates_held(s: Stmt) -> bool:
+    """A loop over the connector's own state (``for rid in self._pending``)."""
+    _, iterable = loop_targets(s.text)
+    return "self." in iterable
+
+
+def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt, name: str,
+             handles: set[int], effects: dict[int, list[Effect]]) -> list[Drop]:
+    """Paths of one iteration that take the id out of the container the loop
+    walks and hand it nowhere, on no path (a guarded hand-over is a decision)."""
+    inside = _region(cfg, loop)
+    walked = unwrap(loop_targets(loop.text)[1])
+    removes = {n for n in inside if n not in handles and any(
+        e.kind == "remove" and e.container is not None and
+        f"self.{e.container.attr}" == walked for e in effects.get(n, ()))}
+    first = [d for d, lab in cfg.successors(start) if lab == "true"]
+    parent: dict[tuple[int, bool], tuple[tuple[int, bool], str] | None] = {
+        (n, n in removes): None for n in first}
+    queue = deque(parent)
+    handled_any = False
+    out = []
+    while queue:
+        n, removed = queue.popleft()
+        if n in handles:
+            handled_any = True
+            continue
+        if n == cfg.raise_exit:
+            continue
+        if n == cfg.exit or n == start or n not in inside:
+            if removed:
+                out.append((n, removed))
+            continue
+        for d, lab in cfg.successors(n):
+            key = (d, removed or d in removes)
+            if key not in parent:
+                parent[key] = ((n, removed), lab)
+                queue.append(key)
+    if handled_any or not out:
+        return []
+    on_path = _state_nodes(parent, out[0])
+    if any(cfg.nodes[n].stmt is not None and _is_filter(fn, eff, cfg.nodes[n].stmt, name)
+           for n in on_path):
+        return []  # removed after a decision about the request (it finished)
+    end = out[0]
+    chain = [end]
+    while parent.get(chain[-1]) is not None:
+        chain.append(parent[chain[-1]][0])  # type: ignore[index]
+    nodes = [n for n, _ in reversed(chain)]
+    rm = next(n for n in nodes if n in removes)
+    steps = tuple((cfg.nodes[n].line, cfg.nodes[n].stmt.kind) for n in nodes
+                  if cfg.nodes[n].stmt is not None and cfg.nodes[n].line)
+    return [Drop(fn.fqn, name, _line(cfg, start, fn), "removed", cfg.nodes[rm].line,
+                 _last_line(cfg, nodes), 0, steps)]
+
+
+def _state_nodes(parent: dict, end: tuple[int, bool]) -> list[int]:
+    out = [end[0]]
+    cur = parent.get(end)
+    while cur is not None:
+        out.append(cur[0][0])
+        cur = parent.get(cur[0])
+    return out
+
+
+def _loop_ids(fn: FnView, eff: Effects, s: Stmt) -> list[str]:
+    targets, _ = loop_targets(s.text)
+    ids = eff.state.of(fn.fqn)
+    return [t for t in targets if t in ids.ids or t in ids.requests][:1]
+
+
+def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, name: str,
+            handles: set[int], hows: tuple[str, ...]) -> list[Drop]:
+    inside = _region(cfg, loop)
+    first = [d for d, lab in cfg.successors(start) if lab in ("true", "next")] if loop else \
+        [d for d, _ in cfg.successors(start)]
+    reach = _can_handle(cfg, inside, handles, start)
+    if not any(n in reach for n in first):
+        return []  # no path hands the id over: nothing to compare with
+    # BFS over (node, exception in flight): an exception that leaves the
+    # loop body through a ``with`` or ``finally`` is still on its way out.
+    State = tuple[int, bool]
+    parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
+    queue: deque[State] = deque(parent)
+    ends: list[State] = []
+    while queue:
+        n, exc = state = queue.popleft()
+        if n in handles or n == cfg.raise_exit:
+            continue  # an exception out of the function stops the step: not a drop
+        if not exc and (n == cfg.exit or (loop is not None and (n == start or n not in inside))):
+            ends.append(state)
+            continue
+        for d, lab in cfg.successors(n):
+            nxt = (d, (exc or lab in ("exception", "raise", "assert"))
+                   and cfg.nodes[d].stmt is not None and cfg.nodes[d].stmt.kind != "except"
+                   or (exc and cfg.nodes[d].stmt is None))
+            if nxt not in parent:
+                parent[nxt] = (state, lab)
+                queue.append(nxt)
+    out = []
+    for end in ends:
+        path = _path(parent, end)
+        drop = _classify(fn, eff, cfg, path, reach, handles, name, start)
+        if drop and drop.how in hows:
+            out.append(drop)
+    return _unique(out)
+
+
+def _region(cfg: CFG, loop: Stmt | None) -> set[int]:
+    if loop is None:
+        return {n.id for n in cfg.nodes}
+    body = {id(s) for s in walk(loop.body)}
+    return {n.id for n in cfg.nodes if n.stmt is not None and id(n.stmt) in body}
+
+
+def _can_handle(cfg: CFG, inside: set[int], handles: set[int], start: int) -> set[int]:
+    """Nodes from which a handling node is reachable without leaving the region."""
+    pred: dict[int, list[int]] = {}
+    for s, d, _ in cfg.edges():
+        pred.setdefault(d, []).append(s)
+    seen = set(h for h in handles if h in inside)
+    queue = deque(seen)
+    while queue:
+        n = queue.popleft()
+        for p in pred.get(n, ()):
+            if p not in seen and p in inside and p != start:
+                seen.add(p)
+                queue.append(p)
+    return seen
+
+
+def _path(parent: dict, end: tuple[int, bool]) -> list[tuple[int, str]]:
+    """(node, label of the edge taken out of it) from the first node to ``end``."""
+    out: list[tuple[int, str]] = [(end[0], "")]
+    cur = parent.get(end)
+    while cur is not None:
+        out.append((cur[0][0], cur[1]))
+        cur = parent.get(cur[0])
+    return out[::-1]
+
+
+def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
+              reach: set[int], handles: set[int], name: str, start: int) -> Drop | None:
+    """The drop's kind, from the last point where the path turned away from a
+    hand-over; None when that turn is a decision (a guard, a test on the id
+    or its record, a configuration flag)."""
+    nodes = [n for n, _ in path]
+    for i in range(len(path) - 2, -1, -1):
+        n, lab = path[i]
+        node = cfg.nodes[n]
+        nxt = nodes[i + 1]
+        others = [d for d, _ in cfg.successors(n) if d != nxt and d in reach]
+        if node.stmt is None or not others:
+            continue
+        if _is_filter(fn, eff, node.stmt, name):
+            return None
+        how = None
+        if lab == "exception":
+            how = "except"
+        elif node.stmt.kind in ("if", "case") and lab in ("true", "false") and \
+                _jump_inside(cfg, nodes[i + 1:], node.stmt) is not None:
+            how = "early-exit"
+        if how is None:
+            return None  # the last turn guards the hand-over: a decision
+        return Drop(fn.fqn, name, _line(cfg, start, fn), how, node.line,
+                    _last_line(cfg, nodes), _first_handling(cfg, others[0], handles),
+                    _steps(cfg, path))
+    return None
+
+
+def _is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
+    """A test that decides about this request, not a failure: it compares the
+    id, reads the request's own record (``meta.load_spec``), or only reads
+    configuration (``self._has_mamba``)."""
+    if s.kind not in ("if", "while"):
+        return False
+    ids = eff.state.of(fn.fqn)
+    records = ids.records | ids.requests | {name}
+    own = set(fn.param_names) | {a.target for a in fn.all_assigns} | set(ids.ids)
+    local = [n for n in s.names if n in own and n != "self"]
+    if any(n.partition(".")[0] in records and "." in n for n in s.names):
+        return True
+    if any(n in ids.records for n in local):
+        return True
+    if not local and any(n.startswith("self.") for n in s.names):
+        return True
+    return _tests_id(fn, eff, s)
+
+
+def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
+    """An ``if``/``while`` whose test compares an id (``rid in self._x``)."""
+    if s.kind not in ("if", "while"):
+        return False
+    ids = eff.state.id_names_in(fn, s.names)
+    if not ids:
+        return False
+    for c in fn.facts.compares:
+        if c.scope == fn.fact.qualname and c.line == s.line and set(c.ops) & set(_ID_TESTS) \
+                and any(o in ids or o.rpartition(".")[2] in eff.state.spec.id_fields
+                        for o in c.operands):
+            return True
+    return any(c.callee and c.callee.endswith(".get") for c in fn.calls(s))
+
+
+def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
+    inner = {id(s) for s in walk(branch.body + branch.orelse)}
+    for n in rest:
+        st = cfg.nodes[n].stmt
+        if st is not None and st.kind in _JUMPS and id(st) in inner:
+            return n
+    return None
+
+
+def _line(cfg: CFG, start: int, fn: FnView) -> int:
+    return cfg.nodes[start].line or fn.fact.line
+
+
+def _last_line(cfg: CFG, nodes: list[int]) -> int:
+    lines = [cfg.nodes[n].line for n in nodes if cfg.nodes[n].line]
+    return lines[-1] if lines else 0
+
+
+def _first_handling(cfg: CFG, start: int, handles: set[int]) -> int:
+    """The line of the nearest handling node from ``start``."""
+    seen, queue = {start}, deque([start])
+    while queue:
+        n = queue.popleft()
+        if n in handles:
+            return cfg.nodes[n].line
+        for d, _ in cfg.successors(n):
+            if d not in seen:
+                seen.add(d)
+                queue.append(d)
+    return cfg.nodes[start].line
+
+
+def _steps(cfg: CFG, path: list[tuple[int, str]]) -> tuple[tuple[int, str], ...]:
+    out = []
+    for n, lab in path:
+        node = cfg.nodes[n]
+        if node.stmt is None or not node.line:
+            continue
+        what = {"true": "taken", "false": "not taken", "exception": "raises"}.get(lab, "")
+        text = f"{node.stmt.kind} {what}".strip()
+        out.append((node.line, text))
+    return tuple(out)
+
+
+def _unique(drops_: list[Drop]) -> list[Drop]:
+    seen: dict[tuple[int, str], Drop] = {}
+    for d in drops_:
+        seen.setdefault((d.branch_line, d.how), d)
+    return sorted(seen.values(), key=lambda d: (d.branch_line, d.how))

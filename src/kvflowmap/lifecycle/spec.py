@@ -1,0 +1,90 @@
+"""What the lifecycle model needs from the protocol file's ``lifecycle`` section.
+
+Every name the model and the lifecycle rules depend on comes from here, so a
+connector protocol with other hook names is a data change, not a code change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvflowmap.protocol import Protocol
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A report channel: what some hooks return that vLLM reads as ids (or
+    block ids) of one kind. ``element`` indexes a returned tuple, ``keyword``
+    names the argument of a returned constructor call; either may be absent
+    (a plain returned set)."""
+
+    name: str
+    methods: tuple[str, ...]
+    element: int | None = None
+    keyword: str | None = None
+
+
+@dataclass(frozen=True)
+class Spawner:
+    """A call that runs one of its arguments concurrently (thread, executor,
+    task, callback): ``target`` names the keyword, ``arg`` the position."""
+
+    call: str
+    target: str | None = None
+    arg: int | None = None
+
+
+@dataclass(frozen=True)
+class LifecycleSpec:
+    """Names and shapes of the request lifecycle, from the protocol file."""
+
+    id_fields: tuple[str, ...] = ("request_id", "req_id")
+    id_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    request_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    probe: str = "get_num_new_matched_tokens"
+    async_element: int = 1
+    commit: str = "update_state_after_alloc"
+    delay_free: str = "request_finished"
+    delay_element: int = 0
+    channels: tuple[Channel, ...] = ()
+    blocking_hooks: tuple[str, ...] = ()
+    spawners: tuple[Spawner, ...] = ()
+    worker_hooks: tuple[str, ...] = ()
+    scheduler_hooks: tuple[str, ...] = ()
+
+    def channel(self, name: str) -> Channel | None:
+        """The channel called ``name`` (``finished_recving``...), if declared."""
+        return next((c for c in self.channels if c.name == name), None)
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        return self.scheduler_hooks + self.worker_hooks
+
+
+def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
+    """The protocol's lifecycle section as a ``LifecycleSpec`` (defaults for
+    what it leaves out)."""
+    raw: dict[str, Any] = protocol.lifecycle or {}
+    probe = raw.get("probe") or {}
+    delay = raw.get("delay_free") or {}
+    channels = tuple(
+        Channel(name, tuple(c.get("methods") or ()), c.get("element"), c.get("keyword"))
+        for name, c in sorted((raw.get("reports") or {}).items()))
+    spawners = tuple(Spawner(s["call"], s.get("target"), s.get("arg"))
+                     for s in raw.get("spawners") or () if isinstance(s, dict) and "call" in s)
+    return LifecycleSpec(
+        id_fields=tuple(raw.get("id_fields") or ("request_id", "req_id")),
+        id_params={k: tuple(v) for k, v in (raw.get("id_params") or {}).items()},
+        request_params={k: tuple(v) for k, v in (raw.get("request_params") or {}).items()},
+        probe=str(probe.get("method", "get_num_new_matched_tokens")),
+        async_element=int(probe.get("async_element", 1)),
+        commit=str(raw.get("commit", "update_state_after_alloc")),
+        delay_free=str(delay.get("method", "request_finished")),
+        delay_element=int(delay.get("element", 0)),
+        channels=channels,
+        blocking_hooks=tuple(raw.get("blocking_hooks") or ()),
+        spawners=spawners,
+        worker_hooks=tuple(protocol.methods.get("worker", ())),
+        scheduler_hooks=tuple(protocol.methods.get("scheduler", ())),
+    )

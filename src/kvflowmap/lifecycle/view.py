@@ -1,0 +1,90 @@
+"""One analysed function seen through its facts: its own calls, container
+operations, assignments and returns, and the statements they happen in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from kvflowmap.facts import (AssignFact, CallFact, ContainerOpFact, FileFacts, FunctionFact,
+                             ReturnFact, Stmt)
+from kvflowmap.model.core import Model
+
+
+def walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement of a body, nested ones included, in source order."""
+    for s in stmts:
+        yield s
+        for part in (s.body, s.handlers, s.orelse, s.final):
+            yield from walk(part)
+
+
+@dataclass(frozen=True)
+class FnView:
+    """An analysed function and the facts of its own scope."""
+
+    fqn: str
+    module: str
+    fact: FunctionFact
+    facts: FileFacts
+
+    @property
+    def ctx(self) -> tuple[str, str]:
+        """The (module, scope) context calls and chains are resolved in."""
+        return (self.module, self.fact.qualname)
+
+    @property
+    def cls(self) -> str | None:
+        """The FQN of the enclosing class for a method."""
+        if not self.fact.class_qualname:
+            return None
+        return f"{self.module}.{self.fact.class_qualname}"
+
+    @property
+    def name(self) -> str:
+        return self.fact.name
+
+    @cached_property
+    def stmts(self) -> tuple[Stmt, ...]:
+        return tuple(walk(self.fact.body))
+
+    def calls(self, s: Stmt) -> list[CallFact]:
+        return [self.facts.calls[i] for k, i in s.events if k == "call"]
+
+    def containers(self, s: Stmt) -> list[ContainerOpFact]:
+        return [self.facts.containers[i] for k, i in s.events if k == "container"]
+
+    def assigns(self, s: Stmt) -> list[AssignFact]:
+        return [self.facts.assigns[i] for k, i in s.events if k == "assign"]
+
+    def returns(self, s: Stmt) -> list[ReturnFact]:
+        return [self.facts.returns[i] for k, i in s.events if k == "return"]
+
+    @cached_property
+    def all_calls(self) -> list[CallFact]:
+        return [c for s in self.stmts for c in self.calls(s)]
+
+    @cached_property
+    def all_containers(self) -> list[ContainerOpFact]:
+        return [c for s in self.stmts for c in self.containers(s)]
+
+    @cached_property
+    def all_assigns(self) -> list[AssignFact]:
+        return [a for s in self.stmts for a in self.assigns(s)]
+
+    @cached_property
+    def all_returns(self) -> list[ReturnFact]:
+        return [r for s in self.stmts for r in self.returns(s)]
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.fact.params]
+
+
+def view(model: Model, fqn: str) -> FnView | None:
+    """The view of an analysed function, None for classes and unknown names."""
+    d = model.defs.get(fqn)
+    if d is None or d.is_class:
+        return None
+    return FnView(fqn, d.module, d.fact, model.facts[d.module])  # type: ignore[arg-type]
