@@ -75,6 +75,14 @@ class Effects:
         self.spawners = spawners
         self._consumes: dict[str, bool] = {}
 
+    @staticmethod
+    def may_raise(fn: FnView, s: Stmt) -> bool:
+        """A statement whose calls may raise: logging and container updates
+        are taken not to (an ``except`` that logs is not itself a failure)."""
+        callees = [c.callee or "" for c in fn.calls(s)]
+        return bool(callees) and not all(
+            is_logging(c) or c.rpartition(".")[2] in ADD_OPS | RESET_OPS for c in callees)
+
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
         """What ``s`` does with the ids it mentions (resets need no id)."""
         mentioned = self.state.id_names_in(fn, s.names)

@@ -92,6 +92,17 @@ class IdState:
         return "." in base and (last in self.keyed_attrs or last in self.spec.id_fields)
 
 
+DEQUEUE = (".get()", ".get_nowait()", ".popleft()", ".pop()")
+
+
+def _dequeues(state: IdState, value: str | None) -> bool:
+    v = value or ""
+    for m in DEQUEUE:
+        if v.endswith(m) and "." in v[: -len(m)]:
+            return v[: -len(m)].rpartition(".")[2] in state.keyed_attrs
+    return False
+
+
 def unwrap(text: str) -> str:
     """The container a loop or wrapper walks: ``sorted(self._x.items())`` -> ``self._x``."""
     t = text.strip()
@@ -137,6 +148,8 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 continue
             if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
                 mine.ids.add(a.target)
+            elif _dequeues(state, a.value):
+                mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue
             elif state.is_coll(fn, a.value):
                 mine.colls.add(a.target)
             elif a.target not in carriers and any(

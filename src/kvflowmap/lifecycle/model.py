@@ -59,7 +59,8 @@ class Lifecycle:
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
         if fqn not in self._cfgs:
-            self._cfgs[fqn] = build_cfg(self.functions[fqn].fact.body)
+            fn = self.functions[fqn]
+            self._cfgs[fqn] = build_cfg(fn.fact.body, lambda s: self.effects.may_raise(fn, s))
         return self._cfgs[fqn]
 
     def drops(self, fqn: str) -> list[Drop]:

@@ -1,0 +1,23 @@
+"""``lifecycle``: obligations on the request-lifecycle model
+(``kvflowmap.lifecycle``), one mode per obligation:
+
+- ``dropped``: no path drops a request id it carries;
+- ``thread_loop``: a background serving loop survives its exceptions;
+- ``delayed_free``: a delayed free is always followed by a save;
+- ``reset_forwards``: resetting tracked ids forwards them first.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.check.kinds.lifecycle import delayed_free, dropped, reset_forwards, thread_loop
+from kvflowmap.check.kinds.spec import KindSpec
+
+MODES: dict[str, KindSpec] = {
+    "dropped": KindSpec(dropped.Options, dropped.check, dropped.READS),
+    "thread_loop": KindSpec(thread_loop.Options, thread_loop.check, thread_loop.READS),
+    "delayed_free": KindSpec(delayed_free.Options, delayed_free.check, delayed_free.READS),
+    "reset_forwards": KindSpec(reset_forwards.Options, reset_forwards.check,
+                               reset_forwards.READS),
+}
+
+__all__ = ["MODES"]

@@ -1,0 +1,40 @@
+"""What every lifecycle mode shares: the model (built once per analysis),
+the functions a rule looks at, and steps for a finding's path."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.model import Step
+from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
+
+_ATTR = "_kvflowmap_lifecycle"
+
+
+def lifecycle(ctx: CheckContext) -> Lifecycle:
+    """The lifecycle model of the analysis, built on first use and kept on it
+    (it depends only on the analysis, so every rule sees the same model)."""
+    found = getattr(ctx.analysis, _ATTR, None)
+    if found is None or found[0] is not ctx.linker:
+        found = (ctx.linker, build_lifecycle(ctx.linker))
+        setattr(ctx.analysis, _ATTR, found)
+    return found[1]
+
+
+def functions(ctx: CheckContext, lc: Lifecycle) -> list[str]:
+    """Subject functions the rule applies to (its ``applies_to`` modules)."""
+    mods = ctx.rule.applies_to.modules
+    return [f for f in lc.functions
+            if not mods or any(fnmatch.fnmatch(lc.functions[f].module, p) for p in mods)]
+
+
+def steps(ctx: CheckContext, fqn: str, lines: list[tuple[int, str]]) -> tuple[Step, ...]:
+    """``(line, note)`` pairs of one function as finding steps."""
+    return tuple(ctx.step(fqn, line, note) for line, note in lines if line)
+
+
+def short(fqn: str) -> str:
+    """``pkg.mod.Class.method`` -> ``Class.method``."""
+    parts = fqn.split(".")
+    return ".".join(parts[-2:])

@@ -1,0 +1,127 @@
+"""``lifecycle`` mode ``delayed_free``: a delayed free is always followed by a save.
+
+When ``request_finished`` answers ``True`` first, vLLM keeps the request's
+blocks until a worker reports its id in ``finished_sending``. A path that
+answers ``True`` without handing the request on (recording it for a save or
+send, queueing it, passing it to a helper that does) has nothing that will
+ever report it: the blocks are never freed and the KV cache shrinks by a
+request's worth each time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.effects import HANDLING
+
+READS = ("Reads: the returns of the protocol's delay-free hook (`lifecycle.delay_free`), "
+         "the control-flow graph from its entry, and the lifecycle model's effect of each "
+         "statement on the request id.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``delayed_free``."""
+
+    true_values: tuple[str, ...] = option(("True",), "texts of the first element that "
+                                                     "mean 'delay the free'")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per return that delays the free on a path with no hand-over."""
+    lc = lifecycle(ctx)
+    fns = [f for f in functions(ctx, lc) if lc.functions[f].name == lc.spec.delay_free]
+    return each_function(ctx, fns, lambda f: _check(ctx, lc, f, opts))
+
+
+def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
+    fn, cfg = lc.functions[fqn], lc.cfg(fqn)
+    idx = lc.spec.delay_element
+    handles = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt" and any(
+        e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt))}
+    if not handles and _workers_track_finished(lc):
+        return []  # never records: its workers save what finished_req_ids names
+    to_handle = _reaching(cfg, handles)
+    out = []
+    parent: dict[int, int | None] = {cfg.entry: None}
+    queue = deque([cfg.entry])
+    while queue:
+        n = queue.popleft()
+        node = cfg.nodes[n]
+        rets = fn.returns(node.stmt) if node.stmt is not None and node.kind == "stmt" else []
+        for r in rets:
+            first = r.elements[idx].strip() if r.elements and idx < len(r.elements) else None
+            if first in opts.true_values:
+                lines = _lines(cfg, parent, n)
+                out.append(ctx.finding(
+                    fqn, r.line, f"{short(fqn)} answers {first} (delay freeing the blocks) on a "
+                    "path that records the request for no save or send: nothing will report "
+                    "it in finished_sending, so its blocks are never freed",
+                    path=steps(ctx, fqn, [(ln, "") for ln in lines[:-1]] +
+                               [(r.line, "delays the free with no save queued")]),
+                    anchor=f"delay:{first}"))
+        if n in handles:
+            continue
+        succ = [d for d, _ in cfg.successors(n)]
+        if node.stmt is not None and node.stmt.kind == "if" and _config_test(fn, node.stmt):
+            # ``if self.connector_scheduler is not None``: the role is fixed,
+            # so follow the branch that records when one does.
+            succ = [d for d in succ if d in to_handle] or succ
+        for d in succ:
+            if d not in parent:
+                parent[d] = n
+                queue.append(d)
+    return out
+
+
+def _config_test(fn, s) -> bool:
+    """A test that reads only ``self`` attributes (role or configuration)."""
+    own = set(fn.param_names) | {a.target for a in fn.all_assigns}
+    return bool(s.names) and not any(n in own and n != "self" for n in s.names) and any(
+        n.startswith("self.") for n in s.names)
+
+
+def _reaching(cfg, targets: set[int]) -> set[int]:
+    """Nodes from which one of ``targets`` is reachable."""
+    pred: dict[int, list[int]] = {}
+    for a, b, _ in cfg.edges():
+        pred.setdefault(b, []).append(a)
+    seen, queue = set(targets), deque(targets)
+    while queue:
+        n = queue.popleft()
+        for p in pred.get(n, ()):
+            if p not in seen:
+                seen.add(p)
+                queue.append(p)
+    return seen
+
+
+def _workers_track_finished(lc) -> bool:
+    """Some finished_sending reporter reads the ids of finished requests vLLM
+    passes it (``get_finished(finished_req_ids)``): a design where the
+    worker, not ``request_finished``, picks what to save."""
+    channel = lc.spec.channel("finished_sending")
+    methods = channel.methods if channel else ()
+    for fn in lc.functions.values():
+        if fn.name not in methods:
+            continue
+        params = set(lc.spec.id_params.get(fn.name, ())) & set(fn.param_names)
+        if any(p in s.names for s in fn.stmts for p in params):
+            return True
+    return False
+
+
+def _lines(cfg, parent: dict[int, int | None], n: int) -> list[int]:
+    out = []
+    cur: int | None = n
+    while cur is not None:
+        if cfg.nodes[cur].line:
+            out.append(cfg.nodes[cur].line)
+        cur = parent[cur]
+    return out[::-1]

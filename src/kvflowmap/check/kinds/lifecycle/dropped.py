@@ -1,0 +1,67 @@
+"""``lifecycle`` mode ``dropped``: no path drops a request id it carries.
+
+A function that receives a request id (a hook's request, the step metadata's
+ids, a helper's id parameter) or walks the ids it holds, and hands the id on
+along one path (into a request-keyed container or queue, a report, a
+thread, an analysed helper that keeps it, or back to its caller), must not
+lose it on another: an ``except`` that logs and carries on, an early
+``return``/``continue`` on the worker side, or an id taken out of its
+container and handed nowhere. Such a request is named in neither
+``finished_recving`` nor a failure report, and waits in
+``WAITING_FOR_REMOTE_KVS`` (or holds its blocks) for the life of the process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.paths import Drop
+
+READS = ("Reads: the lifecycle model's dropping paths: per subject function, the ids it "
+         "receives or walks, the effect of each statement on them (container, queue, "
+         "report, thread, helper summary, return), and the control-flow graph with "
+         "exception edges.")
+
+_HOW = {
+    "except": "an exception here is caught and the handler carries on without recording, "
+              "reporting or failing the request",
+    "early-exit": "this branch leaves early without recording or reporting the request",
+    "removed": "the id is taken out of its container here and handed nowhere",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``dropped``."""
+
+    hows: tuple[str, ...] = option(("except", "early-exit", "removed"),
+                                   "kinds of drop to report: except, early-exit, removed")
+    exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
+                                             "methods whose drops are teardown")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per dropping path."""
+    lc = lifecycle(ctx)
+    fns = [f for f in functions(ctx, lc) if lc.functions[f].name not in opts.exempt_methods]
+    return each_function(ctx, fns, lambda f: [_finding(ctx, d) for d in lc.drops(f)
+                                              if d.how in opts.hows])
+
+
+def _finding(ctx: CheckContext, d: Drop) -> Finding:
+    where = f"{short(d.fqn)}"
+    msg = (f"request id `{d.id_name}` can be dropped in {where}: {_HOW[d.how]} "
+           f"(line {d.branch_line}), while another path hands it on"
+           f"{f' (line {d.handover_line})' if d.handover_line else ''}; the request is "
+           "never reported finished or failed and waits forever")
+    path = steps(ctx, d.fqn, [(d.bound_line, f"`{d.id_name}` is bound here"),
+                              (d.branch_line, _HOW[d.how].split(",")[0]),
+                              (d.exit_line, "the path ends here with the id in no container "
+                                            "and no report")])
+    return ctx.finding(d.fqn, d.branch_line, msg, path=path,
+                       anchor=f"{d.how}:{d.id_name}")

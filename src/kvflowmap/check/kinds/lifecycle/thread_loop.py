@@ -1,0 +1,75 @@
+"""``lifecycle`` mode ``thread_loop``: a serving loop survives its exceptions.
+
+A function run by a thread, executor, task or callback that loops
+(``while``) to serve transfers must not let an exception escape the loop
+body: the first transfer that fails kills the thread, and every request it
+would have completed later waits forever (no error reaches vLLM). Catch in
+the loop body, fail the request being served, and go on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.effects import HANDLING
+from kvflowmap.lifecycle.threads import escaping_raise, spawns
+from kvflowmap.lifecycle.view import walk
+
+READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
+         "threads, executors, tasks, callbacks) resolved to analysed targets, and the "
+         "control-flow graph of each `while` loop in a target, with exception edges.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``thread_loop``."""
+
+    require_ids: bool = option(True, "only loops whose body does something with request "
+                                     "ids (lifecycle effects)")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per serving loop that lets an exception out."""
+    lc = lifecycle(ctx)
+    wanted = set(functions(ctx, lc))
+    targets: dict[str, list] = {}
+    for sp in spawns(lc.functions, lc.spec.spawners, ctx.linker.calls):
+        if sp.target in wanted:
+            targets.setdefault(sp.target, []).append(sp)
+    return each_function(ctx, sorted(targets), lambda f: _check(ctx, lc, f, targets[f], opts))
+
+
+def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Finding]:
+    fn, cfg = lc.functions[fqn], lc.cfg(fqn)
+    out = []
+    for n in cfg.nodes:
+        if n.kind not in ("stmt",) or n.stmt is None or n.stmt.kind != "while":
+            continue
+        if opts.require_ids and not _serves(lc, fn, n.stmt):
+            continue
+        bad = escaping_raise(cfg, n.stmt)
+        if bad is None:
+            continue
+        line = cfg.nodes[bad].line
+        sp = spawned[0]
+        path = (ctx.step(sp.spawner, sp.line, f"{sp.call} runs {short(fqn)}"),
+                *steps(ctx, fqn, [(n.line, "the serving loop"),
+                                  (line, "an exception here leaves the loop: the thread ends")]))
+        out.append(ctx.finding(
+            fqn, line, f"an exception at this line ends the loop of {short(fqn)}, which runs "
+            f"in the background ({sp.call}): every transfer it would complete later hangs "
+            "with no error. Catch it in the loop body, fail the request it was serving, and "
+            "continue", path=path, anchor=f"loop:{n.stmt.text}"))
+        break  # one finding per function: the first loop that dies
+    return out
+
+
+def _serves(lc, fn, loop) -> bool:
+    """The loop body does something with request ids."""
+    return any(e.kind in HANDLING or e.kind == "remove"
+               for s in walk(loop.body) for e in lc.effects.of(fn, s))
