@@ -247,6 +247,18 @@ def states(fmt: str, out: str | None, **kw) -> None:
 
 @cli.command()
 @source_options
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+def lifecycle(fmt: str, out: str | None, **kw) -> None:
+    """Request ids per connector package: containers, hooks, hand-offs, reports."""
+    from kvflowmap.commands.lifecycle_cmd import run_lifecycle
+
+    raise click.exceptions.Exit(run_lifecycle(kw, fmt, out))
+
+
+@cli.command()
+@source_options
 @click.option("-o", "--out", required=True, type=click.Path(), help="Folder of the pages.")
 @click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
 @click.option("--link-template", metavar="URL",

@@ -1,0 +1,182 @@
+"""What ``kvflowmap lifecycle`` shows: request ids through each connector package.
+
+Built from ``lifecycle.model.Lifecycle`` (no rendering here): per package its
+request-keyed containers with the sites that add to, remove from and reset
+them, and per class the functions on the hook paths (``Lifecycle.sides``)
+with the containers they touch, where they hand ids to, and the reports the
+ids reach. A report is a function named like ``get_finished`` (or a method of
+a report channel of the protocol); it reads a container when the container's
+attribute name appears in one of its statements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvflowmap.lifecycle.containers import Container
+from kvflowmap.lifecycle.model import Lifecycle
+from kvflowmap.lifecycle.view import FnView
+
+REPORT_NAMES = frozenset({"get_finished", "get_transfer_results",
+                          "get_block_ids_with_load_errors"})
+HAND_KINDS = ("handover", "spawn", "return")
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    """One add/remove/reset of a container: the function and its line."""
+
+    function: str  # qualified name inside its module (``Cls.meth``)
+    line: int
+
+
+@dataclass(frozen=True)
+class ContainerRow:
+    """A request-keyed container of a package."""
+
+    label: str
+    owner: str
+    attr: str
+    adds: tuple[SiteRow, ...]
+    removes: tuple[SiteRow, ...]
+    resets: tuple[SiteRow, ...]
+    reported_by: tuple[str, ...]  # report functions reading it (``Cls.get_finished``)
+
+
+@dataclass(frozen=True)
+class Hand:
+    """An id handed on: to a callee (handover), a spawned task, or the caller."""
+
+    kind: str  # handover | spawn | return
+    target: str  # callee chain; "" for return
+    line: int
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    """A function on a hook path and how the ids it sees move."""
+
+    name: str
+    qualname: str
+    line: int
+    sides: tuple[str, ...]
+    adds: tuple[str, ...]
+    removes: tuple[str, ...]
+    resets: tuple[str, ...]
+    hands: tuple[Hand, ...]
+    reports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClassRows:
+    """The functions of one class (or module, for module-level functions)."""
+
+    owner: str  # class or module FQN
+    is_class: bool
+    functions: tuple[FunctionRow, ...]
+
+
+@dataclass(frozen=True)
+class PackageLifecycle:
+    """Containers and hook functions of one top-level connector package."""
+
+    package: str
+    containers: tuple[ContainerRow, ...] = ()
+    classes: tuple[ClassRows, ...] = field(default_factory=tuple)
+
+
+def _package(dotted: str) -> str:
+    return dotted.partition(".")[0]
+
+
+def _qualname(lc: Lifecycle, fqn: str) -> str:
+    fn = lc.functions.get(fqn)
+    return fn.fact.qualname if fn is not None else fqn
+
+
+def _report_functions(lc: Lifecycle) -> list[FnView]:
+    names = set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
+    return [fn for _, fn in sorted(lc.functions.items()) if fn.name in names]
+
+
+def _chain_tails(fn: FnView) -> set[str]:
+    """The last attribute of every name or chain in ``fn``'s statements."""
+    out = set()
+    for s in fn.stmts:
+        for n in s.names:
+            out.add(n.replace("[]", "").replace("()", "").rpartition(".")[2])
+    return out
+
+
+def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
+    """Container -> the report functions (qualnames) of its package whose
+    statements name its attribute; those of the owner's own class hierarchy
+    when there are any (``_reqs_to_send`` of a push worker is not read by the
+    pull worker's ``get_finished``)."""
+    classes = lc.effects.values.classes
+    reports = [(fn, _chain_tails(fn)) for fn in _report_functions(lc)]
+    out: dict[Container, tuple[str, ...]] = {}
+    for c in lc.containers:
+        tail, pkg = c.attr.rpartition(".")[2], _package(c.owner)
+        found = [fn for fn, tails in reports if _package(fn.module) == pkg and tail in tails]
+        own = set(classes.mro(c.owner)) if classes.is_class(c.owner) else {c.owner}
+        related = [fn for fn in found if fn.cls and (
+            fn.cls in own or c.owner in classes.mro(fn.cls))]
+        out[c] = tuple(sorted({fn.fact.qualname for fn in related or found}))
+    return out
+
+
+def _container_row(lc: Lifecycle, c: Container, readers: tuple[str, ...]) -> ContainerRow:
+    info = lc.containers[c]
+
+    def sites(kind: str) -> tuple[SiteRow, ...]:
+        return tuple(sorted({SiteRow(_qualname(lc, s.fqn), s.line) for s in info.of_kind(kind)},
+                            key=lambda r: (r.function, r.line)))
+
+    return ContainerRow(c.label, c.owner, c.attr, sites("add"), sites("remove"), sites("reset"),
+                        readers)
+
+
+def _function_row(lc: Lifecycle, fqn: str, readers: dict[Container, tuple[str, ...]]) \
+        -> FunctionRow:
+    fn = lc.functions[fqn]
+    touched: dict[str, set[str]] = {"add": set(), "remove": set(), "reset": set()}
+    reached: set[str] = set()
+    hands: set[Hand] = set()
+    for e in lc.effects_of(fqn):
+        if e.kind in touched and e.container is not None and e.container in lc.containers:
+            touched[e.kind].add(e.container.label)
+            if e.kind == "add":
+                reached.update(readers.get(e.container, ()))
+        elif e.kind in HAND_KINDS:
+            hands.add(Hand(e.kind, e.target, e.line))
+    return FunctionRow(
+        name=fn.name, qualname=fn.fact.qualname, line=fn.fact.line,
+        sides=tuple(sorted(lc.sides.get(fqn, ()))),
+        adds=tuple(sorted(touched["add"])), removes=tuple(sorted(touched["remove"])),
+        resets=tuple(sorted(touched["reset"])),
+        hands=tuple(sorted(hands, key=lambda h: (h.line, h.kind, h.target))),
+        reports=tuple(sorted(reached)))
+
+
+def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
+    """One ``PackageLifecycle`` per top-level package with containers or hooks."""
+    readers = _readers(lc)
+    containers: dict[str, list[ContainerRow]] = {}
+    for c in sorted(lc.containers):
+        containers.setdefault(_package(c.owner), []).append(
+            _container_row(lc, c, readers[c]))
+    owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
+    for fqn in sorted(lc.sides):
+        fn = lc.functions.get(fqn)
+        if fn is None:
+            continue
+        owner = (fn.cls or fn.module, fn.cls is not None)
+        owners.setdefault(_package(fn.module), {}).setdefault(owner, []).append(
+            _function_row(lc, fqn, readers))
+    out = []
+    for pkg in sorted(set(containers) | set(owners)):
+        classes = tuple(ClassRows(o, is_cls, tuple(sorted(rows, key=lambda r: (r.line, r.name))))
+                        for (o, is_cls), rows in sorted(owners.get(pkg, {}).items()))
+        out.append(PackageLifecycle(pkg, tuple(containers.get(pkg, ())), classes))
+    return out
