@@ -233,9 +233,10 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         how = None
         if lab == "exception":
             how = "except"
-        elif node.stmt.kind in ("if", "case") and lab in ("true", "false") and \
-                _jump_inside(cfg, nodes[i + 1:], node.stmt) is not None:
-            how = "early-exit"
+        elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
+            jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
+            if jump is not None and not _returns_status(cfg.nodes[jump].stmt):
+                how = "early-exit"
         if how is None:
             return None  # the last turn guards the hand-over: a decision
         return Drop(fn.fqn, name, _line(cfg, start, fn), how, node.line,
@@ -275,7 +276,15 @@ def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
                 and any(o in ids or o.rpartition(".")[2] in eff.state.spec.id_fields
                         for o in c.operands):
             return True
-    return any(c.callee and c.callee.endswith(".get") for c in fn.calls(s))
+    # ``if self._status(rid) != DONE`` / ``if self._x.get(rid)``: the id's own state.
+    return any(any(eff.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs)))
+               for c in fn.calls(s))
+
+
+def _returns_status(s: Stmt | None) -> bool:
+    """``return False`` / ``return result``: the caller learns the outcome and
+    owns the id from there."""
+    return s is not None and s.kind == "return" and (s.text or "None").strip() != "None"
 
 
 def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:

@@ -60,12 +60,21 @@ def spawns(fns: dict[str, FnView], spawners: tuple[Spawner, ...], calls) -> list
     return sorted(set(out), key=lambda s: (s.target, s.spawner, s.line))
 
 
-def escaping_raise(cfg: CFG, loop: Stmt) -> int | None:
+QUEUE_OPS = frozenset({"get", "get_nowait", "put", "put_nowait"})
+
+
+def escaping_raise(cfg: CFG, loop: Stmt, fn: FnView) -> int | None:
     """The first node of ``loop``'s body whose exception leaves the loop (no
-    ``except`` inside the loop catches it), or None when every one is caught."""
+    ``except`` inside the loop catches it), or None when every one is caught.
+    Queue gets and puts raise only ``Empty``/``Full``, which the loop handles
+    or waits out: they are not counted."""
     body = {id(s) for s in walk(loop.body)}
     inside = {n.id for n in cfg.nodes if n.stmt is not None and id(n.stmt) in body}
     for n in sorted(inside, key=lambda i: (cfg.nodes[i].line, i)):
+        st = cfg.nodes[n].stmt
+        callees = [(c.callee or "").rpartition(".")[2] for c in fn.calls(st)] if st else []
+        if callees and all(c in QUEUE_OPS for c in callees):
+            continue
         for d, lab in cfg.successors(n):
             if lab in RAISING and _escapes(cfg, d, inside):
                 return n

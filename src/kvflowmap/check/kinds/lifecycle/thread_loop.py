@@ -52,7 +52,7 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
             continue
         if opts.require_ids and not _serves(lc, fn, n.stmt):
             continue
-        bad = escaping_raise(cfg, n.stmt)
+        bad = escaping_raise(cfg, n.stmt, fn)
         if bad is None:
             continue
         line = cfg.nodes[bad].line
