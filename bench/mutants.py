@@ -20,7 +20,8 @@ path steps.
 
 Sites are looked for only in *connector modules*: subject files whose text
 defines or imports a name containing ``Connector``, ``Worker`` or
-``Scheduler`` (``CONNECTOR_RE``). They are taken deterministically: sorted by
+``Scheduler`` (``CONNECTOR_RE``), outside vLLM's ``KVConnectorBase*``
+classes (the protocol itself, ``EXCLUDED_RE``). They are taken deterministically: sorted by
 file and line, then round-robin over files (distinct functions of a file
 first) until ``--max-per-op`` per code base.
 """
@@ -51,6 +52,8 @@ from kvflowmap.sources.fetch import fetch_release  # noqa: E402
 from kvflowmap.sources.roots import module_name  # noqa: E402
 
 CONNECTOR_RE = re.compile(r"^\s*(class|from|import)\b.*(Connector|Worker|Scheduler)", re.M)
+# vLLM's own protocol base classes are the contract, not connector code.
+EXCLUDED_RE = re.compile(r"\.KVConnectorBase\w*\.")
 FindingKey = tuple[str, str, str]
 
 
@@ -174,9 +177,8 @@ def all_sites(subject: Subject, operators: Iterable[str]) -> dict[str, list[Site
         text = f.read_text(encoding="utf-8")
         for op, sites in find_sites(out, text, str(rel), module_name(rel)[0]).items():
             out[op].extend(sites)
-    for sites in out.values():
-        sites.sort(key=lambda s: (s.file, s.line, s.ordinal))
-    return out
+    return {op: sorted((s for s in sites if not EXCLUDED_RE.search(s.function + ".")),
+                       key=lambda s: (s.file, s.line, s.ordinal)) for op, sites in out.items()}
 
 
 def choose(sites: Sequence[Site], cap: int) -> list[Site]:

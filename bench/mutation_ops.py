@@ -43,6 +43,7 @@ REMOVE_METHODS = frozenset({"pop", "discard", "remove"})
 LOG_ROOTS = frozenset({"logger", "logging", "log", "print", "traceback", "warnings"})
 REPORT_FUNCS = ("get_finished", "get_transfer_results")
 LOAD_ERRORS = "get_block_ids_with_load_errors"
+INIT_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__init_subclass__"})
 WAIT_MODULES = frozenset({"asyncio", "concurrent.futures", "futures"})
 FAILED_RE = re.compile(r"invalid|failed|error", re.IGNORECASE)
 THREAD_NAME_RE = re.compile(r"_loop$|_thread|^run$|^loop$|_worker$")
@@ -413,7 +414,7 @@ def _facts_of(cls: cst.ClassDef, module: cst.Module) -> _ClassFacts:
 
 def _reset_target(func: cst.FunctionDef, cls: cst.ClassDef, module: cst.Module) -> str | None:
     """The first (sorted) id-filled ``self.X`` that ``func`` reads but does not fill."""
-    if func.name.value == "__init__":
+    if func.name.value in INIT_METHODS:
         return None
     facts = _facts_of(cls, module)
     reads = facts.reads.get(func.name.value, set())
