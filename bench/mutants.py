@@ -89,6 +89,7 @@ class MutantResult:
     detected: bool = False
     rules: list[str] = field(default_factory=list)
     new_findings: int = 0  # findings not in the baseline, anywhere
+    new: list[FindingKey] = field(default_factory=list)  # their keys
     seconds: float = 0.0
     error: str = ""
 
@@ -98,7 +99,8 @@ class CodebaseResult:
     """Baseline, sites and mutants of one code base."""
 
     name: str
-    baseline: list[FindingKey]
+    baseline: list[FindingKey]  # distinct keys of the baseline findings
+    baseline_findings: int
     baseline_seconds: float
     sites: dict[str, int]
     mutants: list[MutantResult]
@@ -247,6 +249,7 @@ def evaluate(subject: Subject, rules: Sequence[Rule], baseline: set[FindingKey],
     res.seconds = time.perf_counter() - t0
     res.rules = detected_by(new, site)
     res.detected, res.new_findings = bool(res.rules), len(new)
+    res.new = sorted({finding_key(f) for f in new})
     return res
 
 
@@ -268,7 +271,7 @@ def run_codebase(cb: Codebase, subject: Subject, rules: Sequence[Rule],
             state = "INVALID" if not r.valid else ("detected" if r.detected else "missed")
             log(f"  {op:22} {site.file}:{site.line} {site.function.rsplit('.', 2)[-2:]} "
                 f"{state} {','.join(r.rules)} ({r.seconds:.1f}s)")
-    return CodebaseResult(cb.name, sorted(baseline), t_base,
+    return CodebaseResult(cb.name, sorted(baseline), len(base), t_base,
                           {op: len(v) for op, v in sites.items()}, mutants,
                           time.perf_counter() - t_start)
 
@@ -290,7 +293,7 @@ def table(results: Sequence[CodebaseResult], operators: Sequence[str]) -> str:
     for op in operators:
         rows.append([op, *(_cell([m for m in r.mutants if m.operator == op]) for r in results)])
     rows.append(["all", *(_cell(r.mutants) for r in results)])
-    rows.append(["baseline findings", *(str(len(r.baseline)) for r in results)])
+    rows.append(["baseline findings", *(str(r.baseline_findings) for r in results)])
     rows.append(["", *([""] * len(results))])
     rows.append(["candidate sites", *names])
     for op in operators:

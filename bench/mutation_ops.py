@@ -8,9 +8,9 @@ recorded, not reported, or dropped on one path. An operator is two things:
 - a *rewriter* that replaces one such node (returns a node, or a
   ``FlattenSentinel`` of statements).
 
-``find_sites(op, text, module)`` lists an operator's sites in one file (in walk
-order, so the same text gives the same sites); ``mutate(op, text, site)``
-re-finds the site by its ordinal and rewrites it. The mutated text is only ever
+``find_sites(ops, text, file, module)`` lists each operator's sites in one file
+(in walk order, so the same text gives the same sites); ``mutate(text, site)``
+re-parses, re-finds the site by its ordinal and rewrites it. The mutated text is only ever
 compiled (``compile(..., "exec")``), never imported or run.
 
 Heuristics (they only choose sites; they do not decide detection):
@@ -21,6 +21,9 @@ Heuristics (they only choose sites; they do not decide detection):
   ``X.append(id)``, ``X.update(...)`` (and ``extend``, ``put``,
   ``put_nowait``, ``setdefault``, ``appendleft``) whose arguments or key mention
   an id; it is *self-rooted* when ``X``'s code starts with ``self.``.
+- A *thread loop* is a ``while`` in a function passed as ``target=`` to a
+  ``*Thread``/``Process``, to ``.submit`` or ``run_in_executor``, or named
+  like a loop (``THREAD_NAME_RE``).
 - A *logging call* is a call whose receiver is ``logger``/``logging``/``log``
   (or ends in ``.logger``/``_logger``), ``print``, or ``traceback.*``.
 """
