@@ -150,6 +150,12 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 mine.ids.add(a.target)
             elif _dequeues(state, a.value):
                 mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue
+            elif a is fn.assigns(s)[0] and not state.id_names_in(fn, s.names) and any(
+                    n.startswith("self.") and n.rpartition(".")[2] in state.keyed_attrs
+                    for n in s.names) and s.kind == "simple" and not a.value:
+                # ``rid, exp = next(iter(self._reqs.items()))``, ``rid, store =
+                # self._jobs.pop(job)``: the first target is an id taken out
+                mine.ids.add(a.target)
             elif state.is_coll(fn, a.value):
                 mine.colls.add(a.target)
             elif a.target not in carriers and any(

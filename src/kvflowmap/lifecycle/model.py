@@ -16,6 +16,7 @@ from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects
 from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState, bind_call, flow_locals, seed
 from kvflowmap.lifecycle.paths import Drop, drops
+from kvflowmap.lifecycle.reports import owed_containers
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.view import FnView, view
 
@@ -53,6 +54,8 @@ class Lifecycle:
     containers: dict[Container, ContainerInfo]
     # fqn -> the process sides ("scheduler", "worker") whose hooks reach it
     sides: dict[str, frozenset[str]] = field(default_factory=dict)
+    # containers a report hook reads: an id in them is waiting for a report
+    owed: frozenset[Container] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
 
@@ -77,8 +80,13 @@ class Lifecycle:
                 hows += ("early-exit",)
             if fn.name == self.spec.probe:
                 hows = ()
-            self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows) if hows else []
+            self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
+                                     self._cleanup(fn)) if hows else []
         return self._drops[fqn]
+
+    def _cleanup(self, fn: FnView) -> tuple[str, ...]:
+        """Parameters holding ids of finished requests, for this hook."""
+        return tuple(p for p in self.spec.finished_params if p in fn.param_names)
 
     def effects_of(self, fqn: str) -> list[Effect]:
         """Every effect of every statement of ``fqn``, in source order."""
@@ -110,7 +118,8 @@ def build_lifecycle(linker) -> Lifecycle:
     spawn_patterns = tuple(s.call for s in spec.spawners)
     eff = Effects(state, values, calls, spawn_patterns)
     containers = _containers(fns, eff)
-    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec))
+    owed = owed_containers(linker.graph, fns, spec, containers)
+    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec), owed)
 
 
 def _sides(graph, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects
+from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, is_logging
 from kvflowmap.lifecycle.ids import loop_targets, unwrap
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -47,11 +47,15 @@ class Drop:
 
 
 def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
-          hows: tuple[str, ...] = ("except", "early-exit", "removed")) -> list[Drop]:
+          hows: tuple[str, ...] = ("except", "early-exit", "removed"),
+          owed: frozenset = frozenset(), cleanup: tuple[str, ...] = ()) -> list[Drop]:
     """Every dropping path of ``fn`` (one per binding and way out) whose kind
     is in ``hows``: ``except`` and ``early-exit`` for ids the function
     receives, ``removed`` for ids it takes out of a container it iterates
-    (an id left in its container is still held, so skipping it is fine)."""
+    (an id left in its container is still held, so skipping it is fine) or
+    receives and takes out of an ``owed`` container (one a report reads).
+    Ids from ``cleanup`` parameters (``finished_req_ids``) are finished:
+    removing them is cleanup."""
     cfg = cfg or build_cfg(fn.fact.body)
     effects = {n.id: eff.of(fn, n.stmt) for n in cfg.nodes if n.stmt is not None
                and n.kind == "stmt"}
@@ -62,15 +66,24 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
     received = tuple(h for h in hows if h != "removed")
     if bound and received:
         out += _search(fn, eff, cfg, cfg.entry, None, bound[0], handles, received)
+    if bound and "removed" in hows and owed and handles:
+        # a helper given an id that hands it on somewhere (a pure cleanup
+        # helper's removals are its caller's decision)
+        out += _removed(fn, eff, cfg, cfg.entry, None, bound[0], handles, effects, owed)
     for n in cfg.nodes:
-        if n.kind == "loop" and n.stmt is not None:
-            targets = _loop_ids(fn, eff, n.stmt)
+        is_loop = n.stmt is not None and (n.kind == "loop" or (
+            n.kind == "stmt" and n.stmt.kind == "while"))
+        if is_loop and n.stmt is not None:
+            targets = _loop_ids(fn, eff, n.stmt) or _assigned_ids(fn, eff, n.stmt)
             if not targets:
                 continue
-            if _iterates_held(n.stmt):
-                if "removed" in hows:
-                    out += _removed(fn, eff, cfg, n.id, n.stmt, targets[0], handles, effects)
-            elif received:
+            iterable = loop_targets(n.stmt.text)[1]
+            held = n.kind != "loop" or _iterates_held(n.stmt)
+            if "removed" in hows and held and unwrap(iterable) not in cleanup:
+                out += _removed(fn, eff, cfg, n.id, n.stmt, targets[0], handles, effects,
+                                owed)
+            if n.kind == "loop" and _loop_ids(fn, eff, n.stmt) and \
+                    not _iterates_held(n.stmt) and received:
                 out += _search(fn, eff, cfg, n.id, n.stmt, targets[0], handles, received)
     return out
 
@@ -81,53 +94,65 @@ def _iterates_held(s: Stmt) -> bool:
     return "self." in iterable
 
 
-def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt, name: str,
-             handles: set[int], effects: dict[int, list[Effect]]) -> list[Drop]:
-    """Paths of one iteration that take the id out of the container the loop
-    walks and hand it nowhere, on no path (a guarded hand-over is a decision)."""
+def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, name: str,
+             handles: set[int], effects: dict[int, list[Effect]],
+             owed: frozenset) -> list[Drop]:
+    """Paths (of one loop iteration, or of the function for a parameter) that
+    take the id out of the container the loop walks, or out of one a report
+    reads, and then hand it nowhere. After the removal, a branch that guards
+    a hand-over is a decision; a loop that hands nothing on anywhere is
+    cleanup when a test on the request (``status.req.is_finished()``) led to
+    the removal."""
     inside = _region(cfg, loop)
-    walked = unwrap(loop_targets(loop.text)[1])
-    removes = {n for n in inside if n not in handles and any(
+    walked = unwrap(loop_targets(loop.text)[1]) if loop is not None and loop.kind == "for" \
+        else ""
+    removes = {n for n in inside if n not in handles and _bare(fn, cfg.nodes[n].stmt) and any(
         e.kind == "remove" and e.container is not None and
-        f"self.{e.container.attr}" == walked for e in effects.get(n, ()))}
-    first = [d for d, lab in cfg.successors(start) if lab == "true"]
+        (f"self.{e.container.attr}" == walked or e.container in owed)
+        for e in effects.get(n, ()))}
+    if not removes:
+        return []
+    first = [d for d, lab in cfg.successors(start) if lab in ("true", "next")] if loop \
+        else [d for d, _ in cfg.successors(start)]
     parent: dict[tuple[int, bool], tuple[tuple[int, bool], str] | None] = {
         (n, n in removes): None for n in first}
     queue = deque(parent)
-    handled_any = False
-    out = []
+    ends = []
     while queue:
-        n, removed = queue.popleft()
-        if n in handles:
-            handled_any = True
+        n, removed = state = queue.popleft()
+        if n in handles or n == cfg.raise_exit:
             continue
-        if n == cfg.raise_exit:
-            continue
-        if n == cfg.exit or n == start or n not in inside:
+        if n == cfg.exit or (loop is not None and (n == start or n not in inside)):
             if removed:
-                out.append((n, removed))
+                ends.append(state)
             continue
         for d, lab in cfg.successors(n):
             key = (d, removed or d in removes)
             if key not in parent:
-                parent[key] = ((n, removed), lab)
+                parent[key] = (state, lab)
                 queue.append(key)
-    if handled_any or not out:
-        return []
-    on_path = _state_nodes(parent, out[0])
-    if any(cfg.nodes[n].stmt is not None and _is_filter(fn, eff, cfg.nodes[n].stmt, name)
-           for n in on_path):
-        return []  # removed after a decision about the request (it finished)
-    end = out[0]
-    chain = [end]
-    while parent.get(chain[-1]) is not None:
-        chain.append(parent[chain[-1]][0])  # type: ignore[index]
-    nodes = [n for n, _ in reversed(chain)]
-    rm = next(n for n in nodes if n in removes)
-    steps = tuple((cfg.nodes[n].line, cfg.nodes[n].stmt.kind) for n in nodes
-                  if cfg.nodes[n].stmt is not None and cfg.nodes[n].line)
-    return [Drop(fn.fqn, name, _line(cfg, start, fn), "removed", cfg.nodes[rm].line,
-                 _last_line(cfg, nodes), 0, steps)]
+    reach = _can_handle(cfg, inside, handles, start)
+    cleanup_loop = not (reach & inside)
+    for end in ends:
+        path = _path(parent, end)
+        nodes = [n for n, _ in path]
+        rm = next(i for i, n in enumerate(nodes) if n in removes)
+        if cleanup_loop and any(cfg.nodes[n].stmt is not None and n != start and
+                                _is_filter(fn, eff, cfg.nodes[n].stmt, name)
+                                for n in nodes[:-1]):
+            continue  # removed after a decision about the request (it finished)
+        if any(cfg.nodes[n].stmt is not None and n != start and
+               _tests_id(fn, eff, cfg.nodes[n].stmt) for n in nodes[:rm]):
+            continue  # ``if rid not in self._meta: remove``: the request is gone
+        after = path[rm:]
+        if any(n in reach for n, _ in after[1:]) or any(
+                d in reach for n, _ in after[:-1] for d, _ in cfg.successors(n)):
+            turn = _classify(fn, eff, cfg, after, reach, handles, name, start)
+            if turn is None:
+                continue
+        return [Drop(fn.fqn, name, _line(cfg, start, fn), "removed", cfg.nodes[nodes[rm]].line,
+                     _last_line(cfg, nodes), 0, _steps(cfg, path))]
+    return []
 
 
 def _state_nodes(parent: dict, end: tuple[int, bool]) -> list[int]:
@@ -137,6 +162,23 @@ def _state_nodes(parent: dict, end: tuple[int, bool]) -> list[int]:
         out.append(cur[0][0])
         cur = parent.get(cur[0])
     return out
+
+
+def _bare(fn: FnView, s: Stmt | None) -> bool:
+    """A removal whose result is thrown away (``del x[k]``, ``x.discard(k)``):
+    ``meta = x.pop(k)`` and ``for a in x.pop(k, [])`` take the entry over."""
+    return s is not None and s.kind == "simple" and not fn.assigns(s) and \
+        len(fn.calls(s)) <= 1
+
+
+def _assigned_ids(fn: FnView, eff: Effects, loop: Stmt) -> list[str]:
+    """Ids a loop body takes out of a container itself (``rid, x = q.get()``)."""
+    ids = eff.state.of(fn.fqn).ids
+    for s in loop.body:
+        for a in fn.assigns(s):
+            if a.target in ids:
+                return [a.target]
+    return []
 
 
 def _loop_ids(fn: FnView, eff: Effects, s: Stmt) -> list[str]:
@@ -235,7 +277,8 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
             how = "except"
         elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
             jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
-            if jump is not None and not _returns_status(cfg.nodes[jump].stmt):
+            if jump is not None and not _returns_status(cfg.nodes[jump].stmt) and \
+                    not _warns(fn, node.stmt):
                 how = "early-exit"
         if how is None:
             return None  # the last turn guards the hand-over: a decision
@@ -279,6 +322,20 @@ def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
     # ``if self._status(rid) != DONE`` / ``if self._x.get(rid)``: the id's own state.
     return any(any(eff.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs)))
                for c in fn.calls(s))
+
+
+_LOUD = ("warning", "warn", "error", "exception", "critical")
+
+
+def _warns(fn: FnView, branch: Stmt) -> bool:
+    """The early-exit branch logs a warning or error: the drop is not silent,
+    it is a condition the author saw and reported (``No blocks to push``)."""
+    for s in walk(branch.body + branch.orelse):
+        for c in fn.calls(s):
+            callee = c.callee or ""
+            if is_logging(callee) and callee.rpartition(".")[2] in _LOUD:
+                return True
+    return False
 
 
 def _returns_status(s: Stmt | None) -> bool:

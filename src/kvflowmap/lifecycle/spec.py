@@ -42,6 +42,7 @@ class LifecycleSpec:
     id_fields: tuple[str, ...] = ("request_id", "req_id")
     id_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
     request_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    finished_params: tuple[str, ...] = ("finished_req_ids",)
     probe: str = "get_num_new_matched_tokens"
     async_element: int = 1
     commit: str = "update_state_after_alloc"
@@ -77,6 +78,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         id_fields=tuple(raw.get("id_fields") or ("request_id", "req_id")),
         id_params={k: tuple(v) for k, v in (raw.get("id_params") or {}).items()},
         request_params={k: tuple(v) for k, v in (raw.get("request_params") or {}).items()},
+        finished_params=tuple(raw.get("finished_params") or ("finished_req_ids",)),
         probe=str(probe.get("method", "get_num_new_matched_tokens")),
         async_element=int(probe.get("async_element", 1)),
         commit=str(raw.get("commit", "update_state_after_alloc")),
