@@ -81,7 +81,8 @@ class Effects:
         are taken not to (an ``except`` that logs is not itself a failure)."""
         callees = [c.callee or "" for c in fn.calls(s)]
         return bool(callees) and not all(
-            is_logging(c) or c.rpartition(".")[2] in ADD_OPS | RESET_OPS for c in callees)
+            is_logging(c) or c in _PURE or c.rpartition(".")[2] in ADD_OPS | RESET_OPS
+            for c in callees)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
         """What ``s`` does with the ids it mentions (resets need no id)."""

@@ -58,6 +58,7 @@ class Lifecycle:
     owed: frozenset[Container] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
+    _raises: dict[str, bool] = field(default_factory=dict)
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -83,6 +84,32 @@ class Lifecycle:
             self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
                                      self._cleanup(fn)) if hows else []
         return self._drops[fqn]
+
+    def raises(self, fqn: str, calls, _seen: frozenset[str] = frozenset()) -> bool:
+        """Summary: an exception can leave ``fqn`` (its CFG's raising exit is
+        reachable). Calls outside the analysis may raise; analysed callees
+        are asked in turn (a helper that catches everything does not)."""
+        if fqn in self._raises:
+            return self._raises[fqn]
+        if fqn not in self.functions or fqn in _seen:
+            return True
+        fn = self.functions[fqn]
+        seen = _seen | {fqn}
+        cfg = build_cfg(fn.fact.body, lambda s: self.stmt_raises(fn, s, calls, seen))
+        found = any(d == cfg.raise_exit for _, d, _ in cfg.edges())
+        self._raises[fqn] = found
+        return found
+
+    def stmt_raises(self, fn: FnView, s, calls, seen: frozenset[str] = frozenset()) -> bool:
+        """``s`` may raise: a call that is not logging/container/queue work and
+        is outside the analysis or reaches an analysed function that raises."""
+        if not self.effects.may_raise(fn, s):
+            return False
+        for c in fn.calls(s):
+            targets = [t.fqn for t in calls.resolve(fn.ctx, c) if t.fqn in self.functions]
+            if not targets or any(self.raises(t, calls, seen) for t in targets):
+                return True
+        return False
 
     def _cleanup(self, fn: FnView) -> tuple[str, ...]:
         """Parameters holding ids of finished requests, for this hook."""

@@ -60,7 +60,10 @@ def spawns(fns: dict[str, FnView], spawners: tuple[Spawner, ...], calls) -> list
     return sorted(set(out), key=lambda s: (s.target, s.spawner, s.line))
 
 
-QUEUE_OPS = frozenset({"get", "get_nowait", "put", "put_nowait"})
+# Queue and event operations that raise nothing a serving loop has to survive
+# (``Empty``/``Full`` are what the loop waits on).
+QUEUE_OPS = frozenset({"get", "get_nowait", "put", "put_nowait", "task_done", "qsize", "empty",
+                       "wait", "set", "clear", "is_set", "notify", "notify_all"})
 
 
 def escaping_raise(cfg: CFG, loop: Stmt, fn: FnView) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvflowmap.check.cfg import build_cfg
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
@@ -45,11 +46,15 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
 
 def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Finding]:
-    fn, cfg = lc.functions[fqn], lc.cfg(fqn)
+    fn = lc.functions[fqn]
+    cfg = build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
+    nested = {id(x) for s in fn.stmts if s.kind in ("while", "for") for x in walk(s.body)}
     out = []
     for n in cfg.nodes:
         if n.kind not in ("stmt",) or n.stmt is None or n.stmt.kind != "while":
             continue
+        if id(n.stmt) in nested:
+            continue  # an inner loop: what leaves it may be caught by the outer one
         if opts.require_ids and not _serves(lc, fn, n.stmt):
             continue
         bad = escaping_raise(cfg, n.stmt, fn)
@@ -70,6 +75,27 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
 
 
 def _serves(lc, fn, loop) -> bool:
-    """The loop body does something with request ids."""
-    return any(e.kind in HANDLING or e.kind == "remove"
-               for s in walk(loop.body) for e in lc.effects.of(fn, s))
+    """The loop body does something with request ids, or takes work from a
+    queue that other code fills (a transfer queue; a socket ``recv`` of a
+    handshake listener is not work for a request)."""
+    fed = _fed_queues(lc)
+    for s in walk(loop.body):
+        if any(e.kind in HANDLING or e.kind == "remove" for e in lc.effects.of(fn, s)):
+            return True
+        for c in fn.calls(s):
+            base, _, meth = (c.callee or "").rpartition(".")
+            if meth in ("get", "get_nowait") and base.startswith("self.") and \
+                    base.rpartition(".")[2] in fed:
+                return True
+    return False
+
+
+def _fed_queues(lc) -> set[str]:
+    """Attribute names of queues some subject function puts work into."""
+    out = set()
+    for fn in lc.functions.values():
+        for c in fn.all_calls:
+            base, _, meth = (c.callee or "").rpartition(".")
+            if meth in ("put", "put_nowait") and base.startswith("self."):
+                out.add(base.rpartition(".")[2])
+    return out
