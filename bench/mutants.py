@@ -3,6 +3,7 @@
     python bench/mutants.py                                  # all five code bases
     python bench/mutants.py --codebase pegaflow --operator drop-report --max-per-op 2
     python bench/mutants.py --json mutants.json
+    python bench/mutants.py --sites-only [--list-sites]      # count sites only, no analysis
 
 For each code base the release's import root is copied once into a temporary
 folder (removed at the end; the cached release is never touched) and analysed
@@ -314,6 +315,30 @@ def summary(results: Sequence[CodebaseResult], total: float) -> str:
     return "\n".join([*lines, *("  invalid: " + b for b in bad)])
 
 
+def site_counts(cbs: Sequence[Codebase], operators: Sequence[str],
+                get_release: Callable[[str], Path] = release,
+                list_sites: bool = False) -> str:
+    """Candidate sites per operator and code base, found in the cached releases
+    themselves (read only, nothing copied or analysed)."""
+    counts: dict[str, dict[str, int]] = {}
+    lines: list[str] = []
+    for cb in cbs:
+        root = get_release(cb.release)
+        subject = Subject(root, root / cb.subject, (), root)
+        sites = all_sites(subject, operators)
+        counts[cb.name] = {op: len(v) for op, v in sites.items()}
+        if list_sites:
+            lines.extend(f"{cb.name} {op:22} {s.file}:{s.line} "
+                         f"{'.'.join(s.function.rsplit('.', 2)[-2:])}  {s.snippet}"
+                         for op in operators for s in sites[op])
+    rows = [["operator", *counts], *([op, *(str(counts[c][op]) for c in counts)]
+                                     for op in operators)]
+    rows.append(["all", *(str(sum(counts[c].values())) for c in counts)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the harness; print the table; optionally write JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -321,9 +346,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--operator", action="append", choices=list(OPERATORS))
     ap.add_argument("--max-per-op", type=int, default=8)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--sites-only", action="store_true",
+                    help="only count candidate sites per operator (no analysis)")
+    ap.add_argument("--list-sites", action="store_true",
+                    help="with --sites-only: list every site too")
     args = ap.parse_args(argv)
     cbs = [c for c in CODEBASES if not args.codebase or c.name in args.codebase]
     ops = args.operator or list(OPERATORS)
+    if args.sites_only:
+        print(site_counts(cbs, ops, list_sites=args.list_sites))
+        return 0
     rules, errors = load_rules(default_rule_dirs())
     if errors:
         raise SystemExit(f"rule errors: {errors}")

@@ -13,17 +13,30 @@ recorded, not reported, or dropped on one path. An operator is two things:
 re-parses, re-finds the site by its ordinal and rewrites it. The mutated text is only ever
 compiled (``compile(..., "exec")``), never imported or run.
 
-Heuristics (they only choose sites; they do not decide detection):
+Heuristics (they only choose sites; they do not decide detection). All are
+syntactic, per file; kvflowmap's own lifecycle model is never consulted, so the
+measurement is not circular:
 
-- A *request id* is an expression whose code contains ``req`` (``req_id``,
-  ``request.request_id``, ``reqs``, ``request_id``) or the name ``rid``.
+- A *request id* is an expression (not a string or number literal) whose code
+  contains ``req`` (``req_id``, ``request.request_id``, ``reqs``,
+  ``request_id``) or the name ``rid``.
 - A *container add* is ``X[id] = v``, ``X[id].append(...)``, ``X.add(id)``,
   ``X.append(id)``, ``X.update(...)`` (and ``extend``, ``put``,
   ``put_nowait``, ``setdefault``, ``appendleft``) whose arguments or key mention
-  an id; it is *self-rooted* when ``X``'s code starts with ``self.``.
-- A *thread loop* is a ``while`` in a function passed as ``target=`` to a
-  ``*Thread``/``Process``, to ``.submit`` or ``run_in_executor``, or named
-  like a loop (``THREAD_NAME_RE``).
+  an id; it is *self-rooted* when ``X``'s code is ``self.NAME``.
+- A *report method* is a method named like a report hook (``REPORT_METHODS``:
+  ``get_finished``, ``get_transfer_results``, ``get_block_ids_with_load_errors``,
+  ``build_connector_meta``, ``request_finished``, ...) or ``get_...finished``,
+  ``get_..._requests``, ``get_..._reqs`` returning a value. A *reported
+  container* is a ``self.X`` whose name ``X`` is read (as an attribute, not
+  called) in the body of a report method of any class in the file.
+- The id-bookkeeping operators (drop-report, early-return, drop-remove,
+  drop-failed-blocks, drop-return-report) only take statements in methods of a
+  class, never ``__init__``, stats/metrics classes (``STATS_RE``) or the probe.
+- A *thread loop* is a ``while`` mentioning an id (a name or attribute, not a
+  string) in a function passed as ``target=`` to a ``*Thread``/``Process``,
+  to ``.submit`` or ``run_in_executor``, or in the ``run`` of a ``*Thread``
+  subclass.
 - A *logging call* is a call whose receiver is ``logger``/``logging``/``log``
   (or ends in ``.logger``/``_logger``), ``print``, or ``traceback.*``.
 """
@@ -44,12 +57,10 @@ ADD_METHODS = frozenset({"add", "append", "update", "extend", "put", "put_nowait
                          "setdefault", "appendleft"})
 REMOVE_METHODS = frozenset({"pop", "discard", "remove"})
 LOG_ROOTS = frozenset({"logger", "logging", "log", "print", "traceback", "warnings"})
-REPORT_FUNCS = ("get_finished", "get_transfer_results")
 LOAD_ERRORS = "get_block_ids_with_load_errors"
 INIT_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__init_subclass__"})
 WAIT_MODULES = frozenset({"asyncio", "concurrent.futures", "futures"})
 FAILED_RE = re.compile(r"invalid|failed|error", re.IGNORECASE)
-THREAD_NAME_RE = re.compile(r"_loop$|_thread|^run$|^loop$|_worker$")
 BUILTINS = frozenset(dir(builtins))
 _CODE = cst.Module(body=[])
 T = TypeVar("T")
@@ -119,6 +130,18 @@ def mentions_id(node: cst.CSTNode | None) -> bool:
     return node is not None and bool(ID_RE.search(code(node)))
 
 
+def _id_expr(node: cst.CSTNode | None) -> bool:
+    """An expression (not a string or number literal) that looks like an id
+    (a subscript key is unwrapped)."""
+    if isinstance(node, cst.SubscriptElement):
+        node = node.slice
+    if isinstance(node, cst.Index):
+        node = node.value
+    return (node is not None and not isinstance(node, (
+        cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float))
+        and mentions_id(node))
+
+
 def _is_log_call(call: cst.Call) -> bool:
     text = code(call.func)
     root = text.split(".")[0].split("(")[0]
@@ -141,14 +164,14 @@ def container_add(stmt: cst.CSTNode) -> tuple[str, str] | None:
     small = _single(stmt)
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         tgt = small.targets[0].target
-        if isinstance(tgt, cst.Subscript) and mentions_id(tgt.slice[0]):
+        if isinstance(tgt, cst.Subscript) and _id_expr(tgt.slice[0]):
             return code(tgt.value), "subscript"
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         call = small.value
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ADD_METHODS:
             recv = call.func.value
-            if any(mentions_id(a.value) for a in call.args) or (
-                    isinstance(recv, cst.Subscript) and mentions_id(recv.slice[0])):
+            if any(_id_expr(a.value) for a in call.args) or (
+                    isinstance(recv, cst.Subscript) and _id_expr(recv.slice[0])):
                 base = recv.value if isinstance(recv, cst.Subscript) else recv
                 return code(base), call.func.attr.value
     return None
@@ -252,10 +275,126 @@ def _in_method(ctx: Ctx) -> bool:
     return ctx.func is not None
 
 
+# -- file facts: report methods and the containers they report ----------------
+#
+# Purely syntactic, per file (never kvflowmap's lifecycle model, so the
+# measurement is not circular). A *report method* is a method named like one of
+# the protocol's report hooks (``REPORT_METHODS``), or ``get_...finished`` /
+# ``get_..._requests`` / ``get_..._reqs`` that returns something. A *reported
+# container* is an attribute name ``X`` read (not called) in the body of a
+# report method of any class of the file; a site's ``self.X`` must be one.
+
+REPORT_METHODS = frozenset({
+    "get_finished", "get_transfer_results", LOAD_ERRORS, "get_finished_with_lazy_offload",
+    "build_connector_meta", "request_finished"})
+REPORT_NAME_RE = re.compile(r"^get_\w*(finished|_requests|_reqs)$")
+PROBE = "get_num_new_matched_tokens"
+HOOKS = frozenset({
+    PROBE, "update_state_after_alloc", "build_connector_meta", "request_finished",
+    "update_connector_output", "get_finished", "get_transfer_results", "start_load_kv",
+    "wait_for_layer_load", "save_kv_layer", "wait_for_save", "bind_connector_metadata",
+    "handle_preemptions"})
+TEARDOWN_RE = re.compile(r"^(shutdown|close|__init__|__del__|__exit__|__aexit__|stop)$|"
+                         r"^_*reset|^_*(shutdown|close|cleanup|teardown)")
+# A queue/socket poll with a timeout still hands over every item without it.
+POLL_CALLS = frozenset({"get", "get_nowait", "poll", "recv", "recv_multipart", "select"})
+STATS_RE = re.compile(r"Stats|Metrics")
+RELEASE_RE = re.compile(r"release|free|unpin|unlock|close|ref_count_down|discard|pop",
+                        re.IGNORECASE)
+# Handlers: what a lifecycle handler catches. Benign, expected-flow exceptions
+# (an optional import, an empty queue, a poll that timed out) are not sites.
+BROAD_EXC = frozenset({"Exception", "BaseException"})
+BENIGN_EXC = frozenset({
+    "ImportError", "ModuleNotFoundError", "Again", "Empty", "KeyboardInterrupt",
+    "StopIteration", "StopAsyncIteration", "CancelledError", "GeneratorExit",
+    "AttributeError", "KeyError", "IndexError", "ValueError", "TypeError",
+    "NotImplementedError", "JSONDecodeError", "UnicodeDecodeError", "FileNotFoundError",
+    "QueueEmpty", "QueueFull", "Full", "ZMQError"})
+TRANSFER_EXC_RE = re.compile(
+    r"(transfer|kv|connector|cache|load|save|rpc|remote|nixl|mooncake|runtime|^os|^io|"
+    r"connection|socket|network|storage|timeout)\w*(error|exception)$", re.IGNORECASE)
+
+
+def _is_report_method(func: cst.FunctionDef) -> bool:
+    name = func.name.value
+    if name in REPORT_METHODS:
+        return True
+    return bool(REPORT_NAME_RE.match(name)) and any(
+        isinstance(c.node, cst.Return) and c.node.value is not None for c in walk(func.body))
+
+
+def _classes(ctx: Ctx) -> list[cst.ClassDef]:
+    return [p for p in ctx.parents if isinstance(p, cst.ClassDef)]
+
+
+def _in_class_method(ctx: Ctx) -> bool:
+    """In a method (or a def nested in one) of a class that is not a stats/metrics
+    class, and not in ``__init__``-like methods."""
+    classes = _classes(ctx)
+    return (bool(ctx.funcs) and bool(classes)
+            and not any(STATS_RE.search(k.name.value) for k in classes)
+            and not any(f.name.value in INIT_METHODS for f in ctx.funcs))
+
+
+def _func_names(ctx: Ctx) -> set[str]:
+    return {f.name.value for f in ctx.funcs}
+
+
+@dataclass
+class _FileFacts:
+    reported: set[str] = field(default_factory=set)  # attribute names read by report methods
+    report_funcs: set[int] = field(default_factory=set)  # id() of report FunctionDefs
+
+
+def _file_facts(module: cst.Module) -> _FileFacts:
+    def compute() -> _FileFacts:
+        facts = _FileFacts()
+        for c in walk(module):
+            n = c.node
+            if (isinstance(n, cst.FunctionDef) and _classes(c) and _is_report_method(n)):
+                facts.report_funcs.add(id(n))
+                for x in walk(n.body):
+                    a, parent = x.node, x.parents[-1] if x.parents else None
+                    if (isinstance(a, cst.Attribute)
+                            and not (isinstance(parent, cst.Call) and parent.func is a)):
+                        facts.reported.add(a.attr.value)
+        return facts
+    return _memo("file", module, compute)
+
+
+def _report_func(ctx: Ctx, module: cst.Module) -> cst.FunctionDef | None:
+    """The innermost enclosing report method, if any."""
+    ids = _file_facts(module).report_funcs
+    return next((f for f in reversed(ctx.funcs) if id(f) in ids), None)
+
+
+def _returned(func: cst.FunctionDef) -> set[str]:
+    return _memo("returns", func, lambda: _returned_names(func))
+
+
+def _reported_container(container: str, ctx: Ctx, module: cst.Module) -> bool:
+    """``self.X`` with ``X`` a reported container, or a local the enclosing
+    report method returns."""
+    m = re.fullmatch(r"self\.(\w+)", container)
+    if m:
+        return m.group(1) in _file_facts(module).reported
+    func = _report_func(ctx, module)
+    return func is not None and container in _returned(func)
+
+
+def _lifecycle_stmt(ctx: Ctx) -> bool:
+    return _in_class_method(ctx) and PROBE not in _func_names(ctx)
+
+
 def find_drop_report(module: cst.Module) -> Iterator[Ctx]:
-    """Statements that put an id into a ``self.``-rooted container."""
+    """Statements adding an id to a reported container (``self.X`` read by a
+    report method, or a local a report method returns), in a class's methods
+    (not ``__init__``, stats/metrics classes, or the probe)."""
     for c in walk(module):
-        if _in_method(c) and self_container_add(c.node):
+        if not isinstance(c.node, cst.SimpleStatementLine):
+            continue
+        found = container_add(c.node)
+        if found and _lifecycle_stmt(c) and _reported_container(found[0], c, module):
             yield c
 
 
@@ -275,19 +414,50 @@ def rewrite_early_return(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return cst.FlattenSentinel([guard, node.with_changes(leading_lines=())])
 
 
-def _reports(handler: cst.ExceptHandler) -> bool:
-    for c in walk(handler.body):
-        if container_add(c.node):
+def _exc_names(handler: cst.ExceptHandler) -> list[str] | None:
+    """Last dotted part of each caught type; None for a bare ``except:``."""
+    if handler.type is None:
+        return None
+    t = handler.type
+    items = [e.value for e in t.elements] if isinstance(t, cst.Tuple) else [t]
+    return [code(i).rsplit(".", 1)[-1] for i in items]
+
+
+def _lifecycle_handler(handler: cst.ExceptHandler, ctx: Ctx) -> bool:
+    """Bare, ``Exception``/``BaseException`` or a transfer-ish error; a
+    ``TimeoutError`` only outside a (retry) loop."""
+    names = _exc_names(handler)
+    if names is None:
+        return True
+    for n in names:
+        if n in BENIGN_EXC:
+            continue
+        if n in ("TimeoutError", "Timeout") or "timeout" in n.lower():
+            if not _in_loop(ctx):
+                return True
+            continue
+        if n in BROAD_EXC or TRANSFER_EXC_RE.search(n):
             return True
-        if isinstance(c.node, cst.Call) and not _is_log_call(c.node):
+    return False
+
+
+def _reports(handler: cst.ExceptHandler) -> bool:
+    """The handler adds an id to a container or passes an id to a (non-logging) call."""
+    for c in walk(handler.body):
+        if isinstance(c.node, cst.SimpleStatementLine) and container_add(c.node):
+            return True
+        if (isinstance(c.node, cst.Call) and not _is_log_call(c.node)
+                and any(_id_expr(a.value) for a in c.node.args)):
             return True
     return False
 
 
 def find_except_log(module: cst.Module) -> Iterator[Ctx]:
-    """Except handlers (in functions) that add an id or call something other than logging."""
+    """Lifecycle except handlers (not ``__init__``) that record or pass on an id."""
     for c in walk(module):
-        if isinstance(c.node, cst.ExceptHandler) and _in_method(c) and _reports(c.node):
+        if (isinstance(c.node, cst.ExceptHandler) and c.funcs
+                and not any(f.name.value in INIT_METHODS for f in c.funcs)
+                and _lifecycle_handler(c.node, c) and _reports(c.node)):
             yield c
 
 
@@ -313,12 +483,18 @@ def rewrite_except_log(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(body=cst.IndentedBlock(body=[_stmt(src + "\n")]))
 
 
+def _call_name(call: cst.Call) -> str:
+    return code(call.func).rsplit(".", 1)[-1]
+
+
 def find_finally_out(module: cst.Module) -> Iterator[Ctx]:
-    """``try/finally`` statements whose finally calls something."""
+    """``try/finally`` statements whose finally releases something (a call named
+    like release/free/unpin/unlock/close/ref_count_down/discard/pop)."""
     for c in walk(module):
         n = c.node
         if (isinstance(n, cst.Try) and n.finalbody is not None and _in_method(c)
-                and any(isinstance(x.node, cst.Call) for x in walk(n.finalbody))):
+                and any(isinstance(x.node, cst.Call) and RELEASE_RE.search(_call_name(x.node))
+                        for x in walk(n.finalbody))):
             yield c
 
 
@@ -353,9 +529,18 @@ def _timeout_arg(call: cst.Call) -> int | None:
 
 
 def find_drop_timeout(module: cst.Module) -> Iterator[Ctx]:
-    """Calls given a timeout (``timeout=``, ``.result(x)``, ``.wait(x)``, ``.join(t)``)."""
+    """Calls given a timeout (``timeout=``, ``.result(x)``, ``.wait(x)``,
+    ``.join(t)``) in protocol hooks or thread targets, never in teardown, and
+    not queue/socket polls (``POLL_CALLS``)."""
+    targets = _thread_targets(module)
     for c in walk(module):
-        if isinstance(c.node, cst.Call) and _in_method(c) and _timeout_arg(c.node) is not None:
+        if not (isinstance(c.node, cst.Call) and c.funcs and _timeout_arg(c.node) is not None
+                and _call_name(c.node) not in POLL_CALLS):
+            continue
+        names = _func_names(c)
+        if any(TEARDOWN_RE.search(n) for n in names):
+            continue
+        if names & HOOKS or names & targets:
             yield c
 
 
@@ -369,14 +554,14 @@ def rewrite_drop_timeout(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(args=args)
 
 
-# reset-no-forward needs class-level facts: which self.X are filled with ids where.
+# reset-no-forward and probe-acquire need class-level facts: which self.X are
+# filled with ids where.
 
 @dataclass
 class _ClassFacts:
     fillers: dict[str, set[str]] = field(default_factory=dict)  # attr -> methods filling it
     how: dict[str, str] = field(default_factory=dict)  # attr -> first way it is filled
     inits: dict[str, str] = field(default_factory=dict)  # attr -> code of its first value
-    reads: dict[str, set[str]] = field(default_factory=dict)  # method -> self attrs it uses
 
 
 def _self_attr(node: cst.CSTNode) -> str | None:
@@ -388,15 +573,12 @@ def _self_attr(node: cst.CSTNode) -> str | None:
 
 
 def _class_facts(cls: cst.ClassDef, module: cst.Module) -> _ClassFacts:
-    """Which ``self.X`` each method of ``cls`` fills with ids, initialises, reads."""
+    """Which ``self.X`` each method of ``cls`` fills with ids, and initialises."""
     facts = _ClassFacts()
     for c in walk(module):
         if c.func is None or c.cls is not cls:
             continue
         method = c.funcs[0].name.value
-        read = _self_attr(c.node)
-        if read:
-            facts.reads.setdefault(method, set()).add(read)
         attr = self_container_add(c.node)
         if attr:
             facts.fillers.setdefault(attr, set()).add(method)
@@ -415,26 +597,86 @@ def _facts_of(cls: cst.ClassDef, module: cst.Module) -> _ClassFacts:
     return _memo("class", cls, lambda: _class_facts(cls, module))
 
 
-def _reset_target(func: cst.FunctionDef, cls: cst.ClassDef, module: cst.Module) -> str | None:
-    """The first (sorted) id-filled ``self.X`` that ``func`` reads but does not fill."""
-    if func.name.value in INIT_METHODS:
+COPY_CALLS = frozenset({"set", "list", "dict", "tuple", "frozenset", "sorted", "deepcopy",
+                        "copy"})
+ITER_METHODS = frozenset({"items", "keys", "values", "copy"})
+
+
+def _forward_read(ctx: Ctx) -> str | None:
+    """``X`` when the node reads ``self.X`` to forward it: iterates it
+    (``for``/comprehension, maybe via ``.items()``), copies it
+    (``set(self.X)``, ``self.X.copy()``) or returns it."""
+    attr = _self_attr(ctx.node)
+    if attr is None or not ctx.parents:
+        return None
+    node, parents = ctx.node, list(ctx.parents)
+    # self.X.items() / .keys() / .values() / .copy(): the call is the read
+    if (len(parents) >= 2 and isinstance(parents[-1], cst.Attribute)
+            and parents[-1].value is node and parents[-1].attr.value in ITER_METHODS
+            and isinstance(parents[-2], cst.Call) and parents[-2].func is parents[-1]):
+        node, parents = parents[-2], parents[:-2]
+        if not parents:
+            return None
+    parent = parents[-1]
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is node:
+        return attr
+    if isinstance(parent, cst.Return) and parent.value is node:
+        return attr
+    if isinstance(parent, cst.Element) and len(parents) >= 3 and isinstance(
+            parents[-2], cst.Tuple) and isinstance(parents[-3], cst.Return):
+        return attr
+    if (isinstance(parent, cst.Arg) and len(parents) >= 2 and isinstance(parents[-2], cst.Call)
+            and _call_name(parents[-2]) in COPY_CALLS):
+        return attr
+    if node is not ctx.node and code(node).endswith(".copy()"):
+        return attr
+    return None
+
+
+def _reset_site(func: cst.FunctionDef, cls: cst.ClassDef,
+                module: cst.Module) -> tuple[cst.BaseStatement, str] | None:
+    """The statement (directly in a block) holding ``func``'s first forwarding
+    read of a reported, id-filled ``self.X`` that ``func`` does not fill."""
+    name = func.name.value
+    if TEARDOWN_RE.search(name) or (name.startswith("__") and name.endswith("__")):
         return None
     facts = _facts_of(cls, module)
-    reads = facts.reads.get(func.name.value, set())
-    for attr in sorted(facts.fillers):
-        if func.name.value not in facts.fillers[attr] and attr in reads:
-            return attr
+    reported = _file_facts(module).reported
+    for c in walk(func.body):
+        attr = _forward_read(c)
+        if (attr is None or attr not in reported or attr not in facts.fillers
+                or name in facts.fillers[attr]):
+            continue
+        chain = [*c.parents, c.node]
+        for i in range(len(chain) - 1, 0, -1):
+            if isinstance(chain[i], cst.BaseStatement) and isinstance(chain[i - 1],
+                                                                      cst.IndentedBlock):
+                return chain[i], attr  # type: ignore[return-value]
+        return None
+    return None
+
+
+def _method_class(ctx: Ctx) -> tuple[cst.FunctionDef, cst.ClassDef] | None:
+    """The method (a def directly in a class body) enclosing ``ctx`` and its class."""
+    for i, p in enumerate(ctx.parents):
+        if (isinstance(p, cst.FunctionDef) and i >= 2 and isinstance(ctx.parents[i - 1],
+                                                                    cst.IndentedBlock)
+                and isinstance(ctx.parents[i - 2], cst.ClassDef)):
+            return p, ctx.parents[i - 2]  # type: ignore[return-value]
     return None
 
 
 def find_reset_no_forward(module: cst.Module) -> Iterator[Ctx]:
-    """Methods reading a ``self.X`` that another method fills with ids."""
+    """In methods (not teardown, reset*, dunders) that forward a reported
+    ``self.X`` another method fills with ids: the statement of the first read."""
     for c in walk(module):
-        n = c.node
-        if (isinstance(n, cst.FunctionDef) and len(c.funcs) == 0 and c.parents
-                and isinstance(c.parents[-1], cst.IndentedBlock)
-                and len(c.parents) >= 2 and isinstance(c.parents[-2], cst.ClassDef)
-                and _reset_target(n, c.parents[-2], module)):
+        if not isinstance(c.node, cst.BaseStatement):
+            continue
+        mc = _method_class(c)
+        if mc is None or STATS_RE.search(mc[1].name.value):
+            continue
+        site = _memo("reset", mc[0], lambda: _reset_site(mc[0], mc[1], module))
+        if site is not None and site[0] is c.node:
             yield c
 
 
@@ -443,19 +685,21 @@ _CONTAINER_INIT = re.compile(
 
 
 def rewrite_reset_no_forward(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
-    """``self.X.clear()`` (or a fresh empty container) as the method's first statement."""
-    assert isinstance(node, cst.FunctionDef)
-    cls = ctx.parents[-2]
-    assert isinstance(cls, cst.ClassDef)
-    attr = _reset_target(ctx.node, cls, module)  # type: ignore[arg-type]
-    facts = _facts_of(cls, module)
-    init = facts.inits.get(attr or "", "")
+    """``self.X.clear()`` (or a fresh empty container) just before the first read."""
+    mc = _method_class(ctx)
+    assert mc is not None
+    site = _reset_site(mc[0], mc[1], module)
+    assert site is not None
+    attr = site[1]
+    facts = _facts_of(mc[1], module)
+    init = facts.inits.get(attr, "")
     if _CONTAINER_INIT.match(init):
         src = f"self.{attr}.clear()"
     else:
-        empty = {"subscript": "{}", "add": "set()"}.get(facts.how.get(attr or "", ""), "[]")
+        empty = {"subscript": "{}", "add": "set()"}.get(facts.how.get(attr, ""), "[]")
         src = f"self.{attr} = {empty}"
-    return _with_first(node, [_stmt(src + "\n")])
+    clear = _stmt(src + "\n").with_changes(leading_lines=getattr(node, "leading_lines", ()))
+    return cst.FlattenSentinel([clear, node.with_changes(leading_lines=())])
 
 
 def _methods_named(module: cst.Module, names: tuple[str, ...]) -> Iterator[Ctx]:
@@ -476,15 +720,41 @@ def rewrite_request_finished_true(node: cst.CSTNode, ctx: Ctx, module: cst.Modul
     return _with_first(node, [_stmt(f"if {p}.request_id:\n    return True, None\n")])
 
 
-def _failed_containers(module: cst.Module) -> set[str]:
-    """Codes of the ``self.X`` read by a ``get_block_ids_with_load_errors``."""
+def _returned_attrs(func: cst.FunctionDef) -> set[str]:
+    """``self.X`` attributes whose contents ``func`` returns: in a return value
+    or in the value of a local the function returns."""
+    locals_ = _returned(func)
     out: set[str] = set()
-    for c in walk(module):
-        if isinstance(c.node, cst.FunctionDef) and c.node.name.value == LOAD_ERRORS:
-            for x in walk(c.node.body):
-                if isinstance(x.node, cst.Attribute) and re.fullmatch(r"self\.\w+", code(x.node)):
-                    out.add(code(x.node))
+    for c in walk(func.body):
+        n = c.node
+        vals: list[cst.CSTNode] = []
+        if isinstance(n, cst.Return) and n.value is not None:
+            vals = [n.value]
+        elif isinstance(n, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value in locals_ for t in n.targets):
+            vals = [n.value]
+        for v in vals:
+            out.update(a for x in walk(v) if (a := _self_attr(x.node)))
     return out
+
+
+def _failed_containers(module: cst.Module) -> tuple[set[str], set[str]]:
+    """(``self.X`` names returned by ``get_block_ids_with_load_errors``, and
+    failed/invalid/error-named ``self.X`` other report methods return)."""
+    def compute() -> tuple[set[str], set[str]]:
+        errors: set[str] = set()
+        failed: set[str] = set()
+        for c in walk(module):
+            n = c.node
+            if not (isinstance(n, cst.FunctionDef) and _classes(c) and _is_report_method(n)):
+                continue
+            attrs = _returned_attrs(n)
+            if n.name.value == LOAD_ERRORS:
+                errors |= attrs
+            else:
+                failed |= {a for a in attrs if FAILED_RE.search(a)}
+        return errors, failed
+    return _memo("failed", module, compute)
 
 
 def _adds_to(stmt: cst.CSTNode) -> str | None:
@@ -504,44 +774,79 @@ def _adds_to(stmt: cst.CSTNode) -> str | None:
 
 
 def find_drop_failed_blocks(module: cst.Module) -> Iterator[Ctx]:
-    """Adds to the load-error container, or to any container named invalid/failed/error."""
-    returned = _failed_containers(module)
+    """Adds to a container ``get_block_ids_with_load_errors`` returns (a
+    ``self.X``, or its own returned local), or to a failed/invalid-named
+    ``self.X`` another report method returns; not in stats/metrics classes."""
+    errors, failed = _failed_containers(module)
     for c in walk(module):
-        if c.func is None or c.func.name.value == LOAD_ERRORS:
+        if not isinstance(c.node, cst.SimpleStatementLine) or not _in_class_method(c):
             continue
         target = _adds_to(c.node)
-        if target and (target in returned or FAILED_RE.search(target.rsplit(".", 1)[-1])):
+        if target is None:
+            continue
+        m = re.fullmatch(r"self\.(\w+)", target)
+        if m and (m.group(1) in errors or m.group(1) in failed):
+            yield c
+        elif not m and c.func is not None and c.func.name.value == LOAD_ERRORS \
+                and target in _returned(c.func):
             yield c
 
 
 def _thread_targets(module: cst.Module) -> set[str]:
-    """Function names handed to a thread or an executor in this module."""
-    out: set[str] = set()
-    for c in walk(module):
+    """Function names handed to a thread or an executor in this module, and
+    ``run`` when a class of the module subclasses a ``Thread``."""
+    def compute() -> set[str]:
+        out: set[str] = set()
+        for c in walk(module):
+            n = c.node
+            if isinstance(n, cst.ClassDef) and any(
+                    code(b.value).rsplit(".", 1)[-1].endswith("Thread") for b in n.bases):
+                out.add("run")
+            if not isinstance(n, cst.Call):
+                continue
+            fname = _call_name(n)
+            picked: list[cst.BaseExpression] = []
+            if fname.endswith("Thread") or fname == "Process":
+                picked = [a.value for a in n.args if a.keyword and a.keyword.value == "target"]
+            elif fname == "submit" and n.args:
+                picked = [n.args[0].value]
+            elif fname == "run_in_executor" and len(n.args) >= 2:
+                picked = [n.args[1].value]
+            out.update(code(p).rsplit(".", 1)[-1] for p in picked)
+        return out
+    return _memo("targets", module, compute)
+
+
+def _thread_class(ctx: Ctx) -> bool:
+    classes = _classes(ctx)
+    return bool(classes) and any(code(b.value).rsplit(".", 1)[-1].endswith("Thread")
+                                 for b in classes[-1].bases)
+
+
+def _mentions_id_name(node: cst.CSTNode) -> bool:
+    """A name or attribute (not a string) in the node looks like a request id."""
+    for c in walk(node):
         n = c.node
-        if not isinstance(n, cst.Call):
-            continue
-        fname = code(n.func).rsplit(".", 1)[-1]
-        picked: list[cst.BaseExpression] = []
-        if fname.endswith("Thread") or fname == "Process":
-            picked = [a.value for a in n.args if a.keyword and a.keyword.value == "target"]
-        elif fname == "submit" and n.args:
-            picked = [n.args[0].value]
-        elif fname == "run_in_executor" and len(n.args) >= 2:
-            picked = [n.args[1].value]
-        out.update(code(p).rsplit(".", 1)[-1] for p in picked)
-    return out
+        if isinstance(n, cst.Name) and ID_RE.search(n.value):
+            return True
+        if isinstance(n, cst.Attribute) and ID_RE.search(n.attr.value):
+            return True
+    return False
 
 
 def find_raise_in_thread_loop(module: cst.Module) -> Iterator[Ctx]:
-    """``while`` loops in thread targets or functions named like a loop."""
+    """Outermost ``while`` loops handling request ids in thread/executor targets
+    or in the ``run`` of a ``Thread`` subclass."""
     targets = _thread_targets(module)
     for c in walk(module):
-        if (isinstance(c.node, cst.While) and c.func is not None
+        if not (isinstance(c.node, cst.While) and c.func is not None
                 and isinstance(c.node.body, cst.IndentedBlock)):
-            name = c.func.name.value
-            if name in targets or THREAD_NAME_RE.search(name):
-                yield c
+            continue
+        name = c.func.name.value
+        is_target = (name in targets and name != "run") or (name == "run" and _thread_class(c))
+        nested = any(isinstance(p, cst.While) for p in c.parents[c.parents.index(c.func):])
+        if is_target and not nested and _mentions_id_name(c.node.body):
+            yield c
 
 
 def rewrite_raise_in_thread_loop(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
@@ -564,16 +869,48 @@ def _assigned(func: cst.FunctionDef) -> set[str]:
     return out
 
 
+_SET_INIT = re.compile(r"(set|frozenset)\(|\{\s*\}$|\{[^:]*\}$")
+_DICT_INIT = re.compile(r"(dict|defaultdict|OrderedDict)\(|\{")
+
+
+def _probe_holder(ctx: Ctx, module: cst.Module) -> tuple[str, str] | None:
+    """An existing id-keyed set (``add``) or dict (``subscript``) ``self.X`` of
+    the probe's class, preferring reported ones: ``(X, how)``."""
+    mc = _method_class(ctx) if not isinstance(ctx.node, cst.FunctionDef) else None
+    cls = mc[1] if mc else (ctx.parents[-2] if len(ctx.parents) >= 2
+                            and isinstance(ctx.parents[-2], cst.ClassDef) else None)
+    if cls is None:
+        return None
+    facts = _facts_of(cls, module)
+    reported = _file_facts(module).reported
+    found = [(attr not in reported, attr, facts.how[attr]) for attr in facts.fillers
+             if facts.how.get(attr) in ("add", "subscript")
+             and PROBE not in facts.fillers[attr]]
+    if not found:
+        return None
+    _, attr, how = min(found)
+    return attr, how
+
+
 def find_probe_acquire(module: cst.Module) -> Iterator[Ctx]:
-    """Every ``get_num_new_matched_tokens`` with a request parameter."""
-    return _methods_named(module, ("get_num_new_matched_tokens",))
+    """Every ``get_num_new_matched_tokens`` with a request parameter, in a class
+    with an id-keyed set/dict attribute to record the request in."""
+    for c in _methods_named(module, (PROBE,)):
+        if _probe_holder(c, module):
+            yield c
 
 
 def rewrite_probe_acquire(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
-    """The probe records the request: ``self._mutant_held.add(request.request_id)``."""
+    """The probe records the request in an existing id-keyed attribute:
+    ``self.X.add(request.request_id)`` or ``self.X[request.request_id] = None``."""
     assert isinstance(node, cst.FunctionDef)
     p = _params(node)[0]
-    return _with_first(node, [_stmt(f"self._mutant_held.add({p}.request_id)\n")])
+    held = _probe_holder(ctx, module)
+    assert held is not None
+    attr, how = held
+    src = (f"self.{attr}.add({p}.request_id)\n" if how == "add"
+           else f"self.{attr}[{p}.request_id] = None\n")
+    return _with_first(node, [_stmt(src)])
 
 
 def _returned_names(func: cst.FunctionDef) -> set[str]:
@@ -586,38 +923,58 @@ def _returned_names(func: cst.FunctionDef) -> set[str]:
     return out
 
 
-def _is_report_func(name: str) -> bool:
-    return name in REPORT_FUNCS or "finished" in name or "transfer_result" in name
-
-
 def find_drop_return_report(module: cst.Module) -> Iterator[Ctx]:
-    """In report functions, adds to a local the function returns."""
+    """In report methods (not of stats/metrics classes), adds to a local the
+    method returns."""
     for c in walk(module):
-        func = c.func
-        if func is None or not _is_report_func(func.name.value):
+        if not isinstance(c.node, cst.SimpleStatementLine) or not _in_class_method(c):
+            continue
+        func = _report_func(c, module)
+        if func is None or func is not c.func:
             continue
         target = _adds_to(c.node)
-        if target and target in _memo("returns", func, lambda: _returned_names(func)):
+        if target and target in _returned(func):
             yield c
 
 
-def _removes_id(stmt: cst.CSTNode) -> bool:
+def _removed_from(stmt: cst.CSTNode) -> str | None:
+    """Code of the container a statement line removes an id from, else None."""
     small = _single(stmt)
     if isinstance(small, cst.Del):
-        return isinstance(small.target, cst.Subscript) and mentions_id(small.target.slice[0])
+        t = small.target
+        if isinstance(t, cst.Subscript) and _id_expr(t.slice[0]):
+            return code(t.value)
+        return None
+    call = None
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        f = small.value.func
-        return (isinstance(f, cst.Attribute) and f.attr.value in REMOVE_METHODS
-                and code(f.value).startswith("self.")
-                and any(mentions_id(a.value) for a in small.value.args))
-    return False
+        call = small.value
+    if call is not None and isinstance(call.func, cst.Attribute) \
+            and call.func.attr.value in REMOVE_METHODS and call.args \
+            and _id_expr(call.args[0].value):
+        return code(call.func.value)
+    return None
 
 
 def find_drop_remove(module: cst.Module) -> Iterator[Ctx]:
-    """Statements removing an id from a ``self.`` container (``del``, ``.pop``, ``.discard``)."""
+    """Statements removing an id from a reported ``self.X`` that the file fills
+    with ids (``del``, ``.pop``, ``.discard``, ``.remove``), in a class's methods (not ``__init__``, the
+    probe, or stats/metrics classes)."""
     for c in walk(module):
-        if _in_method(c) and _removes_id(c.node):
+        if not isinstance(c.node, cst.SimpleStatementLine):
+            continue
+        target = _removed_from(c.node)
+        if target is None or not _lifecycle_stmt(c):
+            continue
+        m = re.fullmatch(r"self\.(\w+)", target)
+        if m and m.group(1) in _file_facts(module).reported and m.group(1) in _id_filled(module):
             yield c
+
+
+def _id_filled(module: cst.Module) -> set[str]:
+    """Names ``X`` of every ``self.X`` some statement of the file adds an id to."""
+    return _memo("filled", module, lambda: {
+        a for c in walk(module) if isinstance(c.node, cst.SimpleStatementLine)
+        and (a := self_container_add(c.node))})
 
 
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
