@@ -33,6 +33,11 @@ _READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "val
                            "difference", "union", "empty", "qsize"})
 
 
+# Container methods that do not raise (``pop``/``remove`` raise KeyError).
+_SAFE_METHODS = ADD_OPS | RESET_OPS | frozenset({"discard", "difference_update",
+                                                 "intersection_update"})
+
+
 @dataclass(frozen=True)
 class Effect:
     """One thing a statement does with an id."""
@@ -81,7 +86,7 @@ class Effects:
         are taken not to (an ``except`` that logs is not itself a failure)."""
         callees = [c.callee or "" for c in fn.calls(s)]
         return bool(callees) and not all(
-            is_logging(c) or c in _PURE or c.rpartition(".")[2] in ADD_OPS | RESET_OPS
+            is_logging(c) or c in _PURE or c.rpartition(".")[2] in _SAFE_METHODS
             for c in callees)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:

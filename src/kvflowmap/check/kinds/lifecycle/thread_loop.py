@@ -91,11 +91,23 @@ def _serves(lc, fn, loop) -> bool:
 
 
 def _fed_queues(lc) -> set[str]:
-    """Attribute names of queues some subject function puts work into."""
+    """Attribute names of queues some subject function puts request work
+    into: the put names a request id, or the queue is request-keyed."""
     out = set()
     for fn in lc.functions.values():
-        for c in fn.all_calls:
-            base, _, meth = (c.callee or "").rpartition(".")
-            if meth in ("put", "put_nowait") and base.startswith("self."):
-                out.add(base.rpartition(".")[2])
+        for s in fn.stmts:
+            for c in fn.calls(s):
+                base, _, meth = (c.callee or "").rpartition(".")
+                if meth not in ("put", "put_nowait") or not base.startswith("self."):
+                    continue
+                attr = base.rpartition(".")[2]
+                if attr in lc.state.keyed_attrs or lc.state.id_names_in(fn, s.names) or \
+                        _names_ids(lc, fn, s):
+                    out.add(attr)
     return out
+
+
+def _names_ids(lc, fn, s) -> bool:
+    """The statement passes a local that holds request ids (``request_ids``)."""
+    ids = lc.state.of(fn.fqn)
+    return any(n in ids.colls or n in ids.ids for n in s.names)
