@@ -19,8 +19,8 @@ try:  # tests/ may or may not be a package
 except ImportError:
     from navdocs_support import MINIVLLM, TEMPLATE, assert_golden, fixed_rules, minivllm_analysis
 
-PAGES = {"README.md", "lifecycle.md", "kv-load.md", "kv-save.md", "log-markers.md", "rules.md",
-         "connectors/miniflow.connector.MiniKVConnector.md"}
+PAGES = {"README.md", "lifecycle.md", "request-lifecycle.md", "kv-load.md", "kv-save.md",
+         "log-markers.md", "rules.md", "connectors/miniflow.connector.MiniKVConnector.md"}
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -54,10 +54,51 @@ def test_docs_content(tmp_path: Path) -> None:
     logs = pages["log-markers.md"]
     assert "`[MiniFlow] finished saves=%d loads=%d`" in logs
     assert "## start_load_kv (worker side)" in logs
+    ids = pages["request-lifecycle.md"]
+    assert "## Package `miniflow`" in ids and "### Containers (4)" in ids
+    row = next(x for x in ids.splitlines() if x.startswith("| `SchedulerConnector._pending_loads`"))
+    assert "`update_state_after_alloc` `minivllm/miniflow/connector/scheduler.py#L45`" in row
+    assert "`request_finished` `minivllm/miniflow/connector/scheduler.py#L66`" in row
+    assert "#### `SchedulerConnector` (`miniflow.connector.scheduler`)" in ids
+    assert "`self._scheduler.request_finished` (handover :102)<br>caller (return :102)" in ids
+    assert "`StoreClient` (3)" in ids  # reached from hooks, moves no ids
     readme = pages["README.md"]
+    assert "[Request ids in the connectors](request-lifecycle.md)" in readme
     assert "MiniKVConnector" in readme and "## Start reading here" in readme
     for rel in PAGES - {"README.md"}:
         assert f"]({rel})" in readme or rel.startswith("connectors/")
+
+
+def test_request_lifecycle_caps_long_lists(tmp_path: Path) -> None:
+    """Cells and name lists are cut like ``kvflowmap lifecycle``'s are long:
+    the first few, then how many more."""
+    from kvflowmap.docs import request_lifecycle as rl
+    from kvflowmap.docs.context import DocContext
+    from kvflowmap.docs.markup import Links
+    from kvflowmap.nav.lifecycle_summary import (ClassRows, ContainerRow, FunctionRow, Hand,
+                                                 PackageLifecycle, SiteRow)
+
+    analysis = minivllm_analysis()
+    ctx = DocContext(analysis, Links(analysis.roots, tmp_path, TEMPLATE), None, svg=False)
+    owner = "miniflow.connector.scheduler.SchedulerConnector"
+    adds = tuple(SiteRow("SchedulerConnector.request_finished", 60 + i,
+                         "miniflow.connector.scheduler") for i in range(rl.MAX_SITES + 3))
+    box = ContainerRow("SchedulerConnector._many", owner, "_many", adds, (), (), ())
+    busy = FunctionRow("request_finished", "SchedulerConnector.request_finished", 64,
+                       ("scheduler",), tuple(f"SchedulerConnector._c{i}" for i in range(9)),
+                       (), (), tuple(Hand("handover", f"self.f{i}", 70 + i) for i in range(8)),
+                       ())
+    idle = tuple(FunctionRow(f"idle{i}", f"SchedulerConnector.idle{i}", 80 + i, ("scheduler",),
+                             (), (), (), (), ()) for i in range(rl.MAX_IDLE + 2))
+    pkg = PackageLifecycle("miniflow", (box,), (ClassRows(owner, True, (busy, *idle)),))
+    text = rl.request_lifecycle_page(ctx, [pkg]).decode()
+    row = next(x for x in text.splitlines() if x.startswith("| `SchedulerConnector._many`"))
+    assert row.count("scheduler.py#L") == rl.MAX_SITES and "(+3 more)" in row
+    assert "`request_finished` `minivllm/miniflow/connector/scheduler.py#L60`" in row
+    fn = next(x for x in text.splitlines() if x.startswith("| `request_finished`"))
+    assert "`_c5`<br>(+3 more)" in fn and "`self.f5` (handover :75)<br>(+2 more)" in fn
+    assert f"`idle{rl.MAX_IDLE - 1}`, (+2 more)." in text
+    assert "could not be built" in rl.request_lifecycle_page(ctx, None).decode()
 
 
 def test_docs_deterministic(tmp_path: Path) -> None:

@@ -64,8 +64,8 @@ def real_pages(pegaflow_analysis: Analysis, tmp_path_factory) -> dict[str, str]:
 
 
 def test_pages_present(real_pages: dict[str, str]) -> None:
-    for rel in ("README.md", "lifecycle.md", "kv-load.md", "kv-save.md", "log-markers.md",
-                "rules.md", "connectors/pegaflow.connector.PegaKVConnector.md"):
+    for rel in ("README.md", "lifecycle.md", "request-lifecycle.md", "kv-load.md", "kv-save.md",
+                "log-markers.md", "rules.md", "connectors/pegaflow.connector.PegaKVConnector.md"):
         assert rel in real_pages, rel
     conn = real_pages["connectors/pegaflow.connector.PegaKVConnector.md"]
     assert "`SchedulerConnector.get_num_new_matched_tokens`" in conn
@@ -73,6 +73,10 @@ def test_pages_present(real_pages: dict[str, str]) -> None:
     life = real_pages["lifecycle.md"]
     assert "WAITING_FOR_REMOTE_KVS --> WAITING : Scheduler._handle_blocked_waiting_request" in life
     assert "PegaKVConnector" in real_pages["kv-load.md"]
+    ids = real_pages["request-lifecycle.md"]
+    assert "## Package `pegaflow`" in ids
+    assert "#### `SchedulerConnector` (`pegaflow.connector.scheduler`)" in ids
+    assert "`NixlBaseConnectorWorker.get_finished`" in ids  # a report reading a container
 
 
 def test_pages_hold_no_machine_paths(real_pages: dict[str, str], pegaflow_analysis) -> None:

@@ -26,6 +26,9 @@ from kvflowmap.docs.logmarkers import logmarkers_page
 from kvflowmap.docs.markup import GENERATED, Links, page
 from kvflowmap.docs.overview import PAGE as OVERVIEW
 from kvflowmap.docs.overview import overview_page
+from kvflowmap.docs.request_lifecycle import PAGE as IDS_PAGE
+from kvflowmap.docs.request_lifecycle import TITLE as IDS_TITLE
+from kvflowmap.docs.request_lifecycle import request_lifecycle_page, summary
 from kvflowmap.docs.sequences import PAGES as SEQUENCE_PAGES
 from kvflowmap.docs.sequences import sequence_page
 from kvflowmap.graph import select
@@ -81,12 +84,13 @@ def generate(analysis: Analysis, opts: DocsOptions) -> dict[str, bytes]:
                      rules, svg=svg)
     pages: dict[str, bytes] = {}
     pages["lifecycle.md"] = lifecycle_page(ctx)
+    pages[IDS_PAGE] = request_lifecycle_page(ctx, summary(ctx))
     for path, title, specs in SEQUENCE_PAGES:
         pages[path] = sequence_page(ctx, path, title, specs)
     pages.update(connector_pages(ctx))
     pages[LOG_PAGE] = logmarkers_page(ctx)
     pages["rules.md"] = _rules_page(rules)
-    titles = [("lifecycle.md", "Request lifecycle"),
+    titles = [("lifecycle.md", "Request lifecycle"), (IDS_PAGE, IDS_TITLE),
               *((p, t) for p, t, _ in SEQUENCE_PAGES), (LOG_PAGE, "Log markers"),
               ("rules.md", "Rule catalogue")]
     pages[OVERVIEW] = overview_page(ctx, titles)

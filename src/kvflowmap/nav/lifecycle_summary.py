@@ -28,6 +28,7 @@ class SiteRow:
 
     function: str  # qualified name inside its module (``Cls.meth``)
     line: int
+    module: str = ""  # the function's module ("" when it is not an analysed function)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,11 @@ def _qualname(lc: Lifecycle, fqn: str) -> str:
     return fn.fact.qualname if fn is not None else fqn
 
 
+def _site(lc: Lifecycle, fqn: str, line: int) -> SiteRow:
+    fn = lc.functions.get(fqn)
+    return SiteRow(_qualname(lc, fqn), line, fn.module if fn is not None else "")
+
+
 def _report_functions(lc: Lifecycle) -> list[FnView]:
     names = set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
     return [fn for _, fn in sorted(lc.functions.items()) if fn.name in names]
@@ -130,8 +136,8 @@ def _container_row(lc: Lifecycle, c: Container, readers: tuple[str, ...]) -> Con
     info = lc.containers[c]
 
     def sites(kind: str) -> tuple[SiteRow, ...]:
-        return tuple(sorted({SiteRow(_qualname(lc, s.fqn), s.line) for s in info.of_kind(kind)},
-                            key=lambda r: (r.function, r.line)))
+        return tuple(sorted({_site(lc, s.fqn, s.line) for s in info.of_kind(kind)},
+                            key=lambda r: (r.function, r.line, r.module)))
 
     return ContainerRow(c.label, c.owner, c.attr, sites("add"), sites("remove"), sites("reset"),
                         readers)
