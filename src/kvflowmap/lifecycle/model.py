@@ -17,6 +17,7 @@ from kvflowmap.lifecycle.effects import Effect, Effects
 from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState, bind_call, flow_locals, seed
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers
+from kvflowmap.lifecycle.taken import Taken, lost_locals
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.view import FnView, view
 
@@ -110,6 +111,12 @@ class Lifecycle:
             if not targets or any(self.raises(t, calls, seen) for t in targets):
                 return True
         return False
+
+    def lost(self, fqn: str) -> list[Taken]:
+        """Locals of ``fqn`` that take ids out of owed state and drop them."""
+        fn = self.functions[fqn]
+        attrs = {c.attr for c in self.owed if c.owner == fn.cls}
+        return lost_locals(fn, self.effects, attrs) if attrs else []
 
     def _cleanup(self, fn: FnView) -> tuple[str, ...]:
         """Parameters holding ids of finished requests, for this hook."""

@@ -21,17 +21,21 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.paths import Drop
+from kvflowmap.lifecycle.taken import Taken
 
 READS = ("Reads: the lifecycle model's dropping paths: per subject function, the ids it "
          "receives or walks, the effect of each statement on them (container, queue, "
-         "report, thread, helper summary, return), and the control-flow graph with "
-         "exception edges.")
+         "report, thread, helper summary, return), the control-flow graph with "
+         "exception edges, the containers report hooks read, and the locals ids are "
+         "moved into.")
 
 _HOW = {
     "except": "an exception here is caught and the handler carries on without recording, "
               "reporting or failing the request",
     "early-exit": "this branch leaves early without recording or reporting the request",
     "removed": "the id is taken out of its container here and handed nowhere",
+    "lost": "ids are taken out of a container a report reads into a local that is never "
+            "returned, stored or handed on",
 }
 
 
@@ -39,8 +43,9 @@ _HOW = {
 class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
-    hows: tuple[str, ...] = option(("except", "early-exit", "removed"),
-                                   "kinds of drop to report: except, early-exit, removed")
+    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost"),
+                                   "kinds of drop to report: except, early-exit, removed, "
+                                   "lost")
     exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
                                              "methods whose drops are teardown")
 
@@ -49,8 +54,23 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per dropping path."""
     lc = lifecycle(ctx)
     fns = [f for f in functions(ctx, lc) if lc.functions[f].name not in opts.exempt_methods]
-    return each_function(ctx, fns, lambda f: [_finding(ctx, d) for d in lc.drops(f)
-                                              if d.how in opts.hows])
+    def one(f: str) -> list[Finding]:
+        out = [_finding(ctx, d) for d in lc.drops(f) if d.how in opts.hows]
+        if "lost" in opts.hows:
+            out += [_lost(ctx, t) for t in lc.lost(f)]
+        return out
+
+    return each_function(ctx, fns, one)
+
+
+def _lost(ctx: CheckContext, t: Taken) -> Finding:
+    msg = (f"request ids taken out of self.{t.attr} into `{t.local}` in {short(t.fqn)} are "
+           f"never returned, stored or handed on: {_HOW['lost'].split(' into')[0]}, and "
+           "those requests are never reported")
+    path = steps(ctx, t.fqn, [(t.line, f"ids leave self.{t.attr} for `{t.local}` here"),
+                              (ctx.function(t.fqn).end_line,
+                               f"`{t.local}` dies with the function")])
+    return ctx.finding(t.fqn, t.line, msg, path=path, anchor=f"lost:{t.local}:{t.attr}")
 
 
 def _finding(ctx: CheckContext, d: Drop) -> Finding:
