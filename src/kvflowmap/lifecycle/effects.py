@@ -55,16 +55,43 @@ def is_logging(callee: str) -> bool:
     return "log" in last or base in ("logging", "warnings") or callee in ("print",)
 
 
-def _escapes(fn: FnView, local: str) -> bool:
-    """A local container leaves the function: returned, stored or passed on."""
+_MERGE = frozenset({"update", "add", "extend", "append", "union", "__ior__"})
+
+
+def escapes(fn: FnView, local: str, loop_hands_on=None, depth: int = 3) -> bool:
+    """A local container leaves the function: returned, stored, passed to a
+    call (not logging or a builtin that only reads it), or merged into a
+    local that does. With ``loop_hands_on(stmt)``, a ``for`` loop over it whose
+    body hands ids on counts too."""
+    if depth == 0:
+        return True
     for s in fn.stmts:
         if local not in s.names:
             continue
-        if fn.returns(s) or any(("." in a.target or "[" in a.target) and a.value == local
-                                for a in fn.assigns(s)):
+        if fn.returns(s):
             return True
-        if any(local in c.args or local in (v for _, v in c.kwargs)
-               for c in fn.calls(s) if c.callee and not is_logging(c.callee)):
+        if loop_hands_on is not None and s.kind == "for" and \
+                (s.text or "").rpartition(" in ")[2].strip() == local:
+            if loop_hands_on(s):
+                return True
+            continue
+        for a in fn.assigns(s):
+            if a.value == local and ("." in a.target or "[" in a.target):
+                return True
+            if a.value == local and a.target != local and \
+                    escapes(fn, a.target, loop_hands_on, depth - 1):
+                return True
+        for c in fn.calls(s):
+            if local not in c.args and local not in (v for _, v in c.kwargs):
+                continue
+            callee = c.callee or ""
+            base, _, meth = callee.rpartition(".")
+            if is_logging(callee) or callee in _PURE:
+                continue
+            if meth in _MERGE and base and "." not in base and base != local:
+                if escapes(fn, base, loop_hands_on, depth - 1):
+                    return True
+                continue
             return True
     return False
 
@@ -79,6 +106,8 @@ class Effects:
         self.calls = calls
         self.spawners = spawners
         self._consumes: dict[str, bool] = {}
+        # every rule and pass asks for the same statements' effects: once each
+        self._memo: dict[tuple[str, int], list[Effect]] = {}
 
     @staticmethod
     def may_raise(fn: FnView, s: Stmt) -> bool:
@@ -91,6 +120,13 @@ class Effects:
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
         """What ``s`` does with the ids it mentions (resets need no id)."""
+        key = (fn.fqn, id(s))
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._of(fn, s)
+        return found
+
+    def _of(self, fn: FnView, s: Stmt) -> list[Effect]:
         mentioned = self.state.id_names_in(fn, s.names)
         out: list[Effect] = []
         for op in fn.containers(s):
@@ -101,7 +137,7 @@ class Effects:
                 continue
             elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
                                        or op.op == "update"):
-                if c is not None or _escapes(fn, op.container.split(".")[0].split("[")[0]):
+                if c is not None or escapes(fn, op.container.split(".")[0].split("[")[0]):
                     out.append(Effect("add", op.line, c.label if c else op.container, c))
             elif op.op in REMOVE_OPS and self.state.is_id(fn, op.key):
                 out.append(Effect("remove", op.line, c.label if c else op.container, c))

@@ -39,7 +39,7 @@ class Drop:
     fqn: str
     id_name: str
     bound_line: int
-    how: str  # except | early-exit
+    how: str  # except | early-exit | removed
     branch_line: int  # the test or the call whose exception edge is taken
     exit_line: int  # the jump, or the last statement before the end
     handover_line: int  # where another path hands the id over
@@ -71,20 +71,18 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         # helper's removals are its caller's decision)
         out += _removed(fn, eff, cfg, cfg.entry, None, bound[0], handles, effects, owed)
     for n in cfg.nodes:
-        is_loop = n.stmt is not None and (n.kind == "loop" or (
-            n.kind == "stmt" and n.stmt.kind == "while"))
-        if is_loop and n.stmt is not None:
-            targets = _loop_ids(fn, eff, n.stmt) or _assigned_ids(fn, eff, n.stmt)
-            if not targets:
-                continue
-            iterable = loop_targets(n.stmt.text)[1]
-            held = n.kind != "loop" or _iterates_held(n.stmt)
-            if "removed" in hows and held and unwrap(iterable) not in cleanup:
-                out += _removed(fn, eff, cfg, n.id, n.stmt, targets[0], handles, effects,
-                                owed)
-            if n.kind == "loop" and _loop_ids(fn, eff, n.stmt) and \
-                    not _iterates_held(n.stmt) and received:
-                out += _search(fn, eff, cfg, n.id, n.stmt, targets[0], handles, received)
+        loop = n.stmt
+        if loop is None or not (n.kind == "loop" or (n.kind == "stmt" and loop.kind == "while")):
+            continue
+        walked = _loop_ids(fn, eff, loop) if n.kind == "loop" else []
+        targets = walked or _assigned_ids(fn, eff, loop)
+        if not targets:
+            continue
+        held = n.kind != "loop" or _iterates_held(loop)
+        if "removed" in hows and held and unwrap(loop_targets(loop.text)[1]) not in cleanup:
+            out += _removed(fn, eff, cfg, n.id, loop, targets[0], handles, effects, owed)
+        if walked and not held and received:
+            out += _search(fn, eff, cfg, n.id, loop, targets[0], handles, received)
     return out
 
 
@@ -112,8 +110,7 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
         for e in effects.get(n, ()))}
     if not removes:
         return []
-    first = [d for d, lab in cfg.successors(start) if lab in ("true", "next")] if loop \
-        else [d for d, _ in cfg.successors(start)]
+    first = _first_nodes(cfg, start, loop)
     parent: dict[tuple[int, bool], tuple[tuple[int, bool], str] | None] = {
         (n, n in removes): None for n in first}
     queue = deque(parent)
@@ -155,15 +152,6 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
     return []
 
 
-def _state_nodes(parent: dict, end: tuple[int, bool]) -> list[int]:
-    out = [end[0]]
-    cur = parent.get(end)
-    while cur is not None:
-        out.append(cur[0][0])
-        cur = parent.get(cur[0])
-    return out
-
-
 def _bare(fn: FnView, s: Stmt | None) -> bool:
     """A removal whose result is thrown away (``del x[k]``, ``x.discard(k)``):
     ``meta = x.pop(k)`` and ``for a in x.pop(k, [])`` take the entry over."""
@@ -190,8 +178,7 @@ def _loop_ids(fn: FnView, eff: Effects, s: Stmt) -> list[str]:
 def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, name: str,
             handles: set[int], hows: tuple[str, ...]) -> list[Drop]:
     inside = _region(cfg, loop)
-    first = [d for d, lab in cfg.successors(start) if lab in ("true", "next")] if loop else \
-        [d for d, _ in cfg.successors(start)]
+    first = _first_nodes(cfg, start, loop)
     reach = _can_handle(cfg, inside, handles, start)
     if not any(n in reach for n in first):
         return []  # no path hands the id over: nothing to compare with
@@ -209,9 +196,7 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
             ends.append(state)
             continue
         for d, lab in cfg.successors(n):
-            nxt = (d, (exc or lab in ("exception", "raise", "assert"))
-                   and cfg.nodes[d].stmt is not None and cfg.nodes[d].stmt.kind != "except"
-                   or (exc and cfg.nodes[d].stmt is None))
+            nxt = (d, _in_flight(cfg, exc, lab, d))
             if nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
@@ -224,6 +209,22 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     return _unique(out)
 
 
+def _first_nodes(cfg: CFG, start: int, loop: Stmt | None) -> list[int]:
+    """Where a binding's region starts: the loop body, or the function's first node."""
+    if loop is None:
+        return [d for d, _ in cfg.successors(start)]
+    return [d for d, lab in cfg.successors(start) if lab in ("true", "next")]
+
+
+def _in_flight(cfg: CFG, exc: bool, label: str, dst: int) -> bool:
+    """Whether an exception is still on its way out on arriving at ``dst``:
+    raised now or before, and not caught by an ``except`` there."""
+    stmt = cfg.nodes[dst].stmt
+    if stmt is None:  # an exit node
+        return exc
+    return (exc or label in ("exception", "raise", "assert")) and stmt.kind != "except"
+
+
 def _region(cfg: CFG, loop: Stmt | None) -> set[int]:
     if loop is None:
         return {n.id for n in cfg.nodes}
@@ -233,15 +234,20 @@ def _region(cfg: CFG, loop: Stmt | None) -> set[int]:
 
 def _can_handle(cfg: CFG, inside: set[int], handles: set[int], start: int) -> set[int]:
     """Nodes from which a handling node is reachable without leaving the region."""
+    return reaching(cfg, {h for h in handles if h in inside}, inside - {start})
+
+
+def reaching(cfg: CFG, targets: set[int], within: set[int] | None = None) -> set[int]:
+    """``targets`` and the nodes (inside ``within``, when given) from which
+    one of them is reachable, going back along edges inside ``within``."""
     pred: dict[int, list[int]] = {}
-    for s, d, _ in cfg.edges():
-        pred.setdefault(d, []).append(s)
-    seen = set(h for h in handles if h in inside)
-    queue = deque(seen)
+    for a, b, _ in cfg.edges():
+        pred.setdefault(b, []).append(a)
+    seen, queue = set(targets), deque(targets)
     while queue:
         n = queue.popleft()
         for p in pred.get(n, ()):
-            if p not in seen and p in inside and p != start:
+            if p not in seen and (within is None or p in within):
                 seen.add(p)
                 queue.append(p)
     return seen
@@ -302,9 +308,17 @@ def _is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if any(n in ids.records for n in local):
         return True
-    if not local and any(n.startswith("self.") for n in s.names):
+    if config_test(fn, s, own):
         return True
     return _tests_id(fn, eff, s)
+
+
+def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
+    """A test that reads only ``self`` attributes, no local or parameter
+    (a role or configuration: ``if self._has_mamba``)."""
+    own = own if own is not None else set(fn.param_names) | {a.target for a in fn.all_assigns}
+    return not any(n in own and n != "self" for n in s.names) and any(
+        n.startswith("self.") for n in s.names)
 
 
 def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
@@ -314,10 +328,10 @@ def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
     ids = eff.state.id_names_in(fn, s.names)
     if not ids:
         return False
-    for c in fn.facts.compares:
-        if c.scope == fn.fact.qualname and c.line == s.line and set(c.ops) & set(_ID_TESTS) \
-                and any(o in ids or o.rpartition(".")[2] in eff.state.spec.id_fields
-                        for o in c.operands):
+    fields = eff.state.spec.id_fields
+    for c in fn.compares.get(s.line, ()):
+        if set(c.ops) & set(_ID_TESTS) and any(
+                o in ids or o.rpartition(".")[2] in fields for o in c.operands):
             return True
     # ``if self._status(rid) != DONE`` / ``if self._x.get(rid)``: the id's own state.
     return any(any(eff.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs)))

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from kvflowmap.facts import (AssignFact, CallFact, ContainerOpFact, FileFacts, FunctionFact,
-                             ReturnFact, Stmt)
+from kvflowmap.facts import (AssignFact, CallFact, CompareFact, ContainerOpFact, FileFacts,
+                             FunctionFact, ReturnFact, Stmt)
 from kvflowmap.model.core import Model
 
 
@@ -76,6 +76,15 @@ class FnView:
     @cached_property
     def all_returns(self) -> list[ReturnFact]:
         return [r for s in self.stmts for r in self.returns(s)]
+
+    @cached_property
+    def compares(self) -> dict[int, list[CompareFact]]:
+        """This function's comparisons by line (the facts keep them per file)."""
+        out: dict[int, list[CompareFact]] = {}
+        for c in self.facts.compares:
+            if c.scope == self.fact.qualname:
+                out.setdefault(c.line, []).append(c)
+        return out
 
     @property
     def param_names(self) -> list[str]:

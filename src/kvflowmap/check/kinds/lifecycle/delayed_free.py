@@ -19,6 +19,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
+from kvflowmap.lifecycle.paths import config_test, reaching
 
 READS = ("Reads: the returns of the protocol's delay-free hook (`lifecycle.delay_free`), "
          "the control-flow graph from its entry, and the lifecycle model's effect of each "
@@ -47,7 +48,7 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
         e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt))}
     if not handles and _workers_track_finished(lc):
         return []  # never records: its workers save what finished_req_ids names
-    to_handle = _reaching(cfg, handles)
+    to_handle = reaching(cfg, handles)
     out = []
     parent: dict[int, int | None] = {cfg.entry: None}
     queue = deque([cfg.entry])
@@ -69,7 +70,7 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
         if n in handles:
             continue
         succ = [d for d, _ in cfg.successors(n)]
-        if node.stmt is not None and node.stmt.kind == "if" and _config_test(fn, node.stmt):
+        if node.stmt is not None and node.stmt.kind == "if" and config_test(fn, node.stmt):
             # ``if self.connector_scheduler is not None``: the role is fixed,
             # so follow the branch that records when one does.
             succ = [d for d in succ if d in to_handle] or succ
@@ -78,28 +79,6 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
                 parent[d] = n
                 queue.append(d)
     return out
-
-
-def _config_test(fn, s) -> bool:
-    """A test that reads only ``self`` attributes (role or configuration)."""
-    own = set(fn.param_names) | {a.target for a in fn.all_assigns}
-    return bool(s.names) and not any(n in own and n != "self" for n in s.names) and any(
-        n.startswith("self.") for n in s.names)
-
-
-def _reaching(cfg, targets: set[int]) -> set[int]:
-    """Nodes from which one of ``targets`` is reachable."""
-    pred: dict[int, list[int]] = {}
-    for a, b, _ in cfg.edges():
-        pred.setdefault(b, []).append(a)
-    seen, queue = set(targets), deque(targets)
-    while queue:
-        n = queue.popleft()
-        for p in pred.get(n, ()):
-            if p not in seen:
-                seen.add(p)
-                queue.append(p)
-    return seen
 
 
 def _workers_track_finished(lc) -> bool:
