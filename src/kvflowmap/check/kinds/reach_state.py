@@ -85,7 +85,12 @@ def _release_path(ctx: CheckContext, opts: Options, state: str, releases: set[st
                 return _unwind(prev, node)
             if d < opts.depth:
                 nexts = [v for _, v, k in g.out_edges(node, data="kind") if k in ("call", "dispatch")]
-                for nxt in nexts + _container_readers(ctx, node):
+                readers_of = _container_readers(ctx, node)
+                # a reader's caller in the class acts on its answer (vLLM 0.11:
+                # ``schedule`` releases when ``_update_waiting_for_remote_kv`` says so)
+                callers = [u for r in readers_of for u, _, k in g.in_edges(r, data="kind")
+                           if k == "call" and u.rpartition(".")[0] == owner]
+                for nxt in nexts + readers_of + callers:
                     if nxt not in prev:
                         prev[nxt] = node
                         queue.append((nxt, d + 1))
