@@ -477,10 +477,23 @@ def _module_names(module: cst.Module) -> set[str]:
     return names
 
 
+_JUMP_NODES = (cst.Return, cst.Continue, cst.Break, cst.Raise)
+
+
 def rewrite_except_log(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
-    """The handler's body becomes ``logger.warning("mutant")`` (or ``pass``)."""
+    """The handler's body becomes ``logger.warning("mutant")`` (or ``pass``),
+    followed by the body's own last statement when that is a ``return``,
+    ``continue``, ``break`` or ``raise``: the handler still leaves the way it
+    did, it only forgets to report (without that, the mutant falls through
+    into code that reads names the ``try`` never bound)."""
+    assert isinstance(node, cst.ExceptHandler)
     src = 'logger.warning("mutant")' if "logger" in _module_names(module) else "pass"
-    return node.with_changes(body=cst.IndentedBlock(body=[_stmt(src + "\n")]))
+    body: list[cst.BaseStatement] = [_stmt(src + "\n")]
+    last = _stmts(node.body)[-1]
+    small = _single(last)
+    if small is not None and isinstance(small, _JUMP_NODES):
+        body.append(cst.SimpleStatementLine(body=[small]))
+    return node.with_changes(body=cst.IndentedBlock(body=body))
 
 
 def _call_name(call: cst.Call) -> str:

@@ -13,6 +13,7 @@ a helper that only logs or counts an id does not take it over.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
@@ -63,36 +64,38 @@ def escapes(fn: FnView, local: str, loop_hands_on=None, depth: int = 3) -> bool:
     call (not logging or a builtin that only reads it), or merged into a
     local that does. With ``loop_hands_on(stmt)``, a ``for`` loop over it whose
     body hands ids on counts too."""
+    return any(hands_on_at(fn, s, local, loop_hands_on, depth) for s in fn.stmts)
+
+
+def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int = 3) -> bool:
+    """Statement ``s`` lets the local container ``local`` leave (see ``escapes``)."""
     if depth == 0:
         return True
-    for s in fn.stmts:
-        if local not in s.names:
-            continue
-        if fn.returns(s):
+    if local not in s.names:
+        return False
+    if any(re.search(rf"\b{re.escape(local)}\b", r.value or "") for r in fn.returns(s)):
+        return True
+    if loop_hands_on is not None and s.kind == "for" and \
+            (s.text or "").rpartition(" in ")[2].strip() == local:
+        return bool(loop_hands_on(s))
+    for a in fn.assigns(s):
+        if a.value == local and ("." in a.target or "[" in a.target):
             return True
-        if loop_hands_on is not None and s.kind == "for" and \
-                (s.text or "").rpartition(" in ")[2].strip() == local:
-            if loop_hands_on(s):
+        if a.value == local and a.target != local and \
+                escapes(fn, a.target, loop_hands_on, depth - 1):
+            return True
+    for c in fn.calls(s):
+        if local not in c.args and local not in (v for _, v in c.kwargs):
+            continue
+        callee = c.callee or ""
+        base, _, meth = callee.rpartition(".")
+        if is_logging(callee) or callee in _PURE:
+            continue
+        if meth in _MERGE and base and "." not in base and base != local:
+            if escapes(fn, base, loop_hands_on, depth - 1):
                 return True
             continue
-        for a in fn.assigns(s):
-            if a.value == local and ("." in a.target or "[" in a.target):
-                return True
-            if a.value == local and a.target != local and \
-                    escapes(fn, a.target, loop_hands_on, depth - 1):
-                return True
-        for c in fn.calls(s):
-            if local not in c.args and local not in (v for _, v in c.kwargs):
-                continue
-            callee = c.callee or ""
-            base, _, meth = callee.rpartition(".")
-            if is_logging(callee) or callee in _PURE:
-                continue
-            if meth in _MERGE and base and "." not in base and base != local:
-                if escapes(fn, base, loop_hands_on, depth - 1):
-                    return True
-                continue
-            return True
+        return True
     return False
 
 
@@ -143,6 +146,10 @@ class Effects:
                 out.append(Effect("remove", op.line, c.label if c else op.container, c))
         if not mentioned:
             return out
+        if s.kind in ("def", "class"):
+            # a nested def capturing the id (``rid: str = request_id``): a
+            # callback or thread body that carries it on
+            return [*out, Effect("spawn", s.line, "closure")]
         out += self._call_effects(fn, s, mentioned)
         for a in fn.assigns(s):
             if ("." in a.target or "[" in a.target) and not a.aug:

@@ -26,6 +26,7 @@ _IDENT = re.compile(r"[A-Za-z_][\w.]*")
 _KEEP = ("list", "sorted", "set", "tuple", "frozenset", "iter", "reversed", "enumerate")
 _VIEW_METHODS = (".items()", ".keys()", ".copy()", ".values()")
 QUEUE_PUTS = frozenset({"put", "put_nowait", "append", "appendleft"})
+COLLECT = frozenset({"add", "append", "appendleft", "setitem", "extend", "update", "insert"})
 
 
 @dataclass
@@ -144,6 +145,11 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
     carriers = mine.ids | mine.records | mine.requests
     for s in fn.stmts:
         for a in fn.assigns(s):
+            if "." in a.target and a.target.startswith("self.") and not a.aug and \
+                    _holds_coll(state, fn, s, a):
+                # ``self.load_intents = load_intents or {}``: an attribute
+                # given a request-keyed collection is one in turn
+                state.keyed_attrs.add(a.target.rpartition(".")[2])
             if "." in a.target or "[" in a.target or a.aug:
                 continue
             if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
@@ -163,6 +169,12 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                     for n in s.names):
                 mine.records.add(a.target)  # ``spec = request.load_spec``: per-request data
     for s in fn.stmts:
+        for op in fn.containers(s):
+            # ``request_ids.append(req_id)``: a local collection of ids
+            if "." not in op.container and "[" not in op.container and \
+                    op.op in COLLECT and state.is_id(fn, op.key):
+                mine.colls.add(op.container)
+    for s in fn.stmts:
         if s.kind != "for":
             continue
         targets, iterable = loop_targets(s.text)
@@ -176,11 +188,24 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
     return mine.size() != before
 
 
-def bind_call(state: IdState, fn: FnView, call: CallFact, callee: FnView) -> bool:
-    """Ids passed to an analysed function become its parameters' ids."""
+def _holds_coll(state: IdState, fn: FnView, s, a) -> bool:
+    """The assignment ``a`` (the only one of ``s``) stores an id collection."""
+    if state.is_coll(fn, a.value):
+        return True
+    if a.value is not None or len(fn.assigns(s)) != 1:
+        return False
+    colls = state.of(fn.fqn).colls
+    return any(n in colls for n in s.names)
+
+
+def bind_call(state: IdState, fn: FnView, call: CallFact, callee: FnView,
+              constructor: bool = False) -> bool:
+    """Ids passed to an analysed function become its parameters' ids
+    (``constructor``: ``C(...)`` calling ``C.__init__``, whose ``self`` the
+    call does not pass)."""
     params = callee.fact.params
-    offset = 1 if params and params[0].name in ("self", "cls") and "." in (call.callee or "") \
-        else 0
+    offset = 1 if params and params[0].name in ("self", "cls") and (
+        "." in (call.callee or "") or constructor) else 0
     mine = state.of(callee.fqn)
     before = mine.size()
     pairs = [(params[i + offset].name, a) for i, a in enumerate(call.args)

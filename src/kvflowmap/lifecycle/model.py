@@ -145,7 +145,7 @@ def build_lifecycle(linker) -> Lifecycle:
         changed = False
         for fn in fns.values():
             changed |= flow_locals(state, fn)
-            changed |= _bind_calls(state, fn, fns, calls)
+            changed |= _bind_calls(state, fn, fns, calls, linker.classes)
             changed |= _keyed_attrs(state, fn, values)
         if not changed:
             break
@@ -177,15 +177,22 @@ def _is_subject(model, fqn: str) -> bool:
     return bool(sf and sf.subject)
 
 
-def _bind_calls(state: IdState, fn: FnView, fns: dict[str, FnView], calls) -> bool:
+def _bind_calls(state: IdState, fn: FnView, fns: dict[str, FnView], calls, classes) -> bool:
     changed = False
     for c in fn.all_calls:
         if not (c.args or c.kwargs):
             continue
         for t in calls.resolve(fn.ctx, c):
+            if t.external:
+                continue
             callee = fns.get(t.fqn)
-            if callee is not None and not t.external:
+            if callee is not None:
                 changed |= bind_call(state, fn, c, callee)
+            elif classes.is_class(t.fqn):
+                # ``Meta(load_intents=intents)``: the arguments reach ``__init__``
+                init = fns.get(classes.find_member(t.fqn, "__init__") or "")
+                if init is not None:
+                    changed |= bind_call(state, fn, c, init, constructor=True)
     return changed
 
 

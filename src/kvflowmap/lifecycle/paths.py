@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, is_logging
-from kvflowmap.lifecycle.ids import loop_targets, unwrap
+from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at, is_logging
+from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
 from kvflowmap.lifecycle.view import FnView, walk
 
 _JUMPS = ("return", "continue", "break")
@@ -70,6 +70,10 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         # a helper given an id that hands it on somewhere (a pure cleanup
         # helper's removals are its caller's decision)
         out += _removed(fn, eff, cfg, cfg.entry, None, bound[0], handles, effects, owed)
+    if received:
+        for coll, fill in _filled_locals(fn, eff, cfg):
+            out += _search(fn, eff, cfg, fill, None, coll, _coll_handles(fn, eff, cfg, coll),
+                           received)
     for n in cfg.nodes:
         loop = n.stmt
         if loop is None or not (n.kind == "loop" or (n.kind == "stmt" and loop.kind == "while")):
@@ -84,6 +88,30 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         if walked and not held and received:
             out += _search(fn, eff, cfg, n.id, loop, targets[0], handles, received)
     return out
+
+
+def _filled_locals(fn: FnView, eff: Effects, cfg: CFG) -> list[tuple[str, int]]:
+    """Local collections the function fills with ids (``request_ids.append(rid)``),
+    each with the CFG node of its first fill: from there the collection is
+    what carries those ids."""
+    colls = eff.state.of(fn.fqn).colls - set(fn.param_names)
+    first: dict[str, int] = {}
+    for n in sorted(cfg.nodes, key=lambda n: (n.line, n.id)):
+        if n.stmt is None or n.kind != "stmt":
+            continue
+        for op in fn.containers(n.stmt):
+            if op.container in colls and op.container not in first and \
+                    op.op in COLLECT and eff.state.is_id(fn, op.key):
+                first[op.container] = n.id
+    return sorted(first.items())
+
+
+def _coll_handles(fn: FnView, eff: Effects, cfg: CFG, coll: str) -> set[int]:
+    """Nodes where a local id collection is handed on (see ``effects.escapes``)."""
+    loop_hands_on = lambda s: any(e.kind in HANDLING for b in walk(s.body)  # noqa: E731
+                                  for e in eff.of(fn, b))
+    return {n.id for n in cfg.nodes if n.stmt is not None and n.kind in ("stmt", "loop")
+            and hands_on_at(fn, n.stmt, coll, loop_hands_on)}
 
 
 def _iterates_held(s: Stmt) -> bool:
@@ -187,22 +215,28 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     State = tuple[int, bool]
     parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
     queue: deque[State] = deque(parent)
-    ends: list[State] = []
+    # Each way out is its own end (the last node before the exit, the loop
+    # head or the region's edge), so that one ``return`` does not hide another.
+    ends: list[tuple[State, str, int]] = []
+
+    def leaves(d: int) -> bool:
+        return d == cfg.exit or (loop is not None and (d == start or d not in inside))
+
     while queue:
         n, exc = state = queue.popleft()
-        if n in handles or n == cfg.raise_exit:
+        if n in handles or n == cfg.raise_exit or leaves(n):
             continue  # an exception out of the function stops the step: not a drop
-        if not exc and (n == cfg.exit or (loop is not None and (n == start or n not in inside))):
-            ends.append(state)
-            continue
         for d, lab in cfg.successors(n):
             nxt = (d, _in_flight(cfg, exc, lab, d))
-            if nxt not in parent:
+            if not nxt[1] and leaves(d) and d != cfg.raise_exit:
+                ends.append((state, lab, d))
+            elif nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
     out = []
-    for end in ends:
-        path = _path(parent, end)
+    for state, lab, d in ends:
+        path = _path(parent, state)
+        path = [*path[:-1], (path[-1][0], lab), (d, "")]
         drop = _classify(fn, eff, cfg, path, reach, handles, name, start)
         if drop and drop.how in hows:
             out.append(drop)
@@ -310,7 +344,19 @@ def _is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if config_test(fn, s, own):
         return True
+    if _tests_collected(fn, s, own):
+        return True
     return _tests_id(fn, eff, s)
+
+
+def _tests_collected(fn: FnView, s: Stmt, own: set[str]) -> bool:
+    """A test on what the function itself collected (``if not all_block_ids``):
+    every local it reads is a collection the function fills. Nothing to do
+    is a decision, not a failure (a failure is an outcome: ``if not ok``)."""
+    filled = {op.container.partition("[")[0] for op in fn.all_containers
+              if "." not in op.container}
+    local = [n for n in s.names if n in own and n != "self"]
+    return bool(local) and all(n in filled for n in local)
 
 
 def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
