@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
 from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects
 from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState, bind_call, flow_locals, seed
@@ -57,7 +58,9 @@ class Lifecycle:
     sides: dict[str, frozenset[str]] = field(default_factory=dict)
     # containers a report hook reads: an id in them is waiting for a report
     owed: frozenset[Container] = frozenset()
+    classes: object = None  # model.classes.ClassIndex
     _cfgs: dict[str, CFG] = field(default_factory=dict)
+    _unbalanced: list[Unbalanced] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
 
@@ -112,6 +115,16 @@ class Lifecycle:
                 return True
         return False
 
+    def unbalanced(self) -> list[Unbalanced]:
+        """Containers of leaf classes whose ids cannot leave, or that nothing
+        fills although ids are taken out or reported from them (``balance``)."""
+        if self._unbalanced is None:
+            removals = {(s.fqn, c.attr): s.line for c, info in self.containers.items()
+                        for s in info.sites if s.kind == "remove"}
+            self._unbalanced = unbalanced(self.functions, self.classes, self.state.keyed_attrs,
+                                          {c.attr for c in self.owed}, removals)
+        return self._unbalanced
+
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""
         fn = self.functions[fqn]
@@ -153,7 +166,8 @@ def build_lifecycle(linker) -> Lifecycle:
     eff = Effects(state, values, calls, spawn_patterns)
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
-    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec), owed)
+    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec), owed,
+                     linker.classes)
 
 
 def _sides(graph, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:

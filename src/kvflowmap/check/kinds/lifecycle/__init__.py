@@ -4,12 +4,14 @@
 - ``dropped``: no path drops a request id it carries;
 - ``thread_loop``: a background serving loop survives its exceptions;
 - ``delayed_free``: a delayed free is always followed by a save;
-- ``reset_forwards``: resetting tracked ids forwards them first.
+- ``reset_forwards``: resetting tracked ids forwards them first;
+- ``balanced``: ids that enter a container can leave it, and a drained one is filled.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import delayed_free, dropped, reset_forwards, thread_loop
+from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, reset_forwards,
+                                             thread_loop)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -18,6 +20,7 @@ MODES: dict[str, KindSpec] = {
     "delayed_free": KindSpec(delayed_free.Options, delayed_free.check, delayed_free.READS),
     "reset_forwards": KindSpec(reset_forwards.Options, reset_forwards.check,
                                reset_forwards.READS),
+    "balanced": KindSpec(balanced.Options, balanced.check, balanced.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,64 @@
+"""``lifecycle`` mode ``balanced``: ids that enter a request-keyed container can
+leave it, and a container ids are taken out of is filled somewhere.
+
+Per leaf connector class (see ``kvflowmap.lifecycle.balance``): a
+``self.X`` that request ids enter and that no member can empty leaks one
+entry per request for the life of the process (and a reused id still looks
+pending); a ``self.X`` that a report reads or ids are removed from, and that
+no member fills, means the hook that should record the request does not, and
+whatever waits on it waits forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.balance import Unbalanced
+
+READS = ("Reads: the lifecycle model's request-keyed containers per leaf class (members "
+         "resolved along the MRO), every use of `self.X` by those members (adds, removals, "
+         "reads, reassignments, hand-offs to other code), the containers report hooks "
+         "read, and how `__init__` creates each container.")
+
+_WHAT = {"add": "ids enter here", "remove": "ids leave here", "read": "read here",
+         "init": "created here"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``balanced``."""
+
+    hows: tuple[str, ...] = option(("never-removed", "never-filled"),
+                                   "which imbalance to report: never-removed, never-filled")
+    max_steps: int = option(8, "uses of the container listed in a finding's path")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per unbalanced container of a leaf class in the rule's modules."""
+    lc = lifecycle(ctx)
+    wanted = set(functions(ctx, lc))
+    return [_finding(ctx, u, opts) for u in lc.unbalanced()
+            if u.how in opts.hows and u.site.fqn in wanted]
+
+
+def _finding(ctx: CheckContext, u: Unbalanced, opts: Options) -> Finding:
+    cls = u.cls.rpartition(".")[2]
+    where = f"{short(u.site.fqn)} (line {u.site.line})"
+    if u.how == "never-removed":
+        msg = (f"request ids enter self.{u.attr} of {cls} in {where}, but no member of "
+               f"{cls} ever removes them (no pop/del/discard/clear, no reassignment, and "
+               "the container is not handed to other code): one entry per request stays "
+               "for the life of the process, and a reused id still looks pending. Remove "
+               "the entry where the request completes, fails or is aborted.")
+    else:
+        msg = (f"self.{u.attr} of {cls} is read or drained in {where}, but no member of "
+               f"{cls} ever puts a request id into it: the hook that should record the "
+               "request does not, so whatever waits on this container (a report, a load, "
+               "a release) never happens for it.")
+    path = tuple(ctx.step(x.fqn, x.line, f"self.{u.attr}: {_WHAT.get(x.what, x.what)}")
+                 for x in u.uses[:opts.max_steps])
+    return ctx.finding(u.site.fqn, u.site.line, msg, path=path, anchor=f"{u.how}:{u.attr}")

@@ -1,0 +1,220 @@
+"""Conservation per container: ids that enter a request-keyed container must
+be able to leave it, and one a report or a drain reads must be filled.
+
+Checked per *leaf* class (an analysed class no other analysed class derives
+from): the code that runs on its instances is the members its MRO resolves
+to, so a sibling subclass's removal does not count for it. For each
+``self.X`` those members touch:
+
+- ``never-removed``: ids are added (``self.X[rid] = ...``, ``.add(rid)``) and
+  nothing can take them out: no ``pop``/``del``/``discard``/``remove``/
+  ``clear``, no reassignment outside ``__init__``, no augmented assignment,
+  and ``self.X`` is never handed to other code (passed to a call, aliased,
+  returned, or named through another object). Every request leaves an entry
+  behind for the life of the process, and an id reused after preemption
+  still looks pending.
+- ``never-filled``: ids are taken out of ``self.X`` or a report reads it, yet
+  nothing can put one in (same escape rules). The hook that should record the
+  request does not, and whatever waits on ``self.X`` waits forever.
+
+Only containers the class initialises itself with an empty builtin
+container (``{}``, ``set()``, ``defaultdict(list)``, an unbounded ``deque()``)
+are judged: a custom or bounded container manages its own contents.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
+from kvflowmap.lifecycle.effects import _PURE, is_logging
+from kvflowmap.lifecycle.view import FnView
+
+_INITS = frozenset({"__init__", "__post_init__", "setup", "_setup", "reset", "initialize"})
+_EMPTY = frozenset({"set()", "dict()", "list()", "defaultdict()", "collections.defaultdict()",
+                    "OrderedDict()", "collections.OrderedDict()", "deque()",
+                    "collections.deque()"})
+_LEAVE_METHODS = REMOVE_OPS | RESET_OPS | frozenset({"difference_update",
+                                                     "intersection_update"})
+_READ_METHODS = frozenset({"get", "items", "keys", "values", "copy", "__contains__", "count",
+                           "index", "issubset", "issuperset", "intersection", "difference",
+                           "union", "empty", "qsize"})
+
+
+@dataclass(frozen=True)
+class Use:
+    """One place a member of the class touches ``self.X``."""
+
+    fqn: str
+    line: int
+    what: str  # add | remove | read | init
+
+
+@dataclass(frozen=True)
+class Unbalanced:
+    """A container of ``cls`` whose ids cannot leave (or enter)."""
+
+    cls: str
+    attr: str
+    how: str  # never-removed | never-filled
+    site: Use  # the first add (never-removed) or the first take/read (never-filled)
+    uses: tuple[Use, ...]
+
+
+def unbalanced(fns: dict[str, FnView], classes, keyed: set[str], owed_attrs: set[str],
+               id_removals: dict[tuple[str, str], int]) -> list[Unbalanced]:
+    """Every unbalanced container of every leaf class of the subject.
+
+    ``keyed``: attribute names ids enter by key or element (``IdState.keyed_attrs``);
+    ``owed_attrs``: attribute names report hooks read; ``id_removals``: per
+    (function, attribute), removals keyed by an id (a container whose only fill
+    was lost still shows them)."""
+    by_cls: dict[str, list[FnView]] = {}
+    for fn in fns.values():
+        if fn.cls:
+            by_cls.setdefault(fn.cls, []).append(fn)
+    foreign = _foreign_attrs(fns)
+    out: list[Unbalanced] = []
+    for leaf in sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c)):
+        members = _members(leaf, by_cls, classes)
+        uses = _uses(members)
+        for attr, us in sorted(uses.items()):
+            if attr in foreign or "escape" in {u.what for u in us}:
+                continue
+            if not _empty_builtin(members, attr):
+                continue
+            found = _judge(leaf, attr, us, keyed, owed_attrs, id_removals)
+            if found:
+                out.append(found)
+    return out
+
+
+def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[str],
+           id_removals: dict[tuple[str, str], int]) -> Unbalanced | None:
+    kinds = {u.what for u in us}
+    steps = tuple(u for u in us if u.what != "init")
+    adds = [u for u in us if u.what == "add"]
+    if adds and attr in keyed and "remove" not in kinds:
+        return Unbalanced(cls, attr, "never-removed", adds[0], steps)
+    # a drain of a container nothing fills (``while self._failed: self._failed.pop()``);
+    # removals keyed by an id first
+    taken = sorted((u for u in us if u.what == "remove"),
+                   key=lambda u: ((u.fqn, attr) not in id_removals, u.line))
+    if not adds and (taken or (attr in owed_attrs and "read" in kinds)):
+        first = taken[0] if taken else next(u for u in us if u.what == "read")
+        return Unbalanced(cls, attr, "never-filled", first, steps)
+    return None
+
+
+def _members(leaf: str, by_cls: dict[str, list[FnView]], classes) -> list[FnView]:
+    """The subject functions that run on instances of ``leaf``: members its
+    MRO resolves to, and defs nested in them."""
+    out = []
+    for k in classes.mro(leaf):
+        for fn in by_cls.get(k, ()):
+            method = fn.fact.qualname.split(".")
+            cls_depth = len(fn.fact.class_qualname.split("."))
+            name = method[cls_depth] if len(method) > cls_depth else fn.name
+            if classes.find_member(leaf, name) == f"{k}.{name}":
+                out.append(fn)
+    return out
+
+
+def _uses(members: list[FnView]) -> dict[str, list[Use]]:
+    """Per attribute, every use of ``self.X`` by the members, in source order."""
+    out: dict[str, list[Use]] = {}
+
+    def use(attr: str, fn: FnView, line: int, what: str) -> None:
+        out.setdefault(attr, []).append(Use(fn.fqn, line, what))
+
+    for fn in members:
+        init = fn.name in _INITS
+        for s in fn.stmts:
+            attrs = {n.split(".")[1] for n in s.names if n.startswith("self.")
+                     and n.count(".") >= 1 and n.split(".")[1]}
+            if not attrs:
+                continue
+            handled: set[str] = set()
+            for op in fn.containers(s):
+                attr = _self_attr(op.container)
+                if attr is None:
+                    continue
+                handled.add(attr)
+                if op.op in ADD_OPS:
+                    use(attr, fn, op.line, "init" if init else "add")
+                elif op.op in _LEAVE_METHODS or op.op == "delitem":
+                    use(attr, fn, op.line, "remove")
+            for a in fn.assigns(s):
+                attr = _self_attr(a.target) if a.target.count(".") == 1 else None
+                if attr is not None:
+                    handled.add(attr)
+                    use(attr, fn, a.line, "init" if init and not a.aug else "escape")
+                if a.value and (attr := _self_attr(a.value)) is not None and \
+                        a.value == f"self.{attr}":
+                    use(attr, fn, a.line, "escape")  # aliased: ``done = self._done``
+            for c in fn.calls(s):
+                callee = c.callee or ""
+                for arg in (*c.args, *(v for _, v in c.kwargs)):
+                    attr = _self_attr(arg or "")
+                    if attr is not None and arg == f"self.{attr}" and not (
+                            is_logging(callee) or callee in _PURE):
+                        use(attr, fn, c.line, "escape")
+                attr = _self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
+                meth = callee.rpartition(".")[2]
+                if attr is not None and meth in _LEAVE_METHODS and attr not in handled:
+                    use(attr, fn, c.line, "remove")  # ``difference_update``: no container op
+                elif attr is not None and meth not in ADD_OPS | _LEAVE_METHODS | _READ_METHODS:
+                    use(attr, fn, c.line, "escape")  # a method of its own: not a builtin
+            for r in fn.returns(s):
+                for attr in attrs:
+                    if re.search(rf"\bself\.{re.escape(attr)}\b", r.value or ""):
+                        use(attr, fn, r.line, "escape")
+            for attr in sorted(attrs - handled):
+                use(attr, fn, s.line, "read")
+    return out
+
+
+def _self_attr(chain: str) -> str | None:
+    """``X`` for ``self.X`` and ``self.X[]...`` (a container chain), else None."""
+    if not chain.startswith("self."):
+        return None
+    head = chain[5:].split("[")[0]
+    return head if head and "." not in head and head.isidentifier() else None
+
+
+def _empty_builtin(members: list[FnView], attr: str) -> bool:
+    """The class initialises ``self.X`` to an empty, unbounded builtin container."""
+    found = False
+    for fn in members:
+        if fn.name not in _INITS:
+            continue
+        for a in fn.all_assigns:
+            if a.target != f"self.{attr}" or a.aug:
+                continue
+            if a.value is None and a.literal is None:
+                found = True  # a display: ``{}``, ``[]``, a comprehension
+            elif a.value in _EMPTY:
+                bounded = any(c.line == a.line and any(k == "maxlen" for k, _ in c.kwargs)
+                              for c in fn.all_calls)
+                if bounded:
+                    return False
+                found = True
+            else:
+                return False
+    return found
+
+
+def _foreign_attrs(fns: dict[str, FnView]) -> set[str]:
+    """Attribute names reached through another object (``self._tracker._done``,
+    ``worker._done``): who else fills or drains them is not known here."""
+    out: set[str] = set()
+    for fn in fns.values():
+        for s in fn.stmts:
+            for n in s.names:
+                parts = n.split(".")
+                if len(parts) >= 3 and parts[0] == "self":
+                    out.add(parts[2])
+                elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
+                    out.add(parts[1])
+    return out
