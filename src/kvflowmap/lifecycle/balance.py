@@ -218,3 +218,4 @@ def _foreign_attrs(fns: dict[str, FnView]) -> set[str]:
                 elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
                     out.add(parts[1])
     return out
+

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
-from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState
+from kvflowmap.lifecycle.ids import IDENT, QUEUE_PUTS, IdState, unwrap
 from kvflowmap.lifecycle.view import FnView, view
 from kvflowmap.model.calls import CallResolver
 from kvflowmap.model.values import Evaluator
@@ -140,7 +140,9 @@ class Effects:
                 continue
             elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
                                        or op.op == "update"):
-                if c is not None or escapes(fn, op.container.split(".")[0].split("[")[0]):
+                base = op.container.split(".")[0].split("[")[0]
+                # a parameter's container is the caller's: adding to it hands on
+                if c is not None or base in fn.param_names or escapes(fn, base):
                     out.append(Effect("add", op.line, c.label if c else op.container, c))
             elif op.op in REMOVE_OPS and self.state.is_id(fn, op.key):
                 out.append(Effect("remove", op.line, c.label if c else op.container, c))
@@ -155,8 +157,28 @@ class Effects:
             if ("." in a.target or "[" in a.target) and not a.aug:
                 c = container_of(a.target, fn, self.values)
                 out.append(Effect("store", a.line, c.label if c else a.target, c))
-        out += [Effect("return", r.line) for r in fn.returns(s)]
+        out += [Effect("return", r.line) for r in fn.returns(s) if self._returns_ids(fn, r)]
         return out
+
+    def _returns_ids(self, fn: FnView, r) -> bool:
+        """The returned value carries ids itself (``return rid``, ``return done,
+        recving``, ``return (rid, meta)``, ``return sorted(done)``), not a fact
+        about them (``return rid in self._cancelled``, ``return self._x.get(rid)``)."""
+        parts = list(r.elements) if r.elements else [r.value or ""]
+        mine = self.state.of(fn.fqn)
+        for p in parts:
+            p = p.strip()
+            inner = unwrap(p) or p
+            if inner in mine.ids or inner in mine.colls or inner in mine.requests or \
+                    inner in mine.records:
+                return True
+            if IDENT.fullmatch(inner) and (self.state.is_id(fn, inner) or
+                                           self.state.is_coll(fn, inner)):
+                return True
+            if inner.startswith(("{", "[", "(")) and \
+                    any(self.state.is_id(fn, t) for t in IDENT.findall(inner)):
+                return True  # a display or comprehension holding ids
+        return False
 
     def _call_effects(self, fn: FnView, s: Stmt, mentioned: set[str]) -> list[Effect]:
         calls = [c for c in fn.calls(s) if c.callee and not self._inert(c)]

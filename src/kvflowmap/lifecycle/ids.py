@@ -21,7 +21,7 @@ from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.spec import LifecycleSpec
 from kvflowmap.lifecycle.view import FnView
 
-_IDENT = re.compile(r"[A-Za-z_][\w.]*")
+IDENT = re.compile(r"[A-Za-z_][\w.]*")
 # Wrappers that keep the elements of what they wrap: ``sorted(self._x)``.
 _KEEP = ("list", "sorted", "set", "tuple", "frozenset", "iter", "reversed", "enumerate")
 _VIEW_METHODS = (".items()", ".keys()", ".copy()", ".values()")
@@ -64,7 +64,7 @@ class IdState:
         if not text:
             return False
         mine = self.of(fn.fqn)
-        for tok in _IDENT.findall(text):
+        for tok in IDENT.findall(text):
             if tok in mine.ids:
                 return True
             head, _, last = tok.rpartition(".")
@@ -118,7 +118,7 @@ def unwrap(text: str) -> str:
             if t.endswith(m):
                 t = t[: -len(m)]
                 changed = True
-    return t if _IDENT.fullmatch(t) else ""
+    return t if IDENT.fullmatch(t) else ""
 
 
 def loop_targets(text: str | None) -> tuple[list[str], str]:
@@ -131,11 +131,37 @@ def loop_targets(text: str | None) -> tuple[list[str], str]:
 
 
 def seed(state: IdState, fn: FnView) -> None:
-    """Ids a hook receives from vLLM, by the protocol's parameter names."""
+    """Ids a hook receives from vLLM, by the protocol's parameter names, and
+    parameters that carry one in an id field (``task.req_id``)."""
     mine = state.of(fn.fqn)
     params = set(fn.param_names)
     mine.colls |= params & set(state.spec.id_params.get(fn.name, ()))
     mine.requests |= params & set(state.spec.request_params.get(fn.name, ()))
+    fields = state.spec.id_fields
+    for s in fn.stmts:
+        for n in s.names:
+            head, _, last = n.partition(".")
+            if head in params and head not in ("self", "cls") and last in fields:
+                mine.requests.add(head)
+
+
+def bind_defaults(state: IdState, fn: FnView, outer: FnView) -> bool:
+    """A nested def's parameter defaulting to an id of the enclosing function
+    (``def _on_done(f, rid=req_id)``, the usual way to pin a loop's id in a
+    callback) holds that id, and so do the enclosing ids it reads freely."""
+    mine = state.of(fn.fqn)
+    before = mine.size()
+    theirs = state.of(outer.fqn)
+    local = {a.target for a in fn.all_assigns} | set(fn.param_names)
+    for s in fn.stmts:  # free variables: the closure reads the enclosing ids
+        mine.ids.update(n for n in s.names if n in theirs.ids and n not in local)
+        mine.requests.update(n for n in s.names if n in theirs.requests and n not in local)
+    for p in fn.fact.params:
+        if p.default and state.is_id(outer, p.default):
+            mine.ids.add(p.name)
+        elif p.default and state.is_coll(outer, p.default):
+            mine.colls.add(p.name)
+    return mine.size() != before
 
 
 def flow_locals(state: IdState, fn: FnView) -> bool:

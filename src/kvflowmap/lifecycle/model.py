@@ -15,7 +15,8 @@ from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
 from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects
-from kvflowmap.lifecycle.ids import QUEUE_PUTS, IdState, bind_call, flow_locals, seed
+from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
+                                     seed)
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers
 from kvflowmap.lifecycle.taken import Taken, lost_locals
@@ -160,6 +161,9 @@ def build_lifecycle(linker) -> Lifecycle:
             changed |= flow_locals(state, fn)
             changed |= _bind_calls(state, fn, fns, calls, linker.classes)
             changed |= _keyed_attrs(state, fn, values)
+            outer = fns.get(fn.fqn.rpartition(".")[0])
+            if outer is not None:
+                changed |= bind_defaults(state, fn, outer)
         if not changed:
             break
     spawn_patterns = tuple(s.call for s in spec.spawners)

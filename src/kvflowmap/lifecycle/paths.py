@@ -224,9 +224,11 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
 
     while queue:
         n, exc = state = queue.popleft()
-        if n in handles or n == cfg.raise_exit or leaves(n):
+        if n == cfg.raise_exit or leaves(n):
             continue  # an exception out of the function stops the step: not a drop
         for d, lab in cfg.successors(n):
+            if n in handles and lab != "exception":
+                continue  # handed on; a hand-over that raises did not happen
             nxt = (d, _in_flight(cfg, exc, lab, d))
             if not nxt[1] and leaves(d) and d != cfg.raise_exit:
                 ends.append((state, lab, d))
@@ -314,7 +316,7 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
             return None
         how = None
         if lab == "exception":
-            how = "except"
+            how = "except" if not _ends_with_status(cfg, nodes[i + 1:]) else None
         elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
             jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
             if jump is not None and not _returns_status(cfg.nodes[jump].stmt) and \
@@ -402,6 +404,12 @@ def _returns_status(s: Stmt | None) -> bool:
     """``return False`` / ``return result``: the caller learns the outcome and
     owns the id from there."""
     return s is not None and s.kind == "return" and (s.text or "None").strip() != "None"
+
+
+def _ends_with_status(cfg: CFG, rest: list[int]) -> bool:
+    """The path leaves by ``return <value>``: the caller learns of the failure."""
+    last = [cfg.nodes[n].stmt for n in rest if cfg.nodes[n].stmt is not None]
+    return bool(last) and _returns_status(last[-1])
 
 
 def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
