@@ -99,6 +99,13 @@ def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int 
     return False
 
 
+def _is_stub(fn: FnView) -> bool:
+    """A body of only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
+    return all((st.kind == "simple" and not st.names) or
+               (st.kind == "raise" and "NotImplementedError" in (st.text or ""))
+               for st in fn.fact.body)
+
+
 class Effects:
     """Effects of statements, with summaries of analysed callees (memoised)."""
 
@@ -217,7 +224,19 @@ class Effects:
         analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
         if not analysed:
             return True  # outside the analysis: assume it keeps the id
-        return any(self.consumes(t) for t in analysed)
+        return any(self.consumes(t) for f in analysed for t in self._overrides(f))
+
+    def _overrides(self, fqn: str) -> list[str]:
+        """``fqn``, or for an abstract stub (``raise NotImplementedError``,
+        ``...``) the overrides in its class's analysed subclasses: the call is
+        dispatched to one of them."""
+        fn = view(self.values.model, fqn)
+        if fn is None or not fn.cls or not _is_stub(fn):
+            return [fqn]
+        classes = self.values.classes
+        found = [m for sub in classes.all_subclasses(fn.cls)
+                 if (m := f"{sub}.{fn.name}") in self.values.model.defs]
+        return found or [fqn]
 
     def consumes(self, fqn: str) -> bool:
         """Summary: some statement of ``fqn`` keeps an id it was given."""

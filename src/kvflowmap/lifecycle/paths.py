@@ -87,7 +87,7 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
             out += _removed(fn, eff, cfg, n.id, loop, targets[0], handles, effects, owed)
         if walked and not held and received:
             out += _search(fn, eff, cfg, n.id, loop, targets[0], handles, received)
-    return out
+    return _unique(out)  # one finding per way out, whichever binding found it first
 
 
 def _filled_locals(fn: FnView, eff: Effects, cfg: CFG) -> list[tuple[str, int]]:
