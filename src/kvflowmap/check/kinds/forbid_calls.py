@@ -64,6 +64,8 @@ def _forbidden(ctx: CheckContext, opts: Options, fqn: str,
     if not targets and call.callee:
         names = [call.callee]
     excluded = opts.exclude
+    if excluded and _local_of_excluded_type(ctx, fqn, call, excluded):
+        return None
     for name in names:
         if any(fnmatch.fnmatchcase(name, p) for p in excluded):
             continue
@@ -74,7 +76,25 @@ def _forbidden(ctx: CheckContext, opts: Options, fqn: str,
     return None
 
 
+def _local_of_excluded_type(ctx: CheckContext, fqn: str, call: CallFact,
+                            excluded: tuple[str, ...]) -> bool:
+    """The receiver is a local that some assignment of the function makes an
+    excluded type (``ev = torch.npu.Event()`` ... ``ev.wait()``: a device event)."""
+    base, _, meth = (call.callee or "").rpartition(".")
+    if not base or "." in base:
+        return False
+    fn = ctx.function(fqn)
+    for a in ctx.facts(fqn).assigns:
+        if a.scope == fn.qualname and a.target == base and a.value and a.value.endswith("()"):
+            made = f"{a.value[:-2]}.{meth}"
+            if any(fnmatch.fnmatchcase(made, p) for p in excluded):
+                return True
+    return False
+
+
 def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
+    if call.awaited:
+        return True  # ``await ev.wait()`` suspends a coroutine, not the hook's thread
     if any(k in opts.unless_kwargs for k, _ in call.kwargs):
         return True
     timeout_pos = opts.positional_timeout

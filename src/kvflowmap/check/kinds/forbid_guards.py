@@ -19,9 +19,16 @@ class Guard:
     check that a prefix of the receiver exists (``pending is not None``)."""
 
     def __init__(self, receiver: str, methods: set[str]) -> None:
-        self.receiver, self.methods = receiver, methods
+        # ``*.poll``: asking any receiver counts (a ``zmq.Poller`` that holds the socket)
+        self.receiver = receiver
+        self.methods = {m for m in methods if not m.startswith("*.")}
+        self.any_methods = {m[2:] for m in methods if m.startswith("*.")}
 
     def _is_ask(self, node: ast.expr) -> bool:
+        if self.any_methods and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                n.func.attr in self.any_methods for n in ast.walk(node)):
+            return True
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr in self.methods and \
             dotted_name(node.func.value, subscripts=True) == self.receiver

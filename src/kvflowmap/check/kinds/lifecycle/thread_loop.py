@@ -31,7 +31,13 @@ class Options:
     """Parameters of ``lifecycle`` mode ``thread_loop``."""
 
     require_ids: bool = option(True, "only loops whose body does something with request "
-                                     "ids (lifecycle effects)")
+                                     "ids (lifecycle effects) or serves peers (see "
+                                     "serve_calls)")
+    serve_calls: tuple[str, ...] = option(
+        ("recv", "recv_multipart", "recv_pyobj", "recv_json", "recv_string", "accept",
+         "recvfrom"),
+        "methods that take a peer's message each iteration: a loop calling one is a "
+        "server (a handshake or metadata listener) whose death stalls every later peer")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -55,7 +61,7 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
             continue
         if id(n.stmt) in nested:
             continue  # an inner loop: what leaves it may be caught by the outer one
-        if opts.require_ids and not _serves(lc, fn, n.stmt):
+        if opts.require_ids and not _serves(lc, fn, n.stmt, opts.serve_calls):
             continue
         bad = escaping_raise(cfg, n.stmt, fn)
         if bad is None:
@@ -74,16 +80,19 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
     return out
 
 
-def _serves(lc, fn, loop) -> bool:
-    """The loop body does something with request ids, or takes work from a
-    queue that other code fills (a transfer queue; a socket ``recv`` of a
-    handshake listener is not work for a request)."""
+def _serves(lc, fn, loop, serve_calls: tuple[str, ...]) -> bool:
+    """The loop body does something with request ids, takes work from a
+    queue that other code fills (a transfer queue), or takes a peer's message
+    (``sock.recv_multipart()``: a handshake listener every later transfer
+    needs)."""
     fed = _fed_queues(lc)
     for s in walk(loop.body):
         if any(e.kind in HANDLING or e.kind == "remove" for e in lc.effects.of(fn, s)):
             return True
         for c in fn.calls(s):
             base, _, meth = (c.callee or "").rpartition(".")
+            if base and meth in serve_calls:
+                return True
             if meth in ("get", "get_nowait") and base.startswith("self.") and \
                     base.rpartition(".")[2] in fed:
                 return True
