@@ -18,6 +18,7 @@ import lzma
 from pathlib import Path
 
 from kvflowmap import __version__
+from kvflowmap.index import safe_pickle
 from kvflowmap.facts import FileFacts
 
 def _extractor_hash() -> str:
@@ -74,7 +75,7 @@ class FactCache:
         if not blob.startswith(HEADER):
             return None
         try:
-            facts = pickle.loads(lzma.decompress(blob[len(HEADER):]))
+            facts = safe_pickle.loads(lzma.decompress(blob[len(HEADER):]))
         except Exception:  # truncated or corrupted entry: rebuild it
             return None
         if not isinstance(facts, FileFacts) or facts.sha != sha:

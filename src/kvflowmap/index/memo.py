@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvflowmap import __version__
+from kvflowmap.index import safe_pickle
 
 PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -86,7 +87,8 @@ class RunMemo:
         if self.root is None:
             return None
         try:
-            manifest, payload = pickle.loads(zlib.decompress((self.root / f"{key}.pkl").read_bytes()))
+            manifest, payload = safe_pickle.loads(
+                zlib.decompress((self.root / f"{key}.pkl").read_bytes()))
         except Exception:  # missing, truncated or foreign: analyse again
             return None
         return payload if isinstance(manifest, Manifest) and manifest.unchanged(listing) else None
