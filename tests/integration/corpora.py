@@ -13,25 +13,31 @@ from kvflowmap.check.model import Finding
 
 @dataclass(frozen=True)
 class Corpus:
-    """A subject inside a release, checked against vLLM 0.33.0."""
+    """A subject inside a release, checked against a vLLM release (0.33.0 by
+    default; an older vLLM's own connectors against that release)."""
 
     name: str
     release: str  # NAME==VERSION of the subject's release
     subject: str  # path inside the release's import root
+    context: str = "vllm==0.33.0"
 
 
 CORPORA = (
     Corpus("pegaflow-llm 0.25.1", "pegaflow-llm==0.25.1", "pegaflow"),
     Corpus("vllm 0.33.0 connectors", "vllm==0.33.0", "vllm/distributed/kv_transfer/kv_connector/v1"),
     Corpus("lmcache 0.5.6", "lmcache==0.5.6", "lmcache"),
+    Corpus("vllm-ascend 0.23.0", "vllm-ascend==0.23.0", "vllm_ascend/distributed"),
+    Corpus("vllm 0.11.0 connectors", "vllm==0.11.0", "vllm/distributed/kv_transfer/kv_connector/v1",
+           "vllm==0.11.0"),
 )
 
 
 def check_corpus(corpus: Corpus, release, cache: Path) -> tuple[Analysis, list[Finding]]:
     """Run every shipped rule on one corpus; ``release(spec)`` gives a root."""
-    vllm = release("vllm==0.33.0")
+    vllm = release(corpus.context)
     subject = release(corpus.release) / corpus.subject
-    a = analyse(Request(sources=[str(subject)], release_roots=[(vllm, "vllm 0.33.0")],
+    a = analyse(Request(sources=[str(subject)],
+                        release_roots=[(vllm, corpus.context.replace("==", " "))],
                         cache_dir=cache))
     rules, errors = load_rules(default_rule_dirs())
     assert not errors, errors

@@ -20,6 +20,7 @@ from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaul
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers
 from kvflowmap.lifecycle.taken import Taken, lost_locals
+from kvflowmap.lifecycle.threads import spawns
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.view import FnView, view
 
@@ -60,6 +61,7 @@ class Lifecycle:
     # containers a report hook reads: an id in them is waiting for a report
     owed: frozenset[Container] = frozenset()
     classes: object = None  # model.classes.ClassIndex
+    _connected: frozenset[str] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
@@ -126,6 +128,14 @@ class Lifecycle:
                                           {c.attr for c in self.owed}, removals)
         return self._unbalanced
 
+    def connected(self, fqn: str) -> bool:
+        """``fqn`` runs for the connector: reached from a protocol hook or the
+        constructor of a class with one, through calls, spawned threads,
+        executor tasks and callbacks, or defined inside such a function. Code
+        of the same package that no hook reaches (a cache server, a CLI) is
+        not the connector's."""
+        return fqn in self._connected
+
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""
         fn = self.functions[fqn]
@@ -171,7 +181,38 @@ def build_lifecycle(linker) -> Lifecycle:
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
     return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec), owed,
-                     linker.classes)
+                     linker.classes, _connected(linker, fns, spec))
+
+
+def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset[str]:
+    """See ``Lifecycle.connected``."""
+    hooks = set(spec.scheduler_hooks) | set(spec.worker_hooks)
+    hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
+    frontier = [f for f, v in fns.items() if v.name in hooks or (
+        v.name == "__init__" and v.cls in hooked)]
+    spawned: dict[str, list[str]] = {}
+    for sp in spawns(fns, spec.spawners, linker.calls):
+        spawned.setdefault(sp.spawner, []).append(sp.target)
+    nested: dict[str, list[str]] = {}
+    for f in fns:
+        nested.setdefault(f.rpartition(".")[0], []).append(f)
+    seen = set(frontier)
+    graph = linker.graph
+    while frontier:
+        f = frontier.pop()
+        nxt = [*spawned.get(f, ()), *nested.get(f, ())]
+        if f in graph:
+            for _, callee, kind in graph.out_edges(f, data="kind"):
+                if kind in ("call", "dispatch"):
+                    nxt.append(callee)
+                    init = f"{callee}.__init__"  # ``Cls(...)``: its constructor runs
+                    if init in fns:
+                        nxt.append(init)
+        for g in nxt:
+            if g in fns and g not in seen:
+                seen.add(g)
+                frontier.append(g)
+    return frozenset(seen)
 
 
 def _sides(graph, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:

@@ -13,7 +13,7 @@ from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.kinds.forbid_contexts import (Chain, contexts, followable, short,
                                                     start_chain)
 from kvflowmap.check.model import Finding
-from kvflowmap.lifecycle.view import view, walk
+from kvflowmap.lifecycle.view import walk
 
 REMOVALS = {"delitem", "pop", "popitem", "discard", "remove", "clear", "popleft"}
 KEYED = {"setitem", "add", "setdefault"}
@@ -88,9 +88,7 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
     ``self``, unless allowed or undone by the ``released`` resets/removals."""
     out: list[Finding] = []
     ignore_removals = opts.ignore_removals
-    reach = _self_reach(ctx, opts, start)
-    memo_reads = _read_back(ctx, reach)
-    for fqn, chain in sorted(reach.items()):
+    for fqn, chain in sorted(_self_reach(ctx, opts, start).items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
             attr = target.split(".", 1)[1]
@@ -98,9 +96,7 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                 continue
             if op == "=" and _lazy_init(ctx.function(fqn).body, target, line):
                 continue  # ``if self.client is None: self.client = ...``: done once
-            # a keyed write is a per-request memo only if the probe reads it back
-            memo = op in KEYED and key and _attr(target) in memo_reads
-            ok = {"reset", "remove"} if memo else {"reset"}
+            ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
             if any(a == _attr(target) and how in ok and _related(ctx, cls, k)
                    for k, a, how in released):
                 continue
@@ -111,24 +107,6 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             out.append(ctx.finding(fqn, line, f"the probe {short(start)} writes {what} in "
                                    f"{short(fqn)}: not memo state", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
-    return out
-
-
-def _read_back(ctx: CheckContext, reach: dict[str, Chain]) -> set[str]:
-    """Attributes that the probe's functions read in a statement that does not
-    write them (``self._memo.get(rid)``, ``if rid in self._probes``): a memo
-    is asked before it is filled; a container only written is a commit."""
-    out: set[str] = set()
-    for fqn in reach:
-        fn = view(ctx.linker.model, fqn)
-        if fn is None:
-            continue
-        for st in fn.stmts:
-            written = {_attr(c.container) for c in fn.containers(st)
-                       if c.container.startswith("self.") and c.op in KEYED | {"setitem"}}
-            written |= {_attr(a.target) for a in fn.assigns(st) if a.target.startswith("self.")}
-            out |= {n.split(".")[1].split("[")[0] for n in st.names
-                    if n.startswith("self.") and n.count(".") >= 1} - written
     return out
 
 

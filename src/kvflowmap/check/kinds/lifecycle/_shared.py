@@ -23,10 +23,11 @@ def lifecycle(ctx: CheckContext) -> Lifecycle:
 
 
 def functions(ctx: CheckContext, lc: Lifecycle) -> list[str]:
-    """Subject functions the rule applies to (its ``applies_to`` modules)."""
+    """Subject functions the rule applies to: those that run for the
+    connector (``Lifecycle.connected``), in its ``applies_to`` modules."""
     mods = ctx.rule.applies_to.modules
-    return [f for f in lc.functions
-            if not mods or any(fnmatch.fnmatch(lc.functions[f].module, p) for p in mods)]
+    return [f for f in lc.functions if lc.connected(f) and (
+        not mods or any(fnmatch.fnmatch(lc.functions[f].module, p) for p in mods))]
 
 
 def steps(ctx: CheckContext, fqn: str, lines: list[tuple[int, str]]) -> tuple[Step, ...]:

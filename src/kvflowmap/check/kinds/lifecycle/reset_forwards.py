@@ -30,7 +30,7 @@ class Options:
     """Parameters of ``lifecycle`` mode ``reset_forwards``."""
 
     exempt_methods: tuple[str, ...] = option(
-        ("__init__", "__del__", "__exit__", "*shutdown*", "*close*", "reset_*"),
+        ("__init__", "__del__", "__exit__", "*shutdown*", "*close*", "reset", "reset_*"),
         "teardown methods (globs): dropping everything is what they are for")
 
 
