@@ -187,6 +187,11 @@ def build_lifecycle(linker) -> Lifecycle:
 def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset[str]:
     """See ``Lifecycle.connected``."""
     hooks = set(spec.scheduler_hooks) | set(spec.worker_hooks)
+    # every method of the analysed connector base class is called by vLLM
+    # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not
+    base = linker.protocol.base_class
+    hooks |= {d.rpartition(".")[2] for d in linker.model.defs
+              if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
     hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
     frontier = [f for f, v in fns.items() if v.name in hooks or (
         v.name == "__init__" and v.cls in hooked)]
