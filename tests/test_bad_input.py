@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,30 @@ def test_analysed_code_is_never_imported_or_run(tree, tmp_path: Path) -> None:
                  "setup.py": evil, "conftest.py": evil})
     assert main(["graph", str(root), "--format", "json", "-q", "--full"]) == 0
     assert not marker.exists()
+
+
+def test_pep263_coding_declaration_is_honoured(tree) -> None:
+    root = tree({
+        "pkg/__init__.py": "",
+        "pkg/latin1.py": b"# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n\ndef f():\n    return NAME\n",
+        "pkg/unknown.py": b"# -*- coding: no-such-codec -*-\nx = 1\n",
+    })
+    a = analyse(Request(sources=[str(root)]))
+    assert "pkg.latin1.f" in a.graph
+    assert not any("latin1.py" in w for w in a.warnings)
+    assert any(f"{root / 'pkg/unknown.py'}:" in w and "encoding declaration" in w
+               for w in a.warnings)
+
+
+def test_a_fifo_named_py_is_skipped_not_waited_on(tree) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/good.py": "def ok():\n    return 1\n"})
+    os.mkfifo(root / "pkg/f.py")
+    # A blocking open would wait for a writer forever: fail in 60 s instead.
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the analysis blocked on the FIFO"))
+    signal.alarm(60)
+    try:
+        a = analyse(Request(sources=[str(root)]))
+    finally:
+        signal.alarm(0)
+    assert "pkg.good.ok" in a.graph
+    assert any("f.py" in w and "FIFO" in w for w in a.warnings)

@@ -21,6 +21,7 @@ from typing import Any
 
 from kvflowmap import __version__
 from kvflowmap.index import safe_pickle
+from kvflowmap.index.readfile import read_regular
 
 PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -42,7 +43,7 @@ def files_digest(paths: list[Path]) -> str:
     for p in sorted(paths):
         h.update(str(p).encode())
         try:
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+            h.update(hashlib.sha256(read_regular(p)).digest())
         except OSError:
             h.update(b"<missing>")
     return h.hexdigest()
@@ -60,9 +61,8 @@ class Manifest:
             return False
         for path, sha in self.files.items():
             try:
-                with open(path, "rb") as fh:
-                    if hashlib.sha256(fh.read()).hexdigest() != sha:
-                        return False
+                if hashlib.sha256(read_regular(path)).hexdigest() != sha:
+                    return False
             except OSError:
                 return False
         return True

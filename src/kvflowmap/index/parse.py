@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import io
 import signal
 import threading
+import tokenize
 import warnings
 from contextlib import contextmanager
 
@@ -13,6 +15,7 @@ import libcst as cst
 from kvflowmap.facts import FileFacts, ProblemFact
 from kvflowmap.index.cache import content_sha
 from kvflowmap.index.extract import extract_module
+from kvflowmap.index.readfile import read_regular
 
 # Seconds one file may take; LibCST needs ~1 s per 10k lines, so only a
 # pathological file gets near it, and it must not stall the whole run.
@@ -34,7 +37,7 @@ def facts_from_bytes(path: str, data: bytes, *, screen: bool = True) -> FileFact
     if problem:
         facts.problem = problem
         return facts
-    text = data.decode("utf-8")
+    text = decode_source(data)
     facts.lines = text.count("\n") + 1
     unsafe = _too_deep(text) if screen else None
     if unsafe:
@@ -119,18 +122,37 @@ def _check_bytes(data: bytes) -> ProblemFact | None:
     if b"\0" in data:
         return ProblemFact(data[: data.index(b"\0")].count(b"\n") + 1, "contains null bytes")
     try:
-        data.decode("utf-8")
+        decode_source(data)
+    except SyntaxError as exc:  # an unknown or malformed coding declaration
+        return ProblemFact(exc.lineno or 1, f"bad encoding declaration: {exc.msg}")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        return ProblemFact(line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+        enc = source_encoding(data)
+        return ProblemFact(line, f"not {'UTF-8' if enc in ('utf-8', 'utf-8-sig') else enc} "
+                                 f"(byte 0x{data[exc.start]:02x} at offset {exc.start})")
     return None
+
+
+def source_encoding(data: bytes) -> str:
+    """The encoding Python reads ``data`` with: a PEP 263 ``coding:`` line or
+    a BOM, else UTF-8. Raises ``SyntaxError`` for an unknown declaration."""
+    try:
+        return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as exc:
+        if "unknown encoding" in str(exc.msg) or "encoding problem" in str(exc.msg):
+            raise
+        return "utf-8"  # no declaration and undecodable first lines: say "not UTF-8"
+
+
+def decode_source(data: bytes) -> str:
+    """``data`` as text, decoded the way Python itself would (PEP 263)."""
+    return data.decode(source_encoding(data))
 
 
 def facts_from_path(path: str, display: str, *, screen: bool = True) -> FileFacts:
     """Read and parse a file; a read error becomes a problem fact."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_regular(path)
     except OSError as exc:
         return FileFacts(path=display, sha="", problem=ProblemFact(0, f"cannot read: {exc.strerror}"))
     return facts_from_bytes(display, data, screen=screen)

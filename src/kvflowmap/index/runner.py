@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kvflowmap import gc_tuning
 from kvflowmap.facts import FileFacts, ProblemFact
+from kvflowmap.index.readfile import read_regular
 from kvflowmap.index.cache import FactCache, content_sha, dump
 from kvflowmap.sources.roots import SourceFile
 
@@ -86,7 +87,7 @@ class Indexer:
         for sf in files:
             self._known += 1
             try:
-                data = sf.path.read_bytes()
+                data = read_regular(sf.path)
             except OSError as exc:
                 self._ready.append((sf, FileFacts(sf.rel, "", problem=ProblemFact(
                     0, f"cannot read: {exc.strerror}"))))

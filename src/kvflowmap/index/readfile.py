@@ -1,0 +1,32 @@
+"""Reading a source file without ever blocking on it.
+
+A FIFO, socket or device named ``*.py`` in the tree would block a plain
+``open``/``read`` forever (the reader waits for a writer that never comes).
+Files are opened non-blocking and read only when they are regular files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of ``path``; ``OSError`` (with a readable ``strerror``) when
+    it cannot be read or is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) \
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a directory" \
+                if stat.S_ISDIR(mode) else "not a file"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind}), skipped", str(path))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
