@@ -292,15 +292,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return 2
-    except click.exceptions.Abort:
-        return 2
+    except click.exceptions.Abort as exc:  # click turns Ctrl-C into Abort
+        return EXIT_INTERRUPTED if isinstance(exc.__cause__, KeyboardInterrupt) else 2
     except (SourceError, UsageFailure) as exc:
         click.echo(f"kvflowmap: error: {exc}", err=True)
         return 2
     except SystemExit as exc:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # click turned a closed pipe (EPIPE) into exit 1 and wrapped stdout
+            return EXIT_PIPE
         return int(exc.code or 0)
+    except KeyboardInterrupt:
+        click.echo("kvflowmap: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # ``kvflowmap rules | head -1``: the reader left; say nothing more
+        _silence_stdout()
+        return EXIT_PIPE
+    except Exception as exc:  # a bug in kvflowmap, not "findings"
+        import traceback
+
+        click.echo(f"kvflowmap: internal error: {type(exc).__name__}: {exc}\n"
+                   "please report it with the trace below", err=True)
+        traceback.print_exc()
+        return EXIT_INTERNAL
     # In non-standalone mode click returns the code of ``Exit`` instead of raising.
     return rc if isinstance(rc, int) else 0
+
+
+# Exit codes beyond 0 (clean), 1 (findings) and 2 (usage): never 1 for a failure.
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_PIPE = 141  # 128 + SIGPIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that flushing at exit raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout
+        pass
 
 
 def run() -> None:

@@ -1,0 +1,46 @@
+"""Exit codes never say "findings" (1) for a failure: an internal error is 3,
+Ctrl-C 130, a closed output pipe 141, each with a message and no hang."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from kvflowmap import cli
+from kvflowmap.commands import rules_cmd
+
+
+def _raise(exc: BaseException):
+    def boom(*args, **kwargs):
+        raise exc
+    return boom
+
+
+def test_internal_error_is_3_with_a_message(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(rules_cmd, "load_rules", _raise(RuntimeError("bug here")))
+    assert cli.main(["rules"]) == cli.EXIT_INTERNAL == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: bug here" in err and "Traceback" in err
+
+
+def test_ctrl_c_is_130(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(rules_cmd, "load_rules", _raise(KeyboardInterrupt()))
+    assert cli.main(["rules"]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, s: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_closed_pipe_is_141_and_silent(monkeypatch, capsys) -> None:
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert cli.main(["rules"]) == 141
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["rules", "--format", "nope"], ["explain", "no-such-rule"]])
+def test_usage_errors_stay_2(args, capsys) -> None:
+    assert cli.main(args) == 2
