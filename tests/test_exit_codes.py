@@ -44,3 +44,18 @@ def test_closed_pipe_is_141_and_silent(monkeypatch, capsys) -> None:
 @pytest.mark.parametrize("args", [["rules", "--format", "nope"], ["explain", "no-such-rule"]])
 def test_usage_errors_stay_2(args, capsys) -> None:
     assert cli.main(args) == 2
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "--select", "kvc-async-load-has-reporter", "-o", "/nonexistent/dir/x.sarif",
+     "-f", "sarif", "{src}"],
+    ["check", "--select", "kvc-async-load-has-reporter", "--write-baseline",
+     "/nonexistent/dir/b.json", "{src}"],
+    ["catalogue", "--out", "/nonexistent/dir/rules.md"],
+])
+def test_unwritable_output_is_a_usage_error_naming_it(args, tree, capsys) -> None:
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    return 1\n"})
+    argv = [a.format(src=root / "pkg") for a in args]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot write /nonexistent/dir/" in err and "Traceback" not in err

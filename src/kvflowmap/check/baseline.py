@@ -34,7 +34,10 @@ def write_baseline(path: str | Path, findings: Iterable[Finding]) -> int:
     entries = baseline_entries(findings)
     doc = {"tool": "kvflowmap", "version": BASELINE_VERSION, "findings": entries}
     text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    Path(path).write_text(text, encoding="utf-8")
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:  # the caller reports it as a usage error naming the path
+        raise ValueError(f"cannot write {path} (baseline): {exc.strerror or exc}") from exc
     return len(entries)
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from kvflowmap.check.baseline import load_baseline, write_baseline
 from kvflowmap.check.loader import default_rule_dirs, load_rules, select_rules
 from kvflowmap.check.model import Finding, Rule
+from kvflowmap.commands.output import write_output
 from kvflowmap.report.github import render_github
 from kvflowmap.report.json_out import render_json
 from kvflowmap.report.sarif import render_sarif
@@ -60,11 +61,14 @@ def report(outcome, *, fmt: str, output: str | None, rules: list[Rule],
            roots: dict[str, str], write_base: str | None, all_findings: list[Finding]) -> None:
     text = render(outcome, fmt, rules, roots, to_file=bool(output))
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        write_output(output, text)
     else:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     if write_base:
-        n = write_baseline(write_base, all_findings)
+        try:
+            n = write_baseline(write_base, all_findings)
+        except ValueError as exc:
+            raise SourceError(str(exc)) from exc
         click.echo(f"wrote {n} findings to baseline {write_base}", err=True)
 
 

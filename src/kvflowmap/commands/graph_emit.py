@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from kvflowmap.commands.graph_result import GraphResult
+from kvflowmap.commands.output import write_output
 from kvflowmap.console import Reporter
 
 
 def emit_graph(result: GraphResult, out: str | None, rep: Reporter) -> None:
     """Write the rendered graph and the summary line."""
     if out:
-        Path(out).write_bytes(result.data)
+        write_output(out, result.data)
     else:
         sys.stdout.buffer.write(result.data)
         sys.stdout.flush()

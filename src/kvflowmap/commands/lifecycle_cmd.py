@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kvflowmap.commands.output import write_output
 from kvflowmap.nav.lifecycle_summary import PackageLifecycle
 
 
@@ -38,7 +39,7 @@ def run_lifecycle(kw: dict, fmt: str, out: str | None) -> int:
     packages = run_memoised(req, config, rep, ("lifecycle",), compute)
     text = render(packages, fmt)
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        write_output(out, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

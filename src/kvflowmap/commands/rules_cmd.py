@@ -17,6 +17,7 @@ import click
 from kvflowmap.check.loader import (SKIPPED_DIRS, UnknownRuleError, default_rule_dirs,
                                     load_rules, select_rules)
 from kvflowmap.check.model import Rule
+from kvflowmap.commands.output import write_output
 
 DEFAULT_CATALOGUE = Path("docs/rules.md")
 
@@ -129,7 +130,7 @@ def cmd_catalogue(out: Path = DEFAULT_CATALOGUE, check: bool = False,
         click.echo(f"{out} is stale: run `kvflowmap catalogue --out {out}`", err=True)
         return 1
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_output(out, text)
     click.echo(f"wrote {len(rules)} rules to {out}")
     return 0
 

@@ -8,6 +8,7 @@ import click
 
 from kvflowmap.api import Analysis
 from kvflowmap.docs.write import DocsOptions, check_pages, generate, write_pages
+from kvflowmap.sources.errors import SourceError
 
 
 def run_docs(analysis: Analysis, out: str, check: bool, link_template: str | None,
@@ -32,7 +33,11 @@ def run_docs(analysis: Analysis, out: str, check: bool, link_template: str | Non
     if not any(p.endswith(".svg") for p in pages):
         click.echo("kvflowmap: warning: Graphviz `dot` not found: pages written without SVGs",
                    err=True)
-    report = write_pages(pages, out_dir)
+    try:
+        report = write_pages(pages, out_dir)
+    except OSError as exc:
+        raise SourceError(f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}") \
+            from exc
     say(f"{out}: {len(report.written)} written, {len(report.unchanged)} unchanged, "
         f"{len(report.removed)} removed")
     return 0
