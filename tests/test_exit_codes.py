@@ -47,15 +47,17 @@ def test_usage_errors_stay_2(args, capsys) -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["check", "--select", "kvc-async-load-has-reporter", "-o", "/nonexistent/dir/x.sarif",
+    ["check", "--select", "kvc-async-load-has-reporter", "-o", "{blocked}/x.sarif",
      "-f", "sarif", "{src}"],
     ["check", "--select", "kvc-async-load-has-reporter", "--write-baseline",
-     "/nonexistent/dir/b.json", "{src}"],
-    ["catalogue", "--out", "/nonexistent/dir/rules.md"],
+     "{blocked}/b.json", "{src}"],
+    ["catalogue", "--out", "{blocked}/rules.md"],
 ])
-def test_unwritable_output_is_a_usage_error_naming_it(args, tree, capsys) -> None:
+def test_unwritable_output_is_a_usage_error_naming_it(args, tree, tmp_path, capsys) -> None:
     root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    return 1\n"})
-    argv = [a.format(src=root / "pkg") for a in args]
+    blocked = tmp_path / "a-file"  # a path under a regular file: unwritable even for root
+    blocked.write_text("")
+    argv = [a.format(src=root / "pkg", blocked=blocked) for a in args]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
-    assert "cannot write /nonexistent/dir/" in err and "Traceback" not in err
+    assert f"cannot write {blocked}/" in err and "Traceback" not in err

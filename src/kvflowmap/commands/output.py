@@ -8,9 +8,12 @@ from pathlib import Path
 from kvflowmap.sources.errors import SourceError
 
 
-def write_output(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` (text as UTF-8) to ``path``; ``SourceError`` on failure."""
+def write_output(path: str | Path, data: str | bytes, make_parents: bool = False) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` (creating its folder with
+    ``make_parents``); ``SourceError`` on failure."""
     try:
+        if make_parents:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, bytes):
             Path(path).write_bytes(data)
         else:

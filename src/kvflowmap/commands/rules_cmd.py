@@ -129,8 +129,7 @@ def cmd_catalogue(out: Path = DEFAULT_CATALOGUE, check: bool = False,
             return 0
         click.echo(f"{out} is stale: run `kvflowmap catalogue --out {out}`", err=True)
         return 1
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_output(out, text)
+    write_output(out, text, make_parents=True)
     click.echo(f"wrote {len(rules)} rules to {out}")
     return 0
 
