@@ -60,7 +60,7 @@ def test_docs_content(tmp_path: Path) -> None:
     assert "`update_state_after_alloc` `minivllm/miniflow/connector/scheduler.py#L45`" in row
     assert "`request_finished` `minivllm/miniflow/connector/scheduler.py#L66`" in row
     assert "#### `SchedulerConnector` (`miniflow.connector.scheduler`)" in ids
-    assert "`self._scheduler.request_finished` (handover :102)<br>caller (return :102)" in ids
+    assert "`self._scheduler.request_finished` (handover :102) |" in ids
     assert "`StoreClient` (3)" in ids  # reached from hooks, moves no ids
     readme = pages["README.md"]
     assert "[Request ids in the connectors](request-lifecycle.md)" in readme
