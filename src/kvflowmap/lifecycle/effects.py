@@ -34,6 +34,11 @@ _READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "val
                            "difference", "union", "empty", "qsize"})
 
 
+# Clocks and sleeps do not raise (a sleep in a loop's ``except`` is a back-off,
+# not a way out of the loop).
+_NO_RAISE = frozenset({"time.time", "time.monotonic", "time.perf_counter", "time.time_ns",
+                       "time.monotonic_ns", "time.perf_counter_ns", "time.sleep",
+                       "threading.get_ident", "os.getpid"})
 # Container methods that do not raise (``pop``/``remove`` raise KeyError).
 _SAFE_METHODS = ADD_OPS | RESET_OPS | frozenset({"discard", "difference_update",
                                                  "intersection_update"})
@@ -125,7 +130,7 @@ class Effects:
         are taken not to (an ``except`` that logs is not itself a failure)."""
         callees = [c.callee or "" for c in fn.calls(s)]
         return bool(callees) and not all(
-            is_logging(c) or c in _PURE or c.rpartition(".")[2] in _SAFE_METHODS
+            is_logging(c) or c in _PURE or c in _NO_RAISE or c.rpartition(".")[2] in _SAFE_METHODS
             for c in callees)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:

@@ -77,4 +77,6 @@ def guarded(block: tuple[Stmt, ...], line: int, guard: Guard) -> bool:
         if stmt.kind == "if" and stmt.body and stmt.body[-1].kind in EXITS and \
                 guard.test(stmt.text, True):
             held = True
+        if stmt.kind == "assert" and guard.test(stmt.text, False):
+            held = True  # ``assert fut.done()``: ready from here on
     return held
