@@ -398,16 +398,23 @@ def find_drop_report(module: cst.Module) -> Iterator[Ctx]:
             yield c
 
 
+def _guard_names(node: cst.CSTNode) -> list[str]:
+    """Locals a guard can test that are not the id itself: ``if not req_id``
+    never fires for a real (non-empty) id, so that mutant would be equivalent."""
+    return [n for n in _local_names(node) if not ID_RE.search(n)]
+
+
 def find_early_return(module: cst.Module) -> Iterator[Ctx]:
-    """The drop-report sites that read a local the guard can test."""
+    """The drop-report sites that read a local (not the id) the guard can test."""
     for c in find_drop_report(module):
-        if _local_names(c.node):
+        if _guard_names(c.node):
             yield c
 
 
 def rewrite_early_return(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
-    """``if not <local>: return|continue`` before the statement."""
-    name = _local_names(node)[0]
+    """``if not <local>: return|continue`` before the statement, on a local
+    that is not the id (a record, a handle, a count)."""
+    name = _guard_names(node)[0]
     exit_ = "continue" if _in_loop(ctx) else "return"
     guard = _stmt(f"if not {name}:\n    {exit_}\n")
     guard = guard.with_changes(leading_lines=getattr(node, "leading_lines", ()))

@@ -71,6 +71,11 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         # helper's removals are its caller's decision)
         out += _removed(fn, eff, cfg, cfg.entry, None, bound[0], handles, effects, owed)
     if received:
+        # a collection of ids the function is given (``finished_req_ids``,
+        # ``request_ids``) that one path hands on and another drops
+        for coll in [p for p in fn.param_names if p in ids.colls and p not in bound][:1]:
+            out += _search(fn, eff, cfg, cfg.entry, None, coll,
+                           handles | _coll_handles(fn, eff, cfg, coll), received)
         for coll, fill in _filled_locals(fn, eff, cfg):
             out += _search(fn, eff, cfg, fill, None, coll, _coll_handles(fn, eff, cfg, coll),
                            received)
@@ -348,6 +353,8 @@ def _is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if _tests_collected(fn, s, own):
         return True
+    if local and all(n == name for n in local):
+        return True  # ``if not preempted_req_ids: return``: nothing to hand on
     return _tests_id(fn, eff, s)
 
 
