@@ -84,7 +84,9 @@ class Lifecycle:
         if fqn not in self._drops:
             fn = self.functions[fqn]
             hows: tuple[str, ...] = ("except", "removed")
-            if self.sides.get(fqn) == frozenset({"worker"}):
+            # Worker code, and the commit hook (a request the probe parked
+            # for an async load must be recorded there), may not leave early.
+            if self.sides.get(fqn) == frozenset({"worker"}) or fn.name == self.spec.commit:
                 hows += ("early-exit",)
             if fn.name == self.spec.probe:
                 hows = ()
