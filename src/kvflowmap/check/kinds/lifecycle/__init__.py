@@ -5,13 +5,14 @@
 - ``thread_loop``: a background serving loop survives its exceptions;
 - ``delayed_free``: a delayed free is always followed by a save;
 - ``reset_forwards``: resetting tracked ids forwards them first;
-- ``balanced``: ids that enter a container can leave it, and a drained one is filled.
+- ``balanced``: ids that enter a container can leave it, and a drained one is filled;
+- ``parked_recorded``: a request the probe can park is recorded by the commit hook.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, reset_forwards,
-                                             thread_loop)
+from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, parked_recorded,
+                                             reset_forwards, thread_loop)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -21,6 +22,8 @@ MODES: dict[str, KindSpec] = {
     "reset_forwards": KindSpec(reset_forwards.Options, reset_forwards.check,
                                reset_forwards.READS),
     "balanced": KindSpec(balanced.Options, balanced.check, balanced.READS),
+    "parked_recorded": KindSpec(parked_recorded.Options, parked_recorded.check,
+                                parked_recorded.READS),
 }
 
 __all__ = ["MODES"]

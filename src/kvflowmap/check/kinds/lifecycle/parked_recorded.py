@@ -1,0 +1,78 @@
+"""``lifecycle`` mode ``parked_recorded``: a request the probe can park is
+recorded by the commit hook.
+
+When ``get_num_new_matched_tokens`` answers ``load_kv_async=True``, vLLM
+parks the request in ``WAITING_FOR_REMOTE_KVS`` and calls
+``update_state_after_alloc`` with its blocks; only what that hook records
+(for the metadata the workers load from) ever leads to ``finished_recving``.
+A commit hook that records the request on no path at all, in a class whose
+probe can answer ``True``, parks every async load forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.effects import HANDLING
+
+READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
+         "(`lifecycle.commit`) its MRO resolves to, the probe's returned tuples (the "
+         "async element), and the lifecycle model's effects of every statement of the "
+         "commit hook on the request id.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``parked_recorded``."""
+
+    never_async: tuple[str, ...] = option(("False",), "texts of the probe's async element "
+                                                      "that mean 'no async load'")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per commit hook that records nothing while its probe can park."""
+    lc = lifecycle(ctx)
+    wanted = set(functions(ctx, lc))
+    probe_name, commit_name, idx = lc.spec.probe, lc.spec.commit, lc.spec.async_element
+    out = []
+    classes = sorted({fn.cls for f, fn in lc.functions.items() if f in wanted and fn.cls})
+    for cls in classes:
+        probe = ctx.classes.find_member(cls, probe_name)
+        commit = ctx.classes.find_member(cls, commit_name)
+        if commit is None or probe is None or commit.rpartition(".")[0] != cls:
+            continue  # judged once, in the class that defines the commit hook
+        if commit not in lc.functions or probe not in lc.functions:
+            continue
+        parks = _async_returns(lc, probe, idx, opts.never_async)
+        if not parks:
+            continue
+        fn = lc.functions[commit]
+        if any(e.kind in HANDLING and e.kind != "return"
+               for s in fn.stmts for e in lc.effects.of(fn, s)):
+            continue
+        line = parks[0]
+        out.append(ctx.finding(
+            commit, fn.fact.line,
+            f"{short(commit)} records the request on no path, but {short(probe)} can answer "
+            f"load_kv_async=True (line {line}): vLLM parks that request in "
+            "WAITING_FOR_REMOTE_KVS, and with nothing recorded for the workers to load, "
+            "no finished_recving ever names it",
+            path=(ctx.step(probe, line, "the probe answers an async load"),
+                  ctx.step(commit, fn.fact.line, "the commit hook records nothing")),
+            anchor=f"parked:{commit_name}"))
+    return out
+
+
+def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
+    """Lines where the probe returns a tuple whose async element is not a
+    literal 'no' (``return n, True``, ``return n, n > 0``)."""
+    fn = lc.functions[probe]
+    lines = []
+    for r in fn.all_returns:
+        if r.elements and idx < len(r.elements) and r.elements[idx].strip() not in never:
+            lines.append(r.line)
+    return lines
