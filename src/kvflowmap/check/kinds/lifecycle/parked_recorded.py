@@ -1,12 +1,13 @@
-"""``lifecycle`` mode ``parked_recorded``: a request the probe can park is
-recorded by the commit hook.
+"""``lifecycle`` mode ``parked_recorded``: a request the probe asks to load
+is recorded by the commit hook.
 
 When ``get_num_new_matched_tokens`` answers ``load_kv_async=True``, vLLM
 parks the request in ``WAITING_FOR_REMOTE_KVS`` and calls
 ``update_state_after_alloc`` with its blocks; only what that hook records
 (for the metadata the workers load from) ever leads to ``finished_recving``.
 A commit hook that records the request on no path at all, in a class whose
-probe can answer ``True``, parks every async load forever.
+probe can ask for a load (``True``, or a token count that is not a literal
+0), parks every async load forever, and leaves a synchronous one unloaded.
 """
 
 from __future__ import annotations
@@ -57,22 +58,28 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         line = parks[0]
         out.append(ctx.finding(
             commit, fn.fact.line,
-            f"{short(commit)} records the request on no path, but {short(probe)} can answer "
-            f"load_kv_async=True (line {line}): vLLM parks that request in "
-            "WAITING_FOR_REMOTE_KVS, and with nothing recorded for the workers to load, "
-            "no finished_recving ever names it",
-            path=(ctx.step(probe, line, "the probe answers an async load"),
+            f"{short(commit)} records the request on no path, but {short(probe)} can ask for "
+            f"a load (line {line}): vLLM counts those tokens as computed (and, for an async "
+            "load, parks the request in WAITING_FOR_REMOTE_KVS), yet nothing is recorded "
+            "for the workers to load: the request runs on unloaded blocks or waits for a "
+            "finished_recving that never comes",
+            path=(ctx.step(probe, line, "the probe asks for a load"),
                   ctx.step(commit, fn.fact.line, "the commit hook records nothing")),
             anchor=f"parked:{commit_name}"))
     return out
 
 
 def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
-    """Lines where the probe returns a tuple whose async element is not a
-    literal 'no' (``return n, True``, ``return n, n > 0``)."""
+    """Lines where the probe returns a tuple that asks for a load: its async
+    element is not a literal 'no' (``return n, True``), or its token count is
+    not a literal nothing (``return hit - computed, False``: a synchronous load
+    the commit hook must record just the same)."""
     fn = lc.functions[probe]
     lines = []
     for r in fn.all_returns:
-        if r.elements and idx < len(r.elements) and r.elements[idx].strip() not in never:
+        if not r.elements or idx >= len(r.elements):
+            continue
+        count = r.elements[0].strip() if idx != 0 else ""
+        if r.elements[idx].strip() not in never or count not in ("0", "None", ""):
             lines.append(r.line)
     return lines
