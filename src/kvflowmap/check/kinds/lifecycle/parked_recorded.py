@@ -51,10 +51,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         parks = _async_returns(lc, probe, idx, opts.never_async)
         if not parks:
             continue
+        if _records(lc, commit) or _records(lc, probe):
+            continue  # the commit hook records; or the design records in the probe
         fn = lc.functions[commit]
-        if any(e.kind in HANDLING and e.kind != "return"
-               for s in fn.stmts for e in lc.effects.of(fn, s)):
-            continue
         line = parks[0]
         out.append(ctx.finding(
             commit, fn.fact.line,
@@ -67,6 +66,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                   ctx.step(commit, fn.fact.line, "the commit hook records nothing")),
             anchor=f"parked:{commit_name}"))
     return out
+
+
+def _records(lc, fqn: str) -> bool:
+    """Some statement of ``fqn`` keeps the request id (not only returns it)."""
+    fn = lc.functions[fqn]
+    return any(e.kind in HANDLING and e.kind != "return"
+               for s in fn.stmts for e in lc.effects.of(fn, s))
 
 
 def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
