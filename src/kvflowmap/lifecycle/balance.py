@@ -114,7 +114,7 @@ def _members(leaf: str, by_cls: dict[str, list[FnView]], classes) -> list[FnView
     for k in classes.mro(leaf):
         for fn in by_cls.get(k, ()):
             method = fn.fact.qualname.split(".")
-            cls_depth = len(fn.fact.class_qualname.split("."))
+            cls_depth = len((fn.fact.class_qualname or "").split("."))
             name = method[cls_depth] if len(method) > cls_depth else fn.name
             if classes.find_member(leaf, name) == f"{k}.{name}":
                 out.append(fn)

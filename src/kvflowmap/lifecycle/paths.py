@@ -167,12 +167,12 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
         path = _path(parent, end)
         nodes = [n for n, _ in path]
         rm = next(i for i, n in enumerate(nodes) if n in removes)
-        if cleanup_loop and any(cfg.nodes[n].stmt is not None and n != start and
-                                _is_filter(fn, eff, cfg.nodes[n].stmt, name)
-                                for n in nodes[:-1]):
+        stmts = [(n, st) for n in nodes if (st := cfg.nodes[n].stmt) is not None and n != start]
+        if cleanup_loop and any(_is_filter(fn, eff, st, name) for n, st in stmts
+                                if n != nodes[-1]):
             continue  # removed after a decision about the request (it finished)
-        if any(cfg.nodes[n].stmt is not None and n != start and
-               _tests_id(fn, eff, cfg.nodes[n].stmt) for n in nodes[:rm]):
+        before = set(nodes[:rm])
+        if any(_tests_id(fn, eff, st) for n, st in stmts if n in before):
             continue  # ``if rid not in self._meta: remove``: the request is gone
         after = path[rm:]
         if any(n in reach for n, _ in after[1:]) or any(
