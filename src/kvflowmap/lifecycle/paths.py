@@ -12,9 +12,13 @@ hands the id over, and the dropping path leaves that other path by
 - an early exit: a branch that jumps out (``return``, ``continue``,
   ``break``) while the hand-over comes after the branch.
 
-A branch that merely guards the hand-over (``if awaiting: self._x.add(rid)``)
-is a decision, not a drop; so is a test on the id itself (``rid in
-self._pending``, ``rid is None``), and so is leaving a loop that did not run.
+Bindings: an id or request parameter (from the function's entry), a
+collection of ids it is given, a local collection it fills
+(``request_ids.append(rid)``, from the first fill), and each loop over ids.
+Every way out of a binding (each ``return``, ``continue``, the end) is its
+own path. A branch that merely guards the hand-over (``if awaiting:
+self._x.add(rid)``) is a decision, not a drop; so are the other tests of
+``decisions``, and so is leaving a loop that did not run.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from dataclasses import dataclass
 
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at, is_logging
+from kvflowmap.lifecycle.cfg_paths import (bound_line, can_handle, first_handling, first_nodes,
+                                           in_flight, last_line, path_to, region, steps)
+from kvflowmap.lifecycle.decisions import (ends_with_status, is_filter, returns_status, tests_id,
+                                           warns)
+from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at
 from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
 from kvflowmap.lifecycle.view import FnView, walk
 
 _JUMPS = ("return", "continue", "break")
-_ID_TESTS = ("In", "NotIn", "Is", "IsNot", "Equal", "NotEqual")
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,7 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
     a hand-over is a decision; a loop that hands nothing on anywhere is
     cleanup when a test on the request (``status.req.is_finished()``) led to
     the removal."""
-    inside = _region(cfg, loop)
+    inside = region(cfg, loop)
     walked = unwrap(loop_targets(loop.text)[1]) if loop is not None and loop.kind == "for" \
         else ""
     removes = {n for n in inside if n not in handles and _bare(fn, cfg.nodes[n].stmt) and any(
@@ -143,7 +150,7 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
         for e in effects.get(n, ()))}
     if not removes:
         return []
-    first = _first_nodes(cfg, start, loop)
+    first = first_nodes(cfg, start, loop)
     parent: dict[tuple[int, bool], tuple[tuple[int, bool], str] | None] = {
         (n, n in removes): None for n in first}
     queue = deque(parent)
@@ -161,18 +168,18 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
             if key not in parent:
                 parent[key] = (state, lab)
                 queue.append(key)
-    reach = _can_handle(cfg, inside, handles, start)
+    reach = can_handle(cfg, inside, handles, start)
     cleanup_loop = not (reach & inside)
     for end in ends:
-        path = _path(parent, end)
+        path = path_to(parent, end)
         nodes = [n for n, _ in path]
         rm = next(i for i, n in enumerate(nodes) if n in removes)
         stmts = [(n, st) for n in nodes if (st := cfg.nodes[n].stmt) is not None and n != start]
-        if cleanup_loop and any(_is_filter(fn, eff, st, name) for n, st in stmts
+        if cleanup_loop and any(is_filter(fn, eff, st, name) for n, st in stmts
                                 if n != nodes[-1]):
             continue  # removed after a decision about the request (it finished)
         before = set(nodes[:rm])
-        if any(_tests_id(fn, eff, st) for n, st in stmts if n in before):
+        if any(tests_id(fn, eff, st) for n, st in stmts if n in before):
             continue  # ``if rid not in self._meta: remove``: the request is gone
         after = path[rm:]
         if any(n in reach for n, _ in after[1:]) or any(
@@ -180,8 +187,8 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
             turn = _classify(fn, eff, cfg, after, reach, handles, name, start)
             if turn is None:
                 continue
-        return [Drop(fn.fqn, name, _line(cfg, start, fn), "removed", cfg.nodes[nodes[rm]].line,
-                     _last_line(cfg, nodes), 0, _steps(cfg, path))]
+        return [Drop(fn.fqn, name, bound_line(cfg, start, fn), "removed", cfg.nodes[nodes[rm]].line,
+                     last_line(cfg, nodes), 0, steps(cfg, path))]
     return []
 
 
@@ -210,9 +217,9 @@ def _loop_ids(fn: FnView, eff: Effects, s: Stmt) -> list[str]:
 
 def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, name: str,
             handles: set[int], hows: tuple[str, ...]) -> list[Drop]:
-    inside = _region(cfg, loop)
-    first = _first_nodes(cfg, start, loop)
-    reach = _can_handle(cfg, inside, handles, start)
+    inside = region(cfg, loop)
+    first = first_nodes(cfg, start, loop)
+    reach = can_handle(cfg, inside, handles, start)
     if not any(n in reach for n in first):
         return []  # no path hands the id over: nothing to compare with
     # BFS over (node, exception in flight): an exception that leaves the
@@ -234,7 +241,7 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
         for d, lab in cfg.successors(n):
             if n in handles and lab != "exception":
                 continue  # handed on; a hand-over that raises did not happen
-            nxt = (d, _in_flight(cfg, exc, lab, d))
+            nxt = (d, in_flight(cfg, exc, lab, d))
             if not nxt[1] and leaves(d) and d != cfg.raise_exit:
                 ends.append((state, lab, d))
             elif nxt not in parent:
@@ -242,7 +249,7 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
                 queue.append(nxt)
     out = []
     for state, lab, d in ends:
-        path = _path(parent, state)
+        path = path_to(parent, state)
         path = [*path[:-1], (path[-1][0], lab), (d, "")]
         drop = _classify(fn, eff, cfg, path, reach, handles, name, start)
         if drop and drop.how in hows:
@@ -250,58 +257,10 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     return _unique(out)
 
 
-def _first_nodes(cfg: CFG, start: int, loop: Stmt | None) -> list[int]:
-    """Where a binding's region starts: the loop body, or the function's first node."""
-    if loop is None:
-        return [d for d, _ in cfg.successors(start)]
-    return [d for d, lab in cfg.successors(start) if lab in ("true", "next")]
 
 
-def _in_flight(cfg: CFG, exc: bool, label: str, dst: int) -> bool:
-    """Whether an exception is still on its way out on arriving at ``dst``:
-    raised now or before, and not caught by an ``except`` there."""
-    stmt = cfg.nodes[dst].stmt
-    if stmt is None:  # an exit node
-        return exc
-    return (exc or label in ("exception", "raise", "assert")) and stmt.kind != "except"
 
 
-def _region(cfg: CFG, loop: Stmt | None) -> set[int]:
-    if loop is None:
-        return {n.id for n in cfg.nodes}
-    body = {id(s) for s in walk(loop.body)}
-    return {n.id for n in cfg.nodes if n.stmt is not None and id(n.stmt) in body}
-
-
-def _can_handle(cfg: CFG, inside: set[int], handles: set[int], start: int) -> set[int]:
-    """Nodes from which a handling node is reachable without leaving the region."""
-    return reaching(cfg, {h for h in handles if h in inside}, inside - {start})
-
-
-def reaching(cfg: CFG, targets: set[int], within: set[int] | None = None) -> set[int]:
-    """``targets`` and the nodes (inside ``within``, when given) from which
-    one of them is reachable, going back along edges inside ``within``."""
-    pred: dict[int, list[int]] = {}
-    for a, b, _ in cfg.edges():
-        pred.setdefault(b, []).append(a)
-    seen, queue = set(targets), deque(targets)
-    while queue:
-        n = queue.popleft()
-        for p in pred.get(n, ()):
-            if p not in seen and (within is None or p in within):
-                seen.add(p)
-                queue.append(p)
-    return seen
-
-
-def _path(parent: dict, end: tuple[int, bool]) -> list[tuple[int, str]]:
-    """(node, label of the edge taken out of it) from the first node to ``end``."""
-    out: list[tuple[int, str]] = [(end[0], "")]
-    cur = parent.get(end)
-    while cur is not None:
-        out.append((cur[0][0], cur[1]))
-        cur = parent.get(cur[0])
-    return out[::-1]
 
 
 def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
@@ -317,110 +276,31 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         others = [d for d, _ in cfg.successors(n) if d != nxt and d in reach]
         if node.stmt is None or not others:
             continue
-        if _is_filter(fn, eff, node.stmt, name):
+        if is_filter(fn, eff, node.stmt, name):
             return None
         how = None
         if lab == "exception":
-            how = "except" if not _ends_with_status(cfg, nodes[i + 1:]) else None
+            how = "except" if not ends_with_status(cfg, nodes[i + 1:]) else None
         elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
             jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
-            if jump is not None and not _returns_status(cfg.nodes[jump].stmt) and \
-                    not _warns(fn, node.stmt):
+            if jump is not None and not returns_status(cfg.nodes[jump].stmt) and \
+                    not warns(fn, node.stmt):
                 how = "early-exit"
         if how is None:
             return None  # the last turn guards the hand-over: a decision
-        return Drop(fn.fqn, name, _line(cfg, start, fn), how, node.line,
-                    _last_line(cfg, nodes), _first_handling(cfg, others[0], handles),
-                    _steps(cfg, path))
+        return Drop(fn.fqn, name, bound_line(cfg, start, fn), how, node.line,
+                    last_line(cfg, nodes), first_handling(cfg, others[0], handles),
+                    steps(cfg, path))
     return None
 
 
-def _is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
-    """A test that decides about this request, not a failure: it compares the
-    id, reads the request's own record (``meta.load_spec``), or only reads
-    configuration (``self._has_mamba``)."""
-    if s.kind not in ("if", "while"):
-        return False
-    ids = eff.state.of(fn.fqn)
-    records = ids.records | ids.requests | {name}
-    own = set(fn.param_names) | {a.target for a in fn.all_assigns} | set(ids.ids)
-    local = [n for n in s.names if n in own and n != "self"]
-    if any(n.partition(".")[0] in records and "." in n for n in s.names):
-        return True
-    if any(n in ids.records for n in local):
-        return True
-    if config_test(fn, s, own):
-        return True
-    if _tests_collected(fn, s, own):
-        return True
-    if local and all(n == name for n in local):
-        return True  # ``if not preempted_req_ids: return``: nothing to hand on
-    spec = eff.state.spec
-    if fn.name in spec.scheduler_hooks + spec.worker_hooks and local and \
-            all(n in fn.param_names for n in local):
-        return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
-    return _tests_id(fn, eff, s)
 
 
-def _tests_collected(fn: FnView, s: Stmt, own: set[str]) -> bool:
-    """A test on what the function itself collected (``if not all_block_ids``):
-    every local it reads is a collection the function fills. Nothing to do
-    is a decision, not a failure (a failure is an outcome: ``if not ok``)."""
-    filled = {op.container.partition("[")[0] for op in fn.all_containers
-              if "." not in op.container}
-    local = [n for n in s.names if n in own and n != "self"]
-    return bool(local) and all(n in filled for n in local)
 
 
-def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
-    """A test that reads only ``self`` attributes, no local or parameter
-    (a role or configuration: ``if self._has_mamba``)."""
-    own = own if own is not None else set(fn.param_names) | {a.target for a in fn.all_assigns}
-    return not any(n in own and n != "self" for n in s.names) and any(
-        n.startswith("self.") for n in s.names)
 
 
-def _tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
-    """An ``if``/``while`` whose test compares an id (``rid in self._x``)."""
-    if s.kind not in ("if", "while"):
-        return False
-    ids = eff.state.id_names_in(fn, s.names)
-    if not ids:
-        return False
-    fields = eff.state.spec.id_fields
-    for c in fn.compares.get(s.line, ()):
-        if set(c.ops) & set(_ID_TESTS) and any(
-                o in ids or o.rpartition(".")[2] in fields for o in c.operands):
-            return True
-    # ``if self._status(rid) != DONE`` / ``if self._x.get(rid)``: the id's own state.
-    return any(any(eff.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs)))
-               for c in fn.calls(s))
 
-
-_LOUD = ("warning", "warn", "error", "exception", "critical")
-
-
-def _warns(fn: FnView, branch: Stmt) -> bool:
-    """The early-exit branch logs a warning or error: the drop is not silent,
-    it is a condition the author saw and reported (``No blocks to push``)."""
-    for s in walk(branch.body + branch.orelse):
-        for c in fn.calls(s):
-            callee = c.callee or ""
-            if is_logging(callee) and callee.rpartition(".")[2] in _LOUD:
-                return True
-    return False
-
-
-def _returns_status(s: Stmt | None) -> bool:
-    """``return False`` / ``return result``: the caller learns the outcome and
-    owns the id from there."""
-    return s is not None and s.kind == "return" and (s.text or "None").strip() != "None"
-
-
-def _ends_with_status(cfg: CFG, rest: list[int]) -> bool:
-    """The path leaves by ``return <value>``: the caller learns of the failure."""
-    last = [cfg.nodes[n].stmt for n in rest if cfg.nodes[n].stmt is not None]
-    return bool(last) and _returns_status(last[-1])
 
 
 def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
@@ -432,39 +312,8 @@ def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
     return None
 
 
-def _line(cfg: CFG, start: int, fn: FnView) -> int:
-    return cfg.nodes[start].line or fn.fact.line
 
 
-def _last_line(cfg: CFG, nodes: list[int]) -> int:
-    lines = [cfg.nodes[n].line for n in nodes if cfg.nodes[n].line]
-    return lines[-1] if lines else 0
-
-
-def _first_handling(cfg: CFG, start: int, handles: set[int]) -> int:
-    """The line of the nearest handling node from ``start``."""
-    seen, queue = {start}, deque([start])
-    while queue:
-        n = queue.popleft()
-        if n in handles:
-            return cfg.nodes[n].line
-        for d, _ in cfg.successors(n):
-            if d not in seen:
-                seen.add(d)
-                queue.append(d)
-    return cfg.nodes[start].line
-
-
-def _steps(cfg: CFG, path: list[tuple[int, str]]) -> tuple[tuple[int, str], ...]:
-    out = []
-    for n, lab in path:
-        node = cfg.nodes[n]
-        if node.stmt is None or not node.line:
-            continue
-        what = {"true": "taken", "false": "not taken", "exception": "raises"}.get(lab, "")
-        text = f"{node.stmt.kind} {what}".strip()
-        out.append((node.line, text))
-    return tuple(out)
 
 
 def _unique(drops_: list[Drop]) -> list[Drop]:

@@ -19,7 +19,8 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.paths import config_test, reaching
+from kvflowmap.lifecycle.cfg_paths import reaching
+from kvflowmap.lifecycle.decisions import config_test
 
 READS = ("Reads: the returns of the protocol's delay-free hook (`lifecycle.delay_free`), "
          "the control-flow graph from its entry, and the lifecycle model's effect of each "

@@ -1,0 +1,105 @@
+"""Which turns of a path are decisions about a request, not ways of losing it.
+
+A branch that tests the id (``rid in self._pending``), the request's own
+record (``meta.load_spec is None``), configuration only (``if
+self._has_mamba``), what the function itself collected (``if not
+all_block_ids``), the binding itself (``if not preempted_req_ids``) or what
+vLLM passed a hook (``num_external_tokens == 0``) decides; a branch that
+warns, or a path that returns a status to its caller, reports. ``paths``
+asks these questions at the last turn of a dropping path.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.check.cfg import CFG
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.effects import Effects, is_logging
+from kvflowmap.lifecycle.view import FnView, walk
+
+_ID_TESTS = ("In", "NotIn", "Is", "IsNot", "Equal", "NotEqual")
+_LOUD = ("warning", "warn", "error", "exception", "critical")
+
+
+def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
+    """A test that decides about this request, not a failure: it compares the
+    id, reads the request's own record (``meta.load_spec``), or only reads
+    configuration (``self._has_mamba``)."""
+    if s.kind not in ("if", "while"):
+        return False
+    ids = eff.state.of(fn.fqn)
+    records = ids.records | ids.requests | {name}
+    own = set(fn.param_names) | {a.target for a in fn.all_assigns} | set(ids.ids)
+    local = [n for n in s.names if n in own and n != "self"]
+    if any(n.partition(".")[0] in records and "." in n for n in s.names):
+        return True
+    if any(n in ids.records for n in local):
+        return True
+    if config_test(fn, s, own):
+        return True
+    if _tests_collected(fn, s, own):
+        return True
+    if local and all(n == name for n in local):
+        return True  # ``if not preempted_req_ids: return``: nothing to hand on
+    spec = eff.state.spec
+    if fn.name in spec.scheduler_hooks + spec.worker_hooks and local and \
+            all(n in fn.param_names for n in local):
+        return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
+    return tests_id(fn, eff, s)
+
+
+def _tests_collected(fn: FnView, s: Stmt, own: set[str]) -> bool:
+    """A test on what the function itself collected (``if not all_block_ids``):
+    every local it reads is a collection the function fills. Nothing to do
+    is a decision, not a failure (a failure is an outcome: ``if not ok``)."""
+    filled = {op.container.partition("[")[0] for op in fn.all_containers
+              if "." not in op.container}
+    local = [n for n in s.names if n in own and n != "self"]
+    return bool(local) and all(n in filled for n in local)
+
+
+def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
+    """A test that reads only ``self`` attributes, no local or parameter
+    (a role or configuration: ``if self._has_mamba``)."""
+    own = own if own is not None else set(fn.param_names) | {a.target for a in fn.all_assigns}
+    return not any(n in own and n != "self" for n in s.names) and any(
+        n.startswith("self.") for n in s.names)
+
+
+def tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
+    """An ``if``/``while`` whose test compares an id (``rid in self._x``)."""
+    if s.kind not in ("if", "while"):
+        return False
+    ids = eff.state.id_names_in(fn, s.names)
+    if not ids:
+        return False
+    fields = eff.state.spec.id_fields
+    for c in fn.compares.get(s.line, ()):
+        if set(c.ops) & set(_ID_TESTS) and any(
+                o in ids or o.rpartition(".")[2] in fields for o in c.operands):
+            return True
+    # ``if self._status(rid) != DONE`` / ``if self._x.get(rid)``: the id's own state.
+    return any(any(eff.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs)))
+               for c in fn.calls(s))
+
+
+def warns(fn: FnView, branch: Stmt) -> bool:
+    """The early-exit branch logs a warning or error: the drop is not silent,
+    it is a condition the author saw and reported (``No blocks to push``)."""
+    for s in walk(branch.body + branch.orelse):
+        for c in fn.calls(s):
+            callee = c.callee or ""
+            if is_logging(callee) and callee.rpartition(".")[2] in _LOUD:
+                return True
+    return False
+
+
+def returns_status(s: Stmt | None) -> bool:
+    """``return False`` / ``return result``: the caller learns the outcome and
+    owns the id from there."""
+    return s is not None and s.kind == "return" and (s.text or "None").strip() != "None"
+
+
+def ends_with_status(cfg: CFG, rest: list[int]) -> bool:
+    """The path leaves by ``return <value>``: the caller learns of the failure."""
+    last = [cfg.nodes[n].stmt for n in rest if cfg.nodes[n].stmt is not None]
+    return bool(last) and returns_status(last[-1])
