@@ -114,7 +114,7 @@ def _schema_error(path: Path, root: yaml.Node | None, err) -> RuleFileError:
     elif v == "enum":
         msg = f"expected one of {', '.join(map(str, err.validator_value))}{got}"
     elif v == "type" and not expected:
-        types = err.validator_value if isinstance(err.validator_value, list) \
+        types: list[str] = err.validator_value if isinstance(err.validator_value, list) \
             else [err.validator_value]
         msg = f"expected {' or '.join(TYPE_WORDS.get(t, t) for t in types)}{got}"
     else:

@@ -45,7 +45,7 @@ def option(default: Any, help: str) -> Any:  # noqa: A002 - the metadata key is 
     and a help text: ``x: tuple[str, ...] = option((), "what x is")``."""
     meta = {"help": help}
     if isinstance(default, (list, dict, set)):
-        return dataclasses.field(default_factory=lambda d=default: _copy(d), metadata=meta)
+        return dataclasses.field(default_factory=lambda: _copy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 

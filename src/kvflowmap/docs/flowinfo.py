@@ -63,7 +63,7 @@ def overrides(lk: Linker, cls: str, method: str) -> bool:
 def vllm_callers(g: nx.MultiDiGraph, lk: Linker, method: str, impl: str | None) -> list[Site]:
     """Calls from context code (vLLM) into the base method or the implementation."""
     sites: set[Site] = set()
-    for target in {base_method(lk, method), impl} - {None}:
+    for target in {t for t in (base_method(lk, method), impl) if t is not None}:
         if target in g:
             for s in edge_sites(g, target, "in", ("call",)):
                 if s.node in g and not g.nodes[s.node].get("subject"):

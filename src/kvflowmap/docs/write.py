@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,7 @@ def _flow_dot(ctx: DocContext, opts: DocsOptions) -> str:
 
 
 def _rules_page(rules: Sequence[Any] | None) -> bytes:
+    render_catalogue: Callable[[Sequence[Any]], str] | None
     try:
         from kvflowmap.check.catalogue import render_catalogue
     except Exception:  # noqa: BLE001 - the catalogue is optional here

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import networkx as nx
 
+from kvflowmap.facts import FunctionFact
 from kvflowmap.model.calls import CallResolver
 from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import Model
@@ -112,9 +114,10 @@ def add_calls(lk: Linker) -> None:
                                                 ff.path, call.line))
             for t in targets:
                 lk.add_edge(caller, t.fqn, "call", module, call.line)
-                if t.fqn == register and len(call.literal_args) >= 3 and all(call.literal_args[:3]):
+                if t.fqn == register and len(call.literal_args) >= 3:
                     name, mod, cls = call.literal_args[:3]
-                    lk.registrations.append((name, mod, cls, caller))
+                    if name and mod and cls:
+                        lk.registrations.append((name, mod, cls, caller))
         for ref in ff.refs:
             for t in lk.calls.reference((module, ref.scope), ref.name):
                 lk.add_edge(lk.scope_node(module, ref.scope), t.fqn, "call", module, ref.line,
@@ -129,7 +132,7 @@ def add_dispatch(lk: Linker) -> None:
     """Base method -> each override in analysed subclasses."""
     for fqn in sorted(lk.model.defs):
         d = lk.model.defs[fqn]
-        if d.is_class or d.fact.class_qualname is None:
+        if d.is_class or cast(FunctionFact, d.fact).class_qualname is None:
             continue
         name = d.fact.name
         if name.startswith("__") and name != "__call__":

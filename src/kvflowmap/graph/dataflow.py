@@ -159,9 +159,9 @@ def assign_sides(lk: Linker) -> None:
     for side, names in lk.protocol.entry_points.items():
         seeds.setdefault(side, []).extend(n for n in names if n in g)
     for node, data in g.nodes(data=True):
-        side = lk.protocol.side_of_module(node) if data.get("kind") != "external" else None
-        if side:
-            data["side"] = side
+        own = lk.protocol.side_of_module(node) if data.get("kind") != "external" else None
+        if own:
+            data["side"] = own
     for side, starts in seeds.items():
         for n in _reach_in_package(g, starts, depth=4):
             cur = g.nodes[n].get("side")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import cast
 
 from kvflowmap.facts import Stmt
 from kvflowmap.graph.build import Linker
@@ -137,7 +138,7 @@ class _Walker:
         equal = isinstance(op, (ast.Eq, ast.Is, ast.In))
         if not isinstance(op, (ast.Eq, ast.Is, ast.In, ast.NotEq, ast.IsNot, ast.NotIn)):
             return None
-        return states if equal == positive else None
+        return cast("set[str]", states) if equal == positive else None  # None ruled out above
 
     def _state(self, chain: str) -> str | None:
         return state_member(self.lk, (self.module, self.scope), chain)

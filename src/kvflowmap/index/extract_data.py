@@ -4,10 +4,15 @@ whose helpers (``_pos``, ``_code``, ``_scope``, ``_event``...) it uses."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from kvflowmap.facts import AssignFact, AttrReadFact, CompareFact, ContainerOpFact, ReturnFact
 from kvflowmap.index.text import chain, literal_string
+
+if TYPE_CHECKING:
+    from kvflowmap.facts import FileFacts
 
 
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
@@ -17,6 +22,25 @@ _LITERALS = (cst.Tuple, cst.IfExp, cst.Integer, cst.Float, cst.Imaginary, cst.Si
 
 class DataFactsMixin:
     """Visit hooks producing assignment, container, read, compare and return facts."""
+
+    if TYPE_CHECKING:  # provided by the fact visitor (``extract._FactVisitor``)
+        facts: FileFacts
+        scope: list[str]
+        func_stack: list[dict]
+        called: set[int]
+        attr_names: set[int]
+        _pending_refs: dict[int, str]
+
+        @property
+        def _scope(self) -> str: ...
+        def _pos(self, node: cst.CSTNode, token: str | None = None) -> tuple[int, int]: ...
+        def _code(self, node: cst.CSTNode | None) -> str | None: ...
+        def _add_assign(self, fact: AssignFact) -> None: ...
+        def _annotation(self, ann: cst.Annotation | None) -> str | None: ...
+        def _record_value_refs(self, value: cst.BaseExpression) -> None: ...
+        def _ref_reached(self, node: cst.CSTNode) -> None: ...
+        def _event(self, kind: str, index: int) -> None: ...
+        def _stmt_name(self, name: str) -> None: ...
 
     # -- assignments and containers -----------------------------------------
     def visit_Assign(self, node: cst.Assign) -> bool:

@@ -162,6 +162,7 @@ class Indexer:
         # number in flight, so all 3,000 of vLLM at once made collecting quadratic.
         while self._backlog and len(self._running) < IN_FLIGHT_PER_WORKER * self.workers:
             sf, _ = self._backlog.pop(0)
+            assert self._pool is not None  # started above: the backlog is not empty
             self._running[self._pool.submit(_parse_job, (str(sf.path), sf.rel, self._screen))] = sf
 
     def _collect(self, block: bool = True) -> None:

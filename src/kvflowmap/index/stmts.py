@@ -11,6 +11,8 @@ next statements belong to.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from kvflowmap.facts import Stmt
@@ -30,6 +32,10 @@ _FIELDS = {"body": "body", "orelse": "orelse", "handlers": "handlers",
 
 class StmtTreeMixin:
     """Builds one statement tree per function; mixed into the fact visitor."""
+
+    if TYPE_CHECKING:  # provided by the fact visitor (``extract._FactVisitor``)
+        def _code(self, node: cst.CSTNode | None) -> str | None: ...
+        def node_line(self, node: cst.CSTNode) -> int: ...
 
     def _init_stmts(self) -> None:
         # One frame per function (and a throw-away one per class body / module).

@@ -7,7 +7,9 @@ import libcst as cst
 try:  # LibCST-internal (1.x); without it, node text takes the public way
     from libcst._nodes.internal import CodegenState
 except ImportError:  # pragma: no cover - a future LibCST
-    CodegenState = None
+    _HAS_CODEGEN_STATE = False
+else:
+    _HAS_CODEGEN_STATE = True
 
 
 def chain(node: cst.CSTNode | None) -> str | None:
@@ -15,20 +17,20 @@ def chain(node: cst.CSTNode | None) -> str | None:
     ``f().g``, ``x[].y``. ``None`` for anything else."""
     # ``type(node) is`` rather than ``isinstance``: these node classes have no
     # subclasses, and isinstance on LibCST's ABC-based classes is slow in the
-    # walk's hottest helper.
-    t = type(node)
-    if t is cst.Name:
+    # walk's hottest helper. ``type(node)`` is repeated per test (no local
+    # alias) so that mypy narrows ``node``; measured: within noise.
+    if type(node) is cst.Name:
         return node.value
-    if t is cst.Attribute:
+    if type(node) is cst.Attribute:
         base = chain(node.value)
         return None if base is None else f"{base}.{node.attr.value}"
-    if t is cst.Call:
+    if type(node) is cst.Call:
         base = chain(node.func)
         return None if base is None else f"{base}()"
-    if t is cst.Subscript:
+    if type(node) is cst.Subscript:
         base = chain(node.value)
         return None if base is None else f"{base}[]"
-    if t is cst.Await:
+    if type(node) is cst.Await:
         return chain(node.expression)
     return None
 
@@ -76,7 +78,7 @@ class _Unrecorded:
 _UNRECORDED = _Unrecorded()
 
 
-if CodegenState is not None:
+if _HAS_CODEGEN_STATE:
     class _TextState(CodegenState):
         """``CodegenState`` that records no positions (nobody asks for them)."""
 
@@ -86,7 +88,7 @@ if CodegenState is not None:
 
 def node_code(module: cst.Module, node: cst.CSTNode) -> str:
     """Source text of a node, whitespace collapsed to single spaces."""
-    if CodegenState is None:
+    if not _HAS_CODEGEN_STATE:
         return " ".join(module.code_for_node(node).split())
     state = _TextState(default_indent=module.default_indent,
                        default_newline=module.default_newline)

@@ -20,7 +20,7 @@ from libcst import CSTNode
 _FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 _ORDER: dict[type, tuple[str, ...]] = {}
 _CLASS_HOOKS: dict[type, dict[type, tuple | None]] = {}
-def child_fields(t: type) -> tuple[str, ...]:
+def child_fields(t: type[CSTNode]) -> tuple[str, ...]:
     """Fields of node type ``t`` that hold children, in source order."""
     order = _ORDER.get(t)
     if order is None:

@@ -101,6 +101,7 @@ class CallResolver:
                 if d is not None and not d.is_class and any(
                     x.split(".")[-1] in ("property", "cached_property") for x in d.fact.decorators
                 ):
+                    assert found is not None  # ``d`` was looked up by it
                     out.append(Target(found))
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import cast
 
 from kvflowmap.facts import ClassFact
 from kvflowmap.model.core import Def, Model
@@ -18,7 +19,8 @@ class ClassIndex:
         self._mro: dict[str, tuple[str, ...]] = {}
         for fqn, d in sorted(model.defs.items()):
             if d.is_class:
-                self.bases[fqn] = tuple(self._resolve_base(d, b) for b in d.fact.bases)
+                self.bases[fqn] = tuple(self._resolve_base(d, b)
+                                       for b in cast(ClassFact, d.fact).bases)
         for fqn, bases in self.bases.items():
             for b in bases:
                 self.subclasses[b].add(fqn)
@@ -98,7 +100,7 @@ class ClassIndex:
 
     def class_fact(self, cls: str) -> ClassFact | None:
         d = self.model.defs.get(cls)
-        return d.fact if d is not None and d.is_class else None
+        return cast(ClassFact, d.fact) if d is not None and d.is_class else None
 
 
 def _c3(seqs: list[list[str]]) -> list[str] | None:

@@ -11,6 +11,7 @@ and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import cast
 
 from kvflowmap.facts import AssignFact, FunctionFact
 from kvflowmap.model.annotations import annotation_names
@@ -40,7 +41,7 @@ class Evaluator:
     # -- context -------------------------------------------------------------
     def function(self, ctx: Ctx) -> FunctionFact | None:
         d = self.model.defs.get(f"{ctx[0]}.{ctx[1]}") if ctx[1] else None
-        return d.fact if d is not None and not d.is_class else None
+        return cast(FunctionFact, d.fact) if d is not None and not d.is_class else None
 
     def _self_class(self, ctx: Ctx) -> tuple[str, str, bool] | None:
         """(self name, class fqn, is classmethod) for a method scope."""
@@ -252,7 +253,7 @@ class Evaluator:
         d = self.model.defs.get(func)
         if d is None or d.is_class:
             return ()
-        fn: FunctionFact = d.fact
+        fn = cast(FunctionFact, d.fact)
         if fn.returns:
             return self.from_annotation(d.module, fn.returns, depth)
         values: list[Value] = []

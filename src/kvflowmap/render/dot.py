@@ -81,7 +81,7 @@ def group_key(n: str, d: dict) -> tuple[tuple[int, str], str]:
     if node_kind(d) == "external":
         side = "external"
     else:
-        side = d.get("side") if d.get("side") in SIDES else "shared"
+        side = d["side"] if d.get("side") in SIDES else "shared"
     pkg = d.get("package") or ("builtins" if n.startswith("<builtin>") else n.split(".")[0])
     return (list(SIDES).index(side), side), str(pkg)
 

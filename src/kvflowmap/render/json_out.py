@@ -70,7 +70,7 @@ def to_pycg(g: nx.MultiDiGraph) -> dict[str, list[str]]:
         if kind == "function":
             targets = _call_targets(g, n)
             out[n] = sorted(targets)
-    for targets in list(out.values()):
-        for t in targets:
+    for callees in list(out.values()):
+        for t in callees:
             out.setdefault(t, sorted(_call_targets(g, t)))
     return dict(sorted(out.items()))

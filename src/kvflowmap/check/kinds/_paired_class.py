@@ -77,7 +77,7 @@ def _functions_by_class(ctx: CheckContext) -> dict[str, list[str]]:
             if od is not None and od.is_class:
                 out.setdefault(owner, []).append(fqn)
                 break
-    ctx._paired_by_class = out
+    setattr(ctx, "_paired_by_class", out)  # noqa: B010 - a memo, not a declared field
     return out
 
 

@@ -23,7 +23,9 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
     valid`` cannot be true on that path."""
     cfg, out = sites.cfg, Trace()
     if sites.hands_over(r.node, r):
-        return Trace(returned=cfg.nodes[r.node].stmt.kind == "return")
+        stmt = cfg.nodes[r.node].stmt
+        assert stmt is not None  # hands_over is False at a node without a statement
+        return Trace(returned=stmt.kind == "return")
     if _recorded_before(sites, r):
         return out
     parent: dict[State, tuple[State, str]] = {}
@@ -46,7 +48,9 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         if m == r.node or sites.releases(m, r):
             continue
         if sites.hands_over(m, r):
-            out.returned |= cfg.nodes[m].stmt.kind == "return"
+            stmt = cfg.nodes[m].stmt
+            assert stmt is not None  # hands_over is False at a node without a statement
+            out.returned |= stmt.kind == "return"
             continue
         after = sites.filled(m, filled)
         for d, lab in cfg.successors(m):

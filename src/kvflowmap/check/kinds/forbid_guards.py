@@ -38,7 +38,9 @@ class Guard:
                 isinstance(node.ops[0], ast.IsNot):
             node = node.left
         text = dotted_name(node, subscripts=True)
-        return bool(text) and (self.receiver == text or self.receiver.startswith(text + "."))
+        if not text:
+            return False
+        return self.receiver == text or self.receiver.startswith(text + ".")
 
     def test(self, text: str | None, negative: bool) -> bool:
         """True when condition ``text`` proves the receiver ready (``negative``:

@@ -37,8 +37,9 @@ def _self_reach(ctx: CheckContext, opts: Options, start: str) -> dict[str, Chain
             continue
         me = fn.params[0].name
         for call in ctx.calls_in(fqn):
-            parts = (call.callee or "").split(".")
-            if parts[0] != me or len(parts) < 2 or "(" in call.callee or "[" in call.callee:
+            callee = call.callee or ""
+            parts = callee.split(".")
+            if parts[0] != me or len(parts) < 2 or "(" in callee or "[" in callee:
                 continue
             if len(parts) > 2 and parts[-1] != fn.name and not attrs:
                 continue
@@ -55,8 +56,9 @@ def _writes(ctx: CheckContext, fqn: str) -> list[tuple[str, int, int, str, str |
     """(target, line, column, op, key) of each write on ``self.*`` in ``fqn``."""
     fn, ff = ctx.function(fqn), ctx.facts(fqn)
     me = f"{fn.params[0].name}."
-    out = [(a.target, a.line, a.col, "+=" if a.aug else "=", None) for a in ff.assigns
-           if a.scope == fn.qualname and a.target.startswith(me)]
+    out: list[tuple[str, int, int, str, str | None]] = [
+        (a.target, a.line, a.col, "+=" if a.aug else "=", None) for a in ff.assigns
+        if a.scope == fn.qualname and a.target.startswith(me)]
     out += [(c.container, c.line, c.col, c.op, c.key) for c in ff.containers
             if c.scope == fn.qualname and c.container.startswith(me)]
     return sorted(out, key=lambda w: (w[1], w[2]))

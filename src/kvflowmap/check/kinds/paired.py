@@ -87,8 +87,8 @@ def _how(sites: FunctionSites, path: list[Edge]) -> str:
                                f"at line {line}"}[jump[1]]
     if path[-1][2] == cfg.raise_exit:
         return f"{origin or 'an exception'} leaves the function"
-    rets = [cfg.nodes[s] for s, _, _ in path if cfg.nodes[s].stmt is not None
-            and cfg.nodes[s].stmt.kind == "return"]
+    rets = [cfg.nodes[s] for s, _, _ in path if (st := cfg.nodes[s].stmt) is not None
+            and st.kind == "return"]
     end = f"the function returns at line {rets[-1].line}" if rets else \
         f"the function ends after line {cfg.nodes[path[-1][0]].line}"
     return f"{origin.replace(' and its exception', '')} is caught and {end}" if origin else end

@@ -74,8 +74,8 @@ def _report_flow(ctx: CheckContext, opts: Options,
     is one whose members are iterated or popped into it (``for _, ids in
     self._pending.items(): done.update(ids)``): the in-flight structure."""
     idx = opts.report_element
-    names = {ff.element(r, idx) for fn in closure for r in ff.returns_of(ctx, fn)}
-    names = {n for n in names if n and n.isidentifier()}
+    elements = {ff.element(r, idx) for fn in closure for r in ff.returns_of(ctx, fn)}
+    names = {n for n in elements if n and n.isidentifier()}
     sinks: set[str] = set()
     feeders: set[str] = set()
     for _ in range(4):  # a few rounds of local copies are plenty
@@ -106,8 +106,8 @@ def _follow(ctx: CheckContext, fn: str, names: set[str], sinks: set[str],
         elif a.value.isidentifier():
             names.add(a.value)
         for arg in calls_by_line.get(a.line, ()):  # n = helper(self._x)
-            if ff.self_attr(arg):
-                feeders.add(ff.self_attr(arg))
+            if fed := ff.self_attr(arg):
+                feeders.add(fed)
     for stmt in _walk(ctx.function(fn).body):
         if stmt.kind == "for" and stmt.text and " in " in stmt.text:
             targets, _, iterable = stmt.text.partition(" in ")
