@@ -7,6 +7,7 @@ or a stale check) and 2 (usage, configuration or environment error).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -281,8 +282,31 @@ def _register_rule_commands() -> None:
 _register_rule_commands()
 
 
+class Terminated(Exception):
+    """SIGTERM arrived: unwind (ending pool workers) and exit 143."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code instead of exiting."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (an embedding program): leave it
+        previous = None
+    try:
+        return _main(argv)
+    finally:
+        runner = sys.modules.get("kvflowmap.index.runner")
+        if runner is not None:
+            runner.kill_workers()  # a pool an abort left open
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         with fewer_collections():
             rc = cli.main(args=list(argv) if argv is not None else None, prog_name="kvflowmap",
@@ -305,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("kvflowmap: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except Terminated:
+        click.echo("kvflowmap: terminated", err=True)
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # ``kvflowmap rules | head -1``: the reader left; say nothing more
         _silence_stdout()
@@ -324,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_PIPE = 141  # 128 + SIGPIPE
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 def _silence_stdout() -> None:

@@ -11,11 +11,27 @@ from dataclasses import dataclass
 
 from kvflowmap import gc_tuning
 from kvflowmap.facts import FileFacts, ProblemFact
-from kvflowmap.index.readfile import read_regular
 from kvflowmap.index.cache import FactCache, content_sha, dump
+from kvflowmap.index.readfile import read_regular
 from kvflowmap.sources.roots import SourceFile
 
 IN_FLIGHT_PER_WORKER = 4
+# Every pool this process started and has not shut down: ``kill_workers``
+# ends their workers when the run is cut short (SIGTERM, Ctrl-C), which a
+# ``finally`` cannot do once the process exits without unwinding.
+_POOLS: set[ProcessPoolExecutor] = set()
+
+
+def kill_workers() -> None:
+    """Terminate the workers of every pool still open, and forget the pools."""
+    for pool in list(_POOLS):
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+        _POOLS.discard(pool)
 
 
 @dataclass
@@ -125,6 +141,7 @@ class Indexer:
         finally:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
+                _POOLS.discard(self._pool)
                 self._pool = None
 
     def _load_hit(self) -> None:
@@ -158,6 +175,7 @@ class Indexer:
         if self._backlog and self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_start_worker,
                                              initargs=(self.cache,))
+            _POOLS.add(self._pool)
         # A few files in flight per worker keep it busy; ``wait`` costs the
         # number in flight, so all 3,000 of vLLM at once made collecting quadratic.
         while self._backlog and len(self._running) < IN_FLIGHT_PER_WORKER * self.workers:
@@ -182,6 +200,7 @@ class Indexer:
         redo everything unfinished, screened, in a fresh pool."""
         assert self._pool is not None
         self._pool.shutdown(cancel_futures=True)
+        _POOLS.discard(self._pool)
         self._pool = None
         self._screen = True
         self._backlog.extend((sf, 0) for sf in self._running.values())
