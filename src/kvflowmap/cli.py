@@ -322,8 +322,9 @@ def _main(argv: Sequence[str] | None) -> int:
         click.echo(f"kvflowmap: error: {exc}", err=True)
         return 2
     except SystemExit as exc:
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
             # click turned a closed pipe (EPIPE) into exit 1 and wrapped stdout
+            # (``PacifyFlushWrapper``; ``_PacifyFlushWrapper`` since click 8.5)
             return EXIT_PIPE
         return int(exc.code or 0)
     except KeyboardInterrupt:
