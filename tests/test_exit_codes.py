@@ -61,3 +61,20 @@ def test_unwritable_output_is_a_usage_error_naming_it(args, tree, tmp_path, caps
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"cannot write {blocked}/" in err and "Traceback" not in err
+
+
+def test_check_on_a_folder_without_python_is_an_error(tmp_path, monkeypatch, capsys) -> None:
+    (tmp_path / "README.md").write_text("no code here\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", str(tmp_path)]) == 2
+    assert "no Python files to analyse" in capsys.readouterr().err
+
+
+def test_a_rule_typo_fails_before_any_indexing(tmp_path, monkeypatch, capsys) -> None:
+    import kvflowmap.commands.memo_run as memo_run
+
+    monkeypatch.setattr(memo_run, "analyse_reported",
+                        lambda *a, **k: pytest.fail("indexed before validating --select"))
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    assert cli.main(["check", "--select", "kvc-typo", str(tmp_path)]) == 2
+    assert "unknown rule id 'kvc-typo'" in capsys.readouterr().err

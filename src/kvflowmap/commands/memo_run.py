@@ -9,6 +9,7 @@ from typing import Any
 from kvflowmap.request import Request, make_roots
 from kvflowmap.console import Reporter
 from kvflowmap.index.memo import Manifest, RunMemo
+from kvflowmap.sources.errors import SourceError
 from kvflowmap.sources.config import ProjectConfig
 from kvflowmap.sources.roots import ModuleTable, list_files
 
@@ -45,6 +46,9 @@ def run_memoised(req: Request, config: ProjectConfig, rep: Reporter, key_parts: 
     Warnings of the analysis are printed either way."""
     memo = RunMemo(req.cache_dir if req.use_cache else None)
     listing = subject_listing(req)
+    if not listing:  # nothing to analyse is not a clean result
+        raise SourceError("no Python files to analyse under "
+                          + ", ".join(str(s) for s in req.sources or ["."]))
     key = RunMemo.key(req, config, key_parts)
     hit = memo.load(key, listing)
     if hit is not None:
