@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from kvflowmap.index.cache import default_cache_dir
+from kvflowmap.sources.errors import SourceError
 
 
 def _root(cache_dir: str | None) -> Path:
@@ -28,9 +29,20 @@ def info(cache_dir: str | None) -> str:
 
 
 def clear(cache_dir: str | None, releases: bool) -> str:
-    """Delete facts (and releases when asked)."""
+    """Delete facts and run results (and releases when asked); ``SourceError``
+    naming what could not be deleted (a read-only cache), never "cleared"."""
     root = _root(cache_dir)
-    parts = ["facts", "releases"] if releases else ["facts"]
+    parts = ["facts", "runs", "releases"] if releases else ["facts", "runs"]
+    failed: list[str] = []
+
+    def note(func, path, exc_info) -> None:
+        exc = exc_info[1]
+        failed.append(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+
     for part in parts:
-        shutil.rmtree(root / part, ignore_errors=True)
+        if (root / part).exists():
+            shutil.rmtree(root / part, onerror=note)
+    if failed:
+        raise SourceError(f"could not clear the cache in {root}: {len(failed)} entries "
+                          f"left, first {failed[0]}")
     return f"cleared {', '.join(parts)} in {root}"
