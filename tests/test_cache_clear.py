@@ -36,3 +36,11 @@ def test_an_entry_that_cannot_be_deleted_is_an_error(tmp_path: Path, monkeypatch
     err = capsys.readouterr().err
     assert "could not clear the cache" in err and "Permission denied" in err
     assert "cleared" not in err
+
+
+def test_fetch_into_an_unwritable_cache_is_an_error_naming_it(tmp_path: Path, capsys) -> None:
+    blocked = tmp_path / "a-file"  # a cache root under a regular file: unwritable even for root
+    blocked.write_text("")
+    assert main(["fetch", "pegaflow-llm==0.25.1", "--cache-dir", str(blocked / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot store the release under" in err and "Traceback" not in err

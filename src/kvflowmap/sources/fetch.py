@@ -54,16 +54,21 @@ def fetch_release(spec: str, cache_root: Path, *, quiet: bool = True) -> Path:
     done = _complete_root(final)
     if done is not None:
         return done
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # The work dir sits beside `final` so os.replace never crosses filesystems.
-    with tempfile.TemporaryDirectory(prefix=".tmp-", dir=final.parent) as tmp:
-        work = Path(tmp)
-        archive = _download(rs, work / "download", quiet=quiet)
-        staging = work / "unpacked"
-        rel_root = _unpack(archive, staging, rs)
-        marker = {"spec": str(rs), "archive": archive.name, "import_root": rel_root}
-        (staging / MARKER).write_text(json.dumps(marker), encoding="utf-8")
-        _publish(staging, final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # The work dir sits beside `final` so os.replace never crosses filesystems.
+        with tempfile.TemporaryDirectory(prefix=".tmp-", dir=final.parent) as tmp:
+            work = Path(tmp)
+            archive = _download(rs, work / "download", quiet=quiet)
+            staging = work / "unpacked"
+            rel_root = _unpack(archive, staging, rs)
+            marker = {"spec": str(rs), "archive": archive.name, "import_root": rel_root}
+            (staging / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+            _publish(staging, final)
+    except OSError as exc:  # a read-only or full cache: say where, not a traceback
+        raise SourceError(f"{spec}: cannot store the release under {final.parent}: "
+                          f"{exc.strerror or exc}"
+                          f"{f' ({exc.filename})' if exc.filename else ''}") from exc
     done = _complete_root(final)
     if done is None:
         raise SourceError(f"{spec}: release unpacked but {final} is not usable")
