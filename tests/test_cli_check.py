@@ -116,3 +116,62 @@ def test_warm_run_reuses_the_result(repo, monkeypatch, capsys) -> None:
     assert run(root, monkeypatch, *RULE, "-v") == 1
     err = capsys.readouterr().err
     assert "result reused" not in err and "files parsed 1," in err
+
+
+CONNECTOR = '''
+import queue
+import threading
+
+from conn.helpers import send
+
+
+class Sender:
+    def __init__(self):
+        self._q = queue.Queue()
+        self._done = set()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def request_finished(self, request, block_ids):
+        self._q.put(request.request_id)
+        return True, None
+
+    def _run(self):
+        while True:
+            req_id = self._q.get()
+            send(req_id)
+            self._done.add(req_id)
+'''
+HELPER_SAFE = '''
+import logging
+
+
+def send(req_id):
+    try:
+        _post(req_id)
+    except Exception:
+        logging.getLogger(__name__).exception("send failed")
+
+
+def _post(req_id):
+    raise RuntimeError(req_id)
+'''
+HELPER_RAISES = '''
+def send(req_id):
+    _post(req_id)
+
+
+def _post(req_id):
+    raise RuntimeError(req_id)
+'''
+
+
+def test_a_changed_helper_reports_what_it_causes_in_its_caller(tree, monkeypatch) -> None:
+    """pre-commit passes only the changed file: a finding the change causes in
+    an unchanged caller is still reported."""
+    for helper, want in ((HELPER_SAFE, 0), (HELPER_RAISES, 1)):
+        root = tree({"conn/__init__.py": "", "conn/connector.py": CONNECTOR,
+                     "conn/helpers.py": helper})
+        (root / "pyproject.toml").write_text(
+            f'[tool.kvflowmap]\nsources = ["conn"]\ncontext = ["{stub_root()}"]\n')
+        assert run(root, monkeypatch, "--select", "kvc-thread-loop-survives",
+                   "conn/helpers.py", "-q") == want, helper

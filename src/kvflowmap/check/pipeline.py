@@ -22,6 +22,29 @@ def subject_files(analysis: Analysis) -> list[str]:
     return sorted(out)
 
 
+def _functions_in(analysis: Analysis, paths: set[str]) -> set[str]:
+    """FQNs of the functions defined in the files ``paths``."""
+    model = analysis.linker.model
+    mods = {m for m in model.facts if (sf := model.source(m)) is not None and str(sf.path) in paths}
+    return {fqn for fqn, d in model.defs.items() if d.module in mods}
+
+
+def _caused_by(analysis: Analysis, f: Finding, touched: set[str]) -> bool:
+    """A finding elsewhere that the given files can cause: its path goes through
+    one of their functions, or its function calls one (``pre-commit`` passes only
+    the changed ``helpers.py``; the lease its release helper no longer releases
+    is reported in the unchanged caller)."""
+    if not touched:
+        return False
+    if any(s.function in touched for s in f.path):
+        return True
+    graph = analysis.graph
+    if f.function not in graph:
+        return False
+    return any(callee in touched for _, callee, kind in graph.out_edges(f.function, data="kind")
+               if kind in ("call", "dispatch"))
+
+
 def run_check(analysis: Analysis, rules: Sequence[Rule], *, known_rule_ids: Collection[str],
               only_files: Collection[str] | None = None,
               baseline: set[str] | None = None) -> CheckOutcome:
@@ -30,7 +53,8 @@ def run_check(analysis: Analysis, rules: Sequence[Rule], *, known_rule_ids: Coll
     files = subject_files(analysis)
     if only_files is not None:
         wanted = set(only_files)
-        findings = [f for f in findings if f.abspath in wanted]
+        touched = _functions_in(analysis, wanted)
+        findings = [f for f in findings if f.abspath in wanted or _caused_by(analysis, f, touched)]
         files = [f for f in files if f in wanted]
     roots = {r.label: str(r.path) for r in analysis.roots}
     kept, suppressed, problems = apply_suppressions(
