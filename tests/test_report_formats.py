@@ -221,9 +221,27 @@ def test_json_deterministic(sample):
 
 def test_json_empty():
     doc = json.loads(render_json([]))
-    assert doc == {"findings": [], "summary": {"total": 0, "by_rule": {},
-                                               "by_severity": {"error": 0, "warning": 0,
-                                                               "note": 0}}}
+    assert doc == {"findings": [], "errors": [],
+                   "summary": {"total": 0, "by_rule": {},
+                               "by_severity": {"error": 0, "warning": 0, "note": 0}}}
+
+
+WARNINGS = ["/src/pkg/broken.py:3: syntax error: invalid syntax",
+            "protocol vllm-kv-connector: no 'vllm' sources among the roots"]
+
+
+def test_json_and_sarif_name_the_files_not_analysed():
+    doc = json.loads(render_json([], warnings=WARNINGS))
+    assert doc["errors"] == [
+        {"file": "/src/pkg/broken.py", "line": 3, "message": "syntax error: invalid syntax"},
+        {"file": None, "line": 0, "message": WARNINGS[1]}]
+    log = json.loads(render_sarif([], [], {}, warnings=WARNINGS))
+    notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert notes[0]["message"]["text"] == "syntax error: invalid syntax"
+    loc = notes[0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == "file:///src/pkg/broken.py"
+    assert loc["region"] == {"startLine": 3}
+    assert "locations" not in notes[1]
 
 
 # --- sarif -----------------------------------------------------------------------
@@ -283,7 +301,7 @@ def test_sarif_validates_against_official_schema(sample, source):
     suppressed = Finding("style", "note", "n", "pkg/worker.py", 2, 1, "f", root="conn",
                          suppressed=True, extra=(("suppression", "known"),))
     for log in (render_sarif(findings + [suppressed], rules, roots), render_sarif([], [], {}),
-                render_sarif(findings, [], {})):
+                render_sarif(findings, [], {}), render_sarif([], [], {}, warnings=WARNINGS)):
         errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.loads(log)),
                         key=lambda e: list(e.path))
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -43,14 +44,15 @@ def split_sources(src: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | No
 
 
 def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
-           to_file: bool = False) -> str:
-    """The report in ``fmt``; no colour codes when it goes to a file."""
+           to_file: bool = False, warnings: Sequence[str] = ()) -> str:
+    """The report in ``fmt``; no colour codes when it goes to a file.
+    ``warnings`` (files not analysed) are part of the JSON and SARIF reports."""
     findings = outcome.findings
     if fmt == "json":
         return render_json(findings, {"suppressed": len(outcome.suppressed),
-                                      "baseline": len(outcome.known)})
+                                      "baseline": len(outcome.known)}, warnings)
     if fmt == "sarif":
-        return render_sarif(findings, rules, roots)
+        return render_sarif(findings, rules, roots, warnings)
     if fmt == "github":
         return render_github(findings)
     console = Console(file=io.StringIO(), color_system=None, width=200) if to_file else None
@@ -58,8 +60,9 @@ def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
 
 
 def report(outcome, *, fmt: str, output: str | None, rules: list[Rule],
-           roots: dict[str, str], write_base: str | None, all_findings: list[Finding]) -> None:
-    text = render(outcome, fmt, rules, roots, to_file=bool(output))
+           roots: dict[str, str], write_base: str | None, all_findings: list[Finding],
+           warnings: Sequence[str] = ()) -> None:
+    text = render(outcome, fmt, rules, roots, to_file=bool(output), warnings=warnings)
     if output:
         write_output(output, text)
     else:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from kvflowmap import __version__
 from kvflowmap.check.model import Finding, Rule, Step
 from kvflowmap.report.json_out import ordered
+from kvflowmap.report.problems import Problem, problems
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
@@ -158,9 +159,22 @@ def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
     return result
 
 
+def _notification(p: Problem) -> dict[str, Any]:
+    """A SARIF notification for one file the analysis skipped or warned about."""
+    out: dict[str, Any] = {"level": "warning", "message": {"text": p.message}}
+    if p.file:
+        region = {"startLine": p.line} if p.line > 0 else {}
+        out["locations"] = [{"physicalLocation": {
+            "artifactLocation": {"uri": Path(p.file).as_uri() if Path(p.file).is_absolute()
+                                 else p.file}, **({"region": region} if region else {})}}]
+    return out
+
+
 def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
-                 roots: Mapping[str, str]) -> str:
-    """A SARIF 2.1.0 log with one run (``roots``: root label -> absolute path)."""
+                 roots: Mapping[str, str], warnings: Iterable[str] = ()) -> str:
+    """A SARIF 2.1.0 log with one run (``roots``: root label -> absolute path).
+    What the analysis could not read (``warnings``) goes into the run's
+    invocation as tool execution notifications."""
     items = ordered(findings)
     descriptors = _descriptors(rules, items)
     index = {d["id"]: i for i, d in enumerate(descriptors)}
@@ -170,6 +184,9 @@ def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
                             "informationUri": INFORMATION_URI, "rules": descriptors}},
         "columnKind": "unicodeCodePoints",
         "results": [_result(f, index, loc) for f in items],
+        "invocations": [{"executionSuccessful": True,
+                         "toolExecutionNotifications": [
+                             _notification(p) for p in problems(warnings)]}],
     }
     if loc.roots:
         run["originalUriBaseIds"] = loc.base_ids()
