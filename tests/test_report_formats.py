@@ -19,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from kvflowmap.check.model import AppliesTo, Finding, Rule, Step
+from kvflowmap.problems import Problem
 from kvflowmap.report import render_github, render_json, render_sarif, render_text
 from kvflowmap.report.github import escape_data, escape_property
 
@@ -226,16 +227,16 @@ def test_json_empty():
                                "by_severity": {"error": 0, "warning": 0, "note": 0}}}
 
 
-WARNINGS = ["/src/pkg/broken.py:3: syntax error: invalid syntax",
-            "protocol vllm-kv-connector: no 'vllm' sources among the roots"]
+PROBLEMS = [Problem("syntax error: invalid syntax", "/src/pkg/broken.py", 3),
+            Problem("protocol vllm-kv-connector: no 'vllm' sources among the roots")]
 
 
 def test_json_and_sarif_name_the_files_not_analysed():
-    doc = json.loads(render_json([], warnings=WARNINGS))
+    doc = json.loads(render_json([], problems=PROBLEMS))
     assert doc["errors"] == [
         {"file": "/src/pkg/broken.py", "line": 3, "message": "syntax error: invalid syntax"},
-        {"file": None, "line": 0, "message": WARNINGS[1]}]
-    log = json.loads(render_sarif([], [], {}, warnings=WARNINGS))
+        {"file": None, "line": 0, "message": PROBLEMS[1].message}]
+    log = json.loads(render_sarif([], [], {}, problems=PROBLEMS))
     notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     assert notes[0]["message"]["text"] == "syntax error: invalid syntax"
     loc = notes[0]["locations"][0]["physicalLocation"]
@@ -301,7 +302,7 @@ def test_sarif_validates_against_official_schema(sample, source):
     suppressed = Finding("style", "note", "n", "pkg/worker.py", 2, 1, "f", root="conn",
                          suppressed=True, extra=(("suppression", "known"),))
     for log in (render_sarif(findings + [suppressed], rules, roots), render_sarif([], [], {}),
-                render_sarif(findings, [], {}), render_sarif([], [], {}, warnings=WARNINGS)):
+                render_sarif(findings, [], {}), render_sarif([], [], {}, problems=PROBLEMS)):
         errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.loads(log)),
                         key=lambda e: list(e.path))
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])

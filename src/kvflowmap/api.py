@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from kvflowmap.facts import FileFacts
 from kvflowmap.index.cache import FactCache, default_cache_dir
 from kvflowmap.index.runner import Indexer, IndexStats, Progress
+from kvflowmap.problems import Problem
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
 from kvflowmap.sources.roots import ModuleTable, Root, build_table
@@ -38,6 +39,8 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     vllm_version: str | None = None
+    # the same warnings as data (``warnings`` is their text)
+    problems: list[Problem] = field(default_factory=list)
 
     @property
     def unresolved(self) -> list[build.Unresolved]:
@@ -63,14 +66,16 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
 
     model = Model(facts, table)
     lk = build.Linker(model, protocol)
-    warnings = [_problem_text(table, m, f) for m, f in sorted(facts.items()) if f.problem]
+    problems = [_problem(table, m, f) for m, f in sorted(facts.items()) if f.problem]
     version = _vllm_version(roots, protocol.package)
     _link(lk, version)
     timings["link"] = time.perf_counter() - t0
     lk.graph.graph["roots"] = [{"label": r.label, "path": str(r.path), "subject": r.subject}
                                for r in roots]
     lk.graph.graph["vllm_version"] = version
-    return Analysis(lk.graph, lk, roots, stats, warnings + lk.warnings, timings, version)
+    problems += [Problem(w) for w in lk.warnings]
+    return Analysis(lk.graph, lk, roots, stats, [p.text for p in problems], timings, version,
+                    problems)
 
 
 def _link(lk: build.Linker, version: str | None) -> None:
@@ -166,11 +171,11 @@ def _imported_modules(module: str, ff: FileFacts, table: ModuleTable) -> list[st
     return out
 
 
-def _problem_text(table: ModuleTable, module: str, ff: FileFacts) -> str:
+def _problem(table: ModuleTable, module: str, ff: FileFacts) -> Problem:
     sf = table.files.get(module)
     path = str(sf.path) if sf else ff.path
     assert ff.problem is not None
-    return f"{path}:{ff.problem.line}: {ff.problem.reason}"
+    return Problem(ff.problem.reason, path, ff.problem.line)
 
 
 def _vllm_version(roots: list[Root], package: str) -> str | None:

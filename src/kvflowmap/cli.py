@@ -162,13 +162,13 @@ def check(**kw) -> None:
                                only_files=only)
         outcome = apply_baseline(everything, baseline) if baseline is not None else everything
         return (outcome, everything.findings, {r.label: str(r.path) for r in analysis.roots},
-                rules, list(analysis.warnings))
+                rules, list(analysis.problems))
 
     key = ("check", select, ignore, rule_digest, sorted(only or []), sorted(baseline or []),
            bool(write_base))
-    outcome, all_findings, roots, rules, warnings = run_memoised(req, config, rep, key, compute)
+    outcome, all_findings, roots, rules, problems = run_memoised(req, config, rep, key, compute)
     cc.report(outcome, fmt=fmt, output=output, rules=rules, roots=roots, write_base=write_base,
-              all_findings=all_findings, warnings=warnings)
+              all_findings=all_findings, problems=problems)
     raise click.exceptions.Exit(outcome.exit_code(fail_on))
 
 

@@ -14,6 +14,7 @@ from kvflowmap.check.baseline import load_baseline, write_baseline
 from kvflowmap.check.loader import default_rule_dirs, load_rules, select_rules
 from kvflowmap.check.model import Finding, Rule
 from kvflowmap.commands.output import write_output
+from kvflowmap.problems import Problem
 from kvflowmap.report.github import render_github
 from kvflowmap.report.json_out import render_json
 from kvflowmap.report.sarif import render_sarif
@@ -44,15 +45,15 @@ def split_sources(src: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | No
 
 
 def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
-           to_file: bool = False, warnings: Sequence[str] = ()) -> str:
+           to_file: bool = False, problems: Sequence[Problem] = ()) -> str:
     """The report in ``fmt``; no colour codes when it goes to a file.
-    ``warnings`` (files not analysed) are part of the JSON and SARIF reports."""
+    ``problems`` (files not analysed) are part of the JSON and SARIF reports."""
     findings = outcome.findings
     if fmt == "json":
         return render_json(findings, {"suppressed": len(outcome.suppressed),
-                                      "baseline": len(outcome.known)}, warnings)
+                                      "baseline": len(outcome.known)}, problems)
     if fmt == "sarif":
-        return render_sarif(findings, rules, roots, warnings)
+        return render_sarif(findings, rules, roots, problems)
     if fmt == "github":
         return render_github(findings)
     console = Console(file=io.StringIO(), color_system=None, width=200) if to_file else None
@@ -61,8 +62,8 @@ def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
 
 def report(outcome, *, fmt: str, output: str | None, rules: list[Rule],
            roots: dict[str, str], write_base: str | None, all_findings: list[Finding],
-           warnings: Sequence[str] = ()) -> None:
-    text = render(outcome, fmt, rules, roots, to_file=bool(output), warnings=warnings)
+           problems: Sequence[Problem] = ()) -> None:
+    text = render(outcome, fmt, rules, roots, to_file=bool(output), problems=problems)
     if output:
         write_output(output, text)
     else:

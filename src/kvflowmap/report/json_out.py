@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kvflowmap.check.model import SEVERITIES, Finding, Step
-from kvflowmap.report.problems import problems
+from kvflowmap.problems import Problem
 
 
 def ordered(findings: Iterable[Finding]) -> list[Finding]:
@@ -40,17 +40,17 @@ def finding_dict(f: Finding) -> dict[str, Any]:
 
 
 def render_json(findings: Iterable[Finding], extra_summary: Mapping[str, Any] | None = None,
-                warnings: Iterable[str] = ()) -> str:
+                problems: Iterable[Problem] = ()) -> str:
     """The JSON report: ``{"findings": [...], "errors": [...], "summary": {...}}``
     with sorted keys.
 
     ``extra_summary`` is merged into the summary (e.g. counts of suppressed or
     baseline findings); it cannot replace ``total``, ``by_severity`` or
     ``by_rule``. ``errors`` lists what the analysis could not read or parse
-    (``warnings``), so a green report with skipped files is visibly partial."""
+    (``problems``), so a green report with skipped files is visibly partial."""
     items = ordered(findings)
     summary = dict(extra_summary or {})
     summary.update(summarize(items))
-    errors = [{"file": p.file, "line": p.line, "message": p.message} for p in problems(warnings)]
+    errors = [{"file": p.file, "line": p.line, "message": p.message} for p in problems]
     doc = {"findings": [finding_dict(f) for f in items], "errors": errors, "summary": summary}
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 from kvflowmap import __version__
 from kvflowmap.check.model import Finding, Rule, Step
+from kvflowmap.problems import Problem
 from kvflowmap.report.json_out import ordered
-from kvflowmap.report.problems import Problem, problems
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
@@ -171,9 +171,9 @@ def _notification(p: Problem) -> dict[str, Any]:
 
 
 def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
-                 roots: Mapping[str, str], warnings: Iterable[str] = ()) -> str:
+                 roots: Mapping[str, str], problems: Iterable[Problem] = ()) -> str:
     """A SARIF 2.1.0 log with one run (``roots``: root label -> absolute path).
-    What the analysis could not read (``warnings``) goes into the run's
+    What the analysis could not read (``problems``) goes into the run's
     invocation as tool execution notifications."""
     items = ordered(findings)
     descriptors = _descriptors(rules, items)
@@ -186,7 +186,7 @@ def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
         "results": [_result(f, index, loc) for f in items],
         "invocations": [{"executionSuccessful": True,
                          "toolExecutionNotifications": [
-                             _notification(p) for p in problems(warnings)]}],
+                             _notification(p) for p in problems]}],
     }
     if loc.roots:
         run["originalUriBaseIds"] = loc.base_ids()
