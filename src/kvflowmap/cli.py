@@ -142,9 +142,11 @@ def check(**kw) -> None:
     from kvflowmap.commands.memo_run import digest_paths, run_memoised
 
     rule_dirs, select, ignore = kw.pop("rule_dirs"), kw.pop("select"), kw.pop("ignore")
-    # Rule files and --select/--ignore are checked before any indexing: a typo
-    # fails in a second, not after the analysis.
-    all_rules, rules = cc.load_selected(rule_dirs, select, ignore)
+    # Rule files and ids the user gave are checked before any indexing: a typo
+    # fails in a second, not after the analysis. The shipped rules alone load
+    # only when something changed (half of a warm run's 0.6 s otherwise).
+    chosen = cc.load_selected(rule_dirs, select, ignore) if rule_dirs or select or ignore \
+        else None
     rule_digest = digest_paths([Path(p) for p in rule_dirs] or default_rule_dirs())
     src, only = cc.split_sources(kw["src"])
     if only is not None and not load_config(Path.cwd()).sources:
@@ -158,6 +160,7 @@ def check(**kw) -> None:
         # Rules load only when something changed: a warm run imports no engine.
         from kvflowmap.check.pipeline import apply_baseline, run_check
 
+        all_rules, rules = chosen or cc.load_selected(rule_dirs, select, ignore)
         everything = run_check(analysis, rules, known_rule_ids=[r.id for r in all_rules],
                                only_files=only)
         outcome = apply_baseline(everything, baseline) if baseline is not None else everything

@@ -13,6 +13,10 @@ import stat
 from pathlib import Path
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a directory"))
+
+
 def read_regular(path: str | Path) -> bytes:
     """The bytes of ``path``; ``OSError`` (with a readable ``strerror``) when
     it cannot be read or is not a regular file."""
@@ -20,9 +24,7 @@ def read_regular(path: str | Path) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) \
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a directory" \
-                if stat.S_ISDIR(mode) else "not a file"
+            kind = next((k for test, k in _KINDS if test(mode)), "not a file")
             raise OSError(errno.EINVAL, f"not a regular file ({kind}), skipped", str(path))
         chunks = []
         while chunk := os.read(fd, 1 << 20):

@@ -27,19 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
-from kvflowmap.lifecycle.effects import _PURE, is_logging
+from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, REMOVE_OPS, RESET_OPS
+from kvflowmap.lifecycle.effects import PURE, READ_METHODS, is_logging
 from kvflowmap.lifecycle.view import FnView
+from kvflowmap.model.classes import ClassIndex
 
 _INITS = frozenset({"__init__", "__post_init__", "setup", "_setup", "reset", "initialize"})
-_EMPTY = frozenset({"set()", "dict()", "list()", "defaultdict()", "collections.defaultdict()",
-                    "OrderedDict()", "collections.OrderedDict()", "deque()",
-                    "collections.deque()"})
 _LEAVE_METHODS = REMOVE_OPS | RESET_OPS | frozenset({"difference_update",
                                                      "intersection_update"})
-_READ_METHODS = frozenset({"get", "items", "keys", "values", "copy", "__contains__", "count",
-                           "index", "issubset", "issuperset", "intersection", "difference",
-                           "union", "empty", "qsize"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class Unbalanced:
     uses: tuple[Use, ...]
 
 
-def unbalanced(fns: dict[str, FnView], classes, keyed: set[str], owed_attrs: set[str],
+def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owed_attrs: set[str],
                id_removals: dict[tuple[str, str], int]) -> list[Unbalanced]:
     """Every unbalanced container of every leaf class of the subject.
 
@@ -107,7 +102,7 @@ def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[
     return None
 
 
-def _members(leaf: str, by_cls: dict[str, list[FnView]], classes) -> list[FnView]:
+def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) -> list[FnView]:
     """The subject functions that run on instances of ``leaf``: members its
     MRO resolves to, and defs nested in them."""
     out = []
@@ -158,13 +153,13 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
                 for arg in (*c.args, *(v for _, v in c.kwargs)):
                     attr = _self_attr(arg or "")
                     if attr is not None and arg == f"self.{attr}" and not (
-                            is_logging(callee) or callee in _PURE):
+                            is_logging(callee) or callee in PURE):
                         use(attr, fn, c.line, "escape")
                 attr = _self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
                 meth = callee.rpartition(".")[2]
                 if attr is not None and meth in _LEAVE_METHODS and attr not in handled:
                     use(attr, fn, c.line, "remove")  # ``difference_update``: no container op
-                elif attr is not None and meth not in ADD_OPS | _LEAVE_METHODS | _READ_METHODS:
+                elif attr is not None and meth not in ADD_OPS | _LEAVE_METHODS | READ_METHODS:
                     use(attr, fn, c.line, "escape")  # a method of its own: not a builtin
             for r in fn.returns(s):
                 for attr in attrs:
@@ -194,7 +189,7 @@ def _empty_builtin(members: list[FnView], attr: str) -> bool:
                 continue
             if a.value is None and a.literal is None:
                 found = True  # a display: ``{}``, ``[]``, a comprehension
-            elif a.value in _EMPTY:
+            elif a.value in EMPTY_CONTAINERS:
                 bounded = any(c.line == a.line and any(k == "maxlen" for k, _ in c.kwargs)
                               for c in fn.all_calls)
                 if bounded:

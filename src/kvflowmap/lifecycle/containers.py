@@ -19,6 +19,10 @@ ADD_OPS = frozenset({"setitem", "add", "append", "appendleft", "extend", "update
 REMOVE_OPS = frozenset({"pop", "popitem", "popleft", "discard", "remove", "delitem",
                         "get_nowait"})
 RESET_OPS = frozenset({"clear"})
+# How an empty builtin container is written: ``set()``, ``{}``, ``defaultdict(list)``.
+EMPTY_CONTAINERS = frozenset({"set()", "dict()", "list()", "deque()", "defaultdict()",
+                              "OrderedDict()", "collections.defaultdict()",
+                              "collections.OrderedDict()", "collections.deque()", "{}", "[]"})
 
 
 @dataclass(frozen=True, order=True)

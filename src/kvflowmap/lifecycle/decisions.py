@@ -40,8 +40,7 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if local and all(n == name for n in local):
         return True  # ``if not preempted_req_ids: return``: nothing to hand on
-    spec = eff.state.spec
-    if fn.name in spec.scheduler_hooks + spec.worker_hooks and local and \
+    if fn.name in eff.state.spec.hooks and local and \
             all(n in fn.param_names for n in local):
         return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
     return tests_id(fn, eff, s)

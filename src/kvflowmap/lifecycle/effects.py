@@ -25,10 +25,10 @@ from kvflowmap.model.values import Evaluator
 
 HANDLING = frozenset({"add", "store", "return", "handover", "spawn"})
 # Calls that read an id without keeping it.
-_PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
+PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
                    "type", "id", "print", "min", "max", "any", "all", "sorted", "list", "set",
                    "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip"})
-_READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
+READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
                            "startswith", "endswith", "format", "encode", "decode", "split",
                            "join", "copy", "issubset", "issuperset", "intersection",
                            "difference", "union", "empty", "qsize"})
@@ -94,7 +94,7 @@ def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int 
             continue
         callee = c.callee or ""
         base, _, meth = callee.rpartition(".")
-        if is_logging(callee) or callee in _PURE:
+        if is_logging(callee) or callee in PURE:
             continue
         if meth in _MERGE and base and "." not in base and base != local:
             if escapes(fn, base, loop_hands_on, depth - 1):
@@ -130,7 +130,7 @@ class Effects:
         are taken not to (an ``except`` that logs is not itself a failure)."""
         callees = [c.callee or "" for c in fn.calls(s)]
         return bool(callees) and not all(
-            is_logging(c) or c in _PURE or c in _NO_RAISE or c.rpartition(".")[2] in _SAFE_METHODS
+            is_logging(c) or c in PURE or c in _NO_RAISE or c.rpartition(".")[2] in _SAFE_METHODS
             for c in callees)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
@@ -212,7 +212,7 @@ class Effects:
     def _inert(self, c: CallFact) -> bool:
         callee = c.callee or ""
         meth = callee.rpartition(".")[2]
-        return (callee in _PURE or is_logging(callee) or meth in _READ_METHODS
+        return (callee in PURE or is_logging(callee) or meth in READ_METHODS
                 or meth in ADD_OPS - QUEUE_PUTS or meth in REMOVE_OPS or meth in RESET_OPS)
 
     def _passes_id(self, fn: FnView, c: CallFact, mentioned: set[str], n_calls: int) -> bool:

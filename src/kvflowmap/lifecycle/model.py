@@ -23,6 +23,7 @@ from kvflowmap.lifecycle.taken import Taken, lost_locals
 from kvflowmap.lifecycle.threads import spawns
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.view import FnView, view
+from kvflowmap.model.classes import ClassIndex
 
 MAX_ROUNDS = 8
 
@@ -56,11 +57,11 @@ class Lifecycle:
     effects: Effects
     functions: dict[str, FnView]
     containers: dict[Container, ContainerInfo]
+    classes: ClassIndex
     # fqn -> the process sides ("scheduler", "worker") whose hooks reach it
     sides: dict[str, frozenset[str]] = field(default_factory=dict)
     # containers a report hook reads: an id in them is waiting for a report
     owed: frozenset[Container] = frozenset()
-    classes: object = None  # model.classes.ClassIndex
     _connected: frozenset[str] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
@@ -182,13 +183,13 @@ def build_lifecycle(linker) -> Lifecycle:
     eff = Effects(state, values, calls, spawn_patterns)
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
-    return Lifecycle(spec, state, eff, fns, containers, _sides(linker.graph, fns, spec), owed,
-                     linker.classes, _connected(linker, fns, spec))
+    return Lifecycle(spec, state, eff, fns, containers, linker.classes,
+                     _sides(linker.graph, fns, spec), owed, _connected(linker, fns, spec))
 
 
 def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset[str]:
     """See ``Lifecycle.connected``."""
-    hooks = set(spec.scheduler_hooks) | set(spec.worker_hooks)
+    hooks = set(spec.hooks)
     # every method of the analysed connector base class is called by vLLM
     # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not
     base = linker.protocol.base_class

@@ -64,15 +64,17 @@ def _forbidden(ctx: CheckContext, opts: Options, fqn: str,
     if not targets and call.callee:
         names = [call.callee]
     excluded = opts.exclude
-    if excluded and _local_of_excluded_type(ctx, fqn, call, excluded):
-        return None
     for name in names:
         if any(fnmatch.fnmatchcase(name, p) for p in excluded):
             continue
         pat = next((p for p in opts.calls if fnmatch.fnmatchcase(name, p)), None)
         if pat is None:
             continue
-        return None if _bounded(ctx, opts, fqn, name, call) else (name, pat)
+        # only a matching call pays for the look at its receiver's assignments
+        if _local_of_excluded_type(ctx, fqn, call, excluded) or \
+                _bounded(ctx, opts, fqn, name, call):
+            return None
+        return name, pat
     return None
 
 

@@ -16,14 +16,11 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.containers import EMPTY_CONTAINERS
 
 READS = ("Reads: the lifecycle model's request-keyed containers (ids enter them "
          "somewhere), their resets (`clear()`, reassignment to an empty container), and "
          "the names each earlier statement of the resetting function reads.")
-
-EMPTY = frozenset({"set()", "dict()", "list()", "deque()", "defaultdict()", "OrderedDict()",
-                   "collections.defaultdict()", "collections.deque()", "{}", "[]"})
-
 
 @dataclass(frozen=True)
 class Options:
@@ -77,7 +74,7 @@ def _resets(fn, s) -> list[tuple[str, int]]:
     for a in fn.assigns(s):
         head, _, attr = a.target.partition(".")
         value = (a.value or a.literal or "").strip()
-        if head == "self" and attr and "." not in attr and not a.aug and value in EMPTY:
+        if head == "self" and attr and "." not in attr and not a.aug and value in EMPTY_CONTAINERS:
             out.append((attr, a.line))
     return out
 

@@ -48,10 +48,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     for sp in spawns(lc.functions, lc.spec.spawners, ctx.linker.calls):
         if sp.target in wanted:
             targets.setdefault(sp.target, []).append(sp)
-    return each_function(ctx, sorted(targets), lambda f: _check(ctx, lc, f, targets[f], opts))
+    fed = _fed_queues(lc) if targets else set()  # once: it reads every subject function
+    return each_function(ctx, sorted(targets),
+                         lambda f: _check(ctx, lc, f, targets[f], opts, fed))
 
 
-def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Finding]:
+def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
+           fed: set[str]) -> list[Finding]:
     fn = lc.functions[fqn]
     cfg = build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
     nested = {id(x) for s in fn.stmts if s.kind in ("while", "for") for x in walk(s.body)}
@@ -61,7 +64,7 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
             continue
         if id(n.stmt) in nested:
             continue  # an inner loop: what leaves it may be caught by the outer one
-        if opts.require_ids and not _serves(lc, fn, n.stmt, opts.serve_calls):
+        if opts.require_ids and not _serves(lc, fn, n.stmt, opts.serve_calls, fed):
             continue
         bad = escaping_raise(cfg, n.stmt, fn)
         if bad is None:
@@ -80,12 +83,11 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options) -> list[Find
     return out
 
 
-def _serves(lc, fn, loop, serve_calls: tuple[str, ...]) -> bool:
+def _serves(lc, fn, loop, serve_calls: tuple[str, ...], fed: set[str]) -> bool:
     """The loop body does something with request ids, takes work from a
     queue that other code fills (a transfer queue), or takes a peer's message
     (``sock.recv_multipart()``: a handshake listener every later transfer
-    needs)."""
-    fed = _fed_queues(lc)
+    needs). ``fed``: the queues request work is put into (``_fed_queues``)."""
     for s in walk(loop.body):
         if any(e.kind in HANDLING or e.kind == "remove" for e in lc.effects.of(fn, s)):
             return True
