@@ -197,8 +197,12 @@ def _in_loop(ctx: Ctx) -> bool:
 
 def _local_names(node: cst.CSTNode) -> list[str]:
     """Plain names read in ``node`` that could be locals (not self, builtins,
-    attribute names, keywords or called names), id-like names first."""
+    attribute names, keywords or called names, nor names a comprehension or
+    lambda inside binds: ``_`` of ``[[] for _ in ...]`` is unbound outside it),
+    id-like names first."""
     out: list[str] = []
+    bound = {n.value for c in walk(node) if isinstance(c.node, (cst.CompFor, cst.Lambda))
+             for n in _bound_by(c.node)}
     for c in walk(node):
         n = c.node
         parent = c.parents[-1] if c.parents else None
@@ -210,9 +214,16 @@ def _local_names(node: cst.CSTNode) -> list[str]:
             continue
         if isinstance(parent, cst.Call) and parent.func is n:
             continue
-        if n.value not in out:
+        if n.value not in out and n.value not in bound:
             out.append(n.value)
     return sorted(out, key=lambda name: not ID_RE.search(name))
+
+
+def _bound_by(node: cst.CompFor | cst.Lambda) -> list[cst.Name]:
+    """The names a comprehension's ``for`` target or a lambda's parameters bind."""
+    if isinstance(node, cst.Lambda):
+        return [p.name for p in node.params.params]
+    return [c.node for c in walk(node.target) if isinstance(c.node, cst.Name)]
 
 
 def _params(func: cst.FunctionDef) -> list[str]:

@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass
 
 from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, REMOVE_OPS, RESET_OPS
-from kvflowmap.lifecycle.effects import PURE, READ_METHODS, is_logging
+from kvflowmap.lifecycle.containers import PURE, READ_METHODS
+from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.classes import ClassIndex
 

@@ -67,3 +67,13 @@ def _is_module_global(fn: FnView, name: str) -> bool:
     if local:
         return False
     return any(a.scope == "" and a.target == name for a in fn.facts.assigns)
+
+
+# Builtins and methods that read without changing anything or handing an id on.
+PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
+                   "type", "id", "print", "min", "max", "any", "all", "sorted", "list", "set",
+                   "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip"})
+READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
+                           "startswith", "endswith", "format", "encode", "decode", "split",
+                           "join", "copy", "issubset", "issuperset", "intersection",
+                           "difference", "union", "empty", "qsize"})

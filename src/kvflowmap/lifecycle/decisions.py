@@ -1,7 +1,8 @@
 """Which turns of a path are decisions about a request, not ways of losing it.
 
 A branch that tests the id (``rid in self._pending``), the request's own
-record (``meta.load_spec is None``), configuration only (``if
+record (``meta.load_spec is None``; not what an operation answered: ``if not
+future`` asks whether the work succeeded), configuration only (``if
 self._has_mamba``), what the function itself collected (``if not
 all_block_ids``), the binding itself (``if not preempted_req_ids``) or what
 vLLM passed a hook (``num_external_tokens == 0``) decides; a branch that
@@ -14,6 +15,7 @@ from __future__ import annotations
 from kvflowmap.check.cfg import CFG
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.effects import Effects, is_logging
+from kvflowmap.lifecycle.ids import is_outcome
 from kvflowmap.lifecycle.view import FnView, walk
 
 _ID_TESTS = ("In", "NotIn", "Is", "IsNot", "Equal", "NotEqual")
@@ -30,6 +32,8 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
     records = ids.records | ids.requests | {name}
     own = set(fn.param_names) | {a.target for a in fn.all_assigns} | set(ids.ids)
     local = [n for n in s.names if n in own and n != "self"]
+    if any(n in ids.outcomes for n in local):
+        return tests_id(fn, eff, s)  # ``if not future``: did the work succeed, not a choice
     if any(n.partition(".")[0] in records and "." in n for n in s.names):
         return True
     if any(n in ids.records for n in local):
@@ -40,18 +44,45 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if local and all(n == name for n in local):
         return True  # ``if not preempted_req_ids: return``: nothing to hand on
-    if fn.name in eff.state.spec.hooks and local and \
-            all(n in fn.param_names for n in local):
+    if fn.name in eff.state.spec.hooks and local and _tests_input(fn, s, local):
         return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
     return tests_id(fn, eff, s)
+
+
+def _tests_input(fn: FnView, s: Stmt, local: list[str]) -> bool:
+    """A hook's test on what vLLM passed it: the parameters themselves, or
+    values computed from them alone (``block_groups = blocks.get_block_ids()``)
+    while the hook has not yet tested a parameter itself. Once it has (``if
+    num_external_tokens == 0: return``), a load is known to be owed and an
+    empty block list is a failure to record it, not a choice."""
+    params = set(fn.param_names) - {"self"}
+    if all(n in params for n in local):
+        return True
+    tested = any(t.kind in ("if", "while") and t.line < s.line and params & set(t.names)
+                 for t in walk(fn.fact.body))
+    return not tested and all(n in _derived(fn, params) for n in local)
+
+
+def _derived(fn: FnView, seeds: set[str]) -> set[str]:
+    """``seeds`` and the locals computed from them alone (``groups =
+    tuple(group_list)``), in statement order."""
+    out = set(seeds)
+    own = set(fn.param_names) | {a.target for a in fn.all_assigns}
+    for s in fn.stmts:
+        for a in fn.assigns(s):
+            # locals read besides the target (configuration on ``self`` may be)
+            read = {n.partition(".")[0] for n in s.names if n != a.target} & own - {"self"}
+            if "." not in a.target and read and read <= out and not is_outcome(a.value):
+                out.add(a.target)
+    return out
 
 
 def _tests_collected(fn: FnView, s: Stmt, own: set[str]) -> bool:
     """A test on what the function itself collected (``if not all_block_ids``):
     every local it reads is a collection the function fills. Nothing to do
     is a decision, not a failure (a failure is an outcome: ``if not ok``)."""
-    filled = {op.container.partition("[")[0] for op in fn.all_containers
-              if "." not in op.container}
+    filled = _derived(fn, {op.container.partition("[")[0] for op in fn.all_containers
+                           if "." not in op.container})
     local = [n for n in s.names if n in own and n != "self"]
     return bool(local) and all(n in filled for n in local)
 

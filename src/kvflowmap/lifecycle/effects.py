@@ -17,22 +17,14 @@ import re
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
-from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
+from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, READ_METHODS, REMOVE_OPS, RESET_OPS,
+                                           Container, container_of)
 from kvflowmap.lifecycle.ids import IDENT, QUEUE_PUTS, IdState, unwrap
 from kvflowmap.lifecycle.view import FnView, view
 from kvflowmap.model.calls import CallResolver
 from kvflowmap.model.values import Evaluator
 
 HANDLING = frozenset({"add", "store", "return", "handover", "spawn"})
-# Calls that read an id without keeping it.
-PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
-                   "type", "id", "print", "min", "max", "any", "all", "sorted", "list", "set",
-                   "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip"})
-READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
-                           "startswith", "endswith", "format", "encode", "decode", "split",
-                           "join", "copy", "issubset", "issuperset", "intersection",
-                           "difference", "union", "empty", "qsize"})
-
 
 # Clocks and sleeps do not raise (a sleep in a loop's ``except`` is a back-off,
 # not a way out of the loop).

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from kvflowmap.facts import CallFact
+from kvflowmap.lifecycle.containers import PURE, READ_METHODS
 from kvflowmap.lifecycle.spec import LifecycleSpec
 from kvflowmap.lifecycle.view import FnView
 
@@ -38,9 +39,13 @@ class FnIds:
     requests: set[str] = field(default_factory=set)
     # per-request values: ``meta`` in ``for rid, meta in self._reqs.items()``
     records: set[str] = field(default_factory=set)
+    # results of operations (``future = self._client.submit(...)``, ``ok =
+    # self._send(rid)``): a test on one asks whether the work succeeded
+    outcomes: set[str] = field(default_factory=set)
 
     def size(self) -> int:
-        return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records)
+        return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records) + \
+            len(self.outcomes)
 
 
 @dataclass
@@ -121,6 +126,23 @@ def unwrap(text: str) -> str:
     return t if IDENT.fullmatch(t) else ""
 
 
+def _zip_args(iterable: str) -> list[str]:
+    """The arguments of ``zip(a, b, strict=True)`` (keywords left out), or []."""
+    if not (iterable.startswith("zip(") and iterable.endswith(")")):
+        return []
+    args, depth, cur = [], 0, ""
+    for ch in iterable[4:-1]:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            args.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    args.append(cur.strip())
+    return [a for a in args if a and "=" not in a]
+
+
 def loop_targets(text: str | None) -> tuple[list[str], str]:
     """(target names, iterable text) of a ``for`` statement's header text."""
     if not text or " in " not in text:
@@ -164,6 +186,22 @@ def bind_defaults(state: IdState, fn: FnView, outer: FnView) -> bool:
     return mine.size() != before
 
 
+# Calls that look something up rather than do work (``self._get_spec(req)``).
+_LOOKUP_PREFIXES = ("get", "_get", "find", "_find", "lookup", "_lookup", "is_", "_is_", "has_",
+                    "_has_", "make_", "_make_", "build", "_build", "compute", "_compute")
+
+
+def is_outcome(value: str | None) -> bool:
+    """``value`` (an assignment's dotted value) is the result of a method call
+    that does work: not a read (``d.get()``), a builtin, a constructor
+    (``Meta()``) or a lookup helper (``self._get_spec()``)."""
+    if not value or not value.endswith("()") or "." not in value:
+        return False
+    name = value[:-2].rpartition(".")[2]
+    return bool(name) and not name[:1].isupper() and name not in READ_METHODS and \
+        name not in PURE and not name.startswith(_LOOKUP_PREFIXES)
+
+
 def flow_locals(state: IdState, fn: FnView) -> bool:
     """One pass of intraprocedural flow; True when something new was found."""
     mine = state.of(fn.fqn)
@@ -190,7 +228,10 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 mine.ids.add(a.target)
             elif state.is_coll(fn, a.value):
                 mine.colls.add(a.target)
-            elif a.target not in carriers and any(
+            elif is_outcome(a.value):
+                # what an operation answered is not the request's data
+                mine.outcomes.add(a.target)
+            elif a.target not in carriers and a.target not in mine.outcomes and any(
                     (n.partition(".")[0] in carriers and "." in n) or n in mine.records
                     for n in s.names):
                 mine.records.add(a.target)  # ``spec = request.load_spec``: per-request data
@@ -206,7 +247,11 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
         targets, iterable = loop_targets(s.text)
         if iterable.startswith("enumerate("):
             targets = targets[1:]
-        if targets and state.is_coll(fn, iterable):
+        zipped = _zip_args(iterable)
+        if zipped and len(zipped) == len(targets):
+            # ``for rid, op in zip(request_ids, ops)``: each target walks its own argument
+            mine.ids.update(t for t, arg in zip(targets, zipped) if state.is_coll(fn, arg))
+        elif targets and state.is_coll(fn, iterable):
             mine.ids.add(targets[0])
             mine.records.update(targets[1:2] if ".items()" in iterable else ())
         elif targets and unwrap(iterable) in mine.requests:

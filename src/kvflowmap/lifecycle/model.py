@@ -86,13 +86,16 @@ class Lifecycle:
             fn = self.functions[fqn]
             hows: tuple[str, ...] = ("except", "removed")
             # Worker code, and the commit hook (a request the probe parked
-            # for an async load must be recorded there), may not leave early.
-            if self.sides.get(fqn) == frozenset({"worker"}) or fn.name == self.spec.commit:
+            # for an async load must be recorded there), may not leave early,
+            # nor between two of the places it hands an id to.
+            strict = self.sides.get(fqn) == frozenset({"worker"}) or fn.name == self.spec.commit
+            if strict:
                 hows += ("early-exit",)
             if fn.name == self.spec.probe:
                 hows = ()
             self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
-                                     self._cleanup(fn)) if hows else []
+                                     self._cleanup(fn), each_handover=strict
+                                     ) if hows else []
         return self._drops[fqn]
 
     def raises(self, fqn: str, calls, _seen: frozenset[str] = frozenset()) -> bool:

@@ -55,14 +55,18 @@ class Drop:
 
 def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
           hows: tuple[str, ...] = ("except", "early-exit", "removed"),
-          owed: frozenset = frozenset(), cleanup: tuple[str, ...] = ()) -> list[Drop]:
+          owed: frozenset = frozenset(), cleanup: tuple[str, ...] = (),
+          each_handover: bool = False) -> list[Drop]:
     """Every dropping path of ``fn`` (one per binding and way out) whose kind
     is in ``hows``: ``except`` and ``early-exit`` for ids the function
     receives, ``removed`` for ids it takes out of a container it iterates
     (an id left in its container is still held, so skipping it is fine) or
     receives and takes out of an ``owed`` container (one a report reads).
     Ids from ``cleanup`` parameters (``finished_req_ids``) are finished:
-    removing them is cleanup."""
+    removing them is cleanup. With ``each_handover`` a received id must reach
+    every place the function hands it to on some path, not only the first
+    (the commit hook records a parked request in several containers; an exit
+    after the first and before the one the load reads still loses it)."""
     cfg = cfg or build_cfg(fn.fact.body)
     effects = {n.id: eff.of(fn, n.stmt) for n in cfg.nodes if n.stmt is not None
                and n.kind == "stmt"}
@@ -73,6 +77,11 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
     received = tuple(h for h in hows if h != "removed")
     if bound and received:
         out += _search(fn, eff, cfg, cfg.entry, None, bound[0], handles, received)
+        if each_handover:
+            lines = {cfg.nodes[n].line for n in handles}
+            for dest in _destinations(effects):
+                out += [d for d in _search(fn, eff, cfg, cfg.entry, None, bound[0], dest, received)
+                        if not _hands_on_after(d, lines)]
     if bound and "removed" in hows and owed and handles:
         # a helper given an id that hands it on somewhere (a pure cleanup
         # helper's removals are its caller's decision)
@@ -100,6 +109,24 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         if walked and not held and received:
             out += _search(fn, eff, cfg, n.id, loop, targets[0], handles, received)
     return _unique(out)  # one finding per way out, whichever binding found it first
+
+
+def _hands_on_after(d: Drop, lines: set[int]) -> bool:
+    """The dropping path hands the id somewhere else after its turn (``if fut
+    is None: self._ready.put(rid); return``): it went another way, not lost."""
+    turn = max((i for i, (line, _) in enumerate(d.steps) if line == d.branch_line), default=-1)
+    return any(line in lines for line, _ in d.steps[turn + 1:])
+
+
+def _destinations(effects: dict[int, list[Effect]]) -> list[set[int]]:
+    """The handing nodes grouped by where they hand the id (a container or a
+    callee), in order of the first node of each group."""
+    groups: dict[str, set[int]] = {}
+    for n, es in sorted(effects.items()):
+        for e in es:
+            if e.kind in HANDLING:
+                groups.setdefault(f"{e.kind}:{e.target}", set()).add(n)
+    return list(groups.values())
 
 
 def _filled_locals(fn: FnView, eff: Effects, cfg: CFG) -> list[tuple[str, int]]:
