@@ -206,7 +206,9 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
                                 if n != nodes[-1]):
             continue  # removed after a decision about the request (it finished)
         before = set(nodes[:rm])
-        if any(tests_id(fn, eff, st) for n, st in stmts if n in before):
+        taken = {op.container for op in fn.containers(cfg.nodes[nodes[rm]].stmt)}
+        if any(tests_id(fn, eff, st) and not _membership_of(fn, st, taken)
+               for n, st in stmts if n in before):
             continue  # ``if rid not in self._meta: remove``: the request is gone
         after = path[rm:]
         if any(n in reach for n, _ in after[1:]) or any(
@@ -217,6 +219,14 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
         return [Drop(fn.fqn, name, bound_line(cfg, start, fn), "removed", cfg.nodes[nodes[rm]].line,
                      last_line(cfg, nodes), 0, steps(cfg, path))]
     return []
+
+
+def _membership_of(fn: FnView, s: Stmt, taken: set[str]) -> bool:
+    """``if rid in self._x:`` before taking ``rid`` out of ``self._x``: the
+    usual guard of a removal, which says nothing about the request being gone."""
+    cmps = fn.compares.get(s.line, ())
+    return bool(cmps) and all(c.ops == ("In",) and c.operands[-1:] and c.operands[-1] in taken
+                              for c in cmps)
 
 
 def _bare(fn: FnView, s: Stmt | None) -> bool:

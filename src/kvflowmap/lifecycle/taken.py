@@ -1,7 +1,7 @@
 """Ids taken out of owed state into a local that dies with the function.
 
-``failed.add(self._failed_q.get_nowait())`` moves an id out of a container a
-report reads (``reports.owed_containers``) into a local collection. From
+``failed.add(self._failed_q.get_nowait())`` (or ``rid =
+self._done_q.get_nowait()``) moves an id out of a container a report reads (``reports.owed_containers``) into a local collection. From
 then on the local is the only thing that knows them: unless it is returned,
 stored, passed on, merged into something that is, or walked by a loop that
 hands its ids on, those requests are never reported.
@@ -37,6 +37,14 @@ def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> list[Taken]:
             m = _TAKE.search(op.key or "")
             if "." not in op.container and op.op in ADD_OPS and m and m.group(1) in owed_attrs:
                 out.setdefault(op.container, Taken(fn.fqn, op.container, m.group(1), op.line))
+        for a in fn.assigns(s):
+            # ``rid = self._done_q.get_nowait()``: the local is the id itself
+            # (a queue's or deque's next element: no key, so not a dict's value)
+            m = _TAKE.search(a.value or "")
+            if a.target.isidentifier() and not a.aug and m and m.group(1) in owed_attrs and any(
+                    c.callee == (a.value or "")[:-2] and not c.args and not c.kwargs
+                    for c in fn.calls(s)):
+                out.setdefault(a.target, Taken(fn.fqn, a.target, m.group(1), a.line))
     return [t for name, t in sorted(out.items()) if not escapes(fn, name, _hands_on(fn, eff))]
 
 

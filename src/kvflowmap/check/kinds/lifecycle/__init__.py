@@ -6,13 +6,14 @@
 - ``delayed_free``: a delayed free is always followed by a save;
 - ``reset_forwards``: resetting tracked ids forwards them first;
 - ``balanced``: ids that enter a container can leave it, and a drained one is filled;
-- ``parked_recorded``: a request the probe can park is recorded by the commit hook.
+- ``parked_recorded``: a request the probe can park is recorded by the commit hook;
+- ``failed_blocks``: failed loads reach the failed-blocks hook.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, parked_recorded,
-                                             reset_forwards, thread_loop)
+from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, failed_blocks,
+                                             parked_recorded, reset_forwards, thread_loop)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -24,6 +25,7 @@ MODES: dict[str, KindSpec] = {
     "balanced": KindSpec(balanced.Options, balanced.check, balanced.READS),
     "parked_recorded": KindSpec(parked_recorded.Options, parked_recorded.check,
                                 parked_recorded.READS),
+    "failed_blocks": KindSpec(failed_blocks.Options, failed_blocks.check, failed_blocks.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,98 @@
+"""``lifecycle`` mode ``failed_blocks``: failed loads reach vLLM's
+failed-blocks hook.
+
+Per analysed override of the failed-blocks hook (``kvflowmap.lifecycle.failures``):
+a container it takes blocks out of that nothing in the analysed code fills
+(no failure is ever reported: vLLM treats the failed blocks as loaded and
+the request runs on garbage), and a hook that reads filled containers but
+can only return an empty collection (the recorded failures are dropped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.failures import block_channels, fill_sites, write_only
+
+READS = ("Reads: every analysed override of the failed-blocks channel's methods "
+         "(`lifecycle.reports.<channel>.methods`), the attributes it and the analysed "
+         "helpers it calls take contents out of, its returns, and, across the analysed "
+         "code, every statement that may put something into an attribute of those names.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``failed_blocks``."""
+
+    channel: str = option("failed_blocks", "the protocol's report channel for blocks whose "
+                                           "load failed")
+    hows: tuple[str, ...] = option(("never-filled", "always-empty"),
+                                   "what to report: never-filled, always-empty")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per drained container nothing fills, and per hook that
+    returns nothing while the containers it reads are filled."""
+    lc = lifecycle(ctx)
+    chan = lc.spec.channel(opts.channel)
+    if chan is None or not chan.methods:
+        return []
+    wanted = set(functions(ctx, lc))
+    calls = lc.effects.calls
+
+    def resolve(fn, call):
+        return [t.fqn for t in calls.resolve(fn.ctx, call) if not t.external]
+
+    out = []
+    for ch in block_channels(lc.functions, chan.methods, resolve):
+        if ch.hook not in wanted:
+            continue
+        sites = fill_sites(lc.functions, set())
+        # a ``self.x`` is filled by the class that drains it, a base or a subclass
+        fills = {a: fs for a, where, _ in ch.drained
+                 if (fs := [f for f in sites.get(a, ()) if f.cls is None or
+                            _related(ctx, lc.functions[where].cls or "", f.cls)])}
+        hook = short(ch.hook)
+        filled = [fills[a][0] for a, _, _ in ch.drained if a in fills]
+        if not ch.drained and ch.empty_returns:
+            # put there, read by nothing
+            filled = write_only(lc.functions, lc.functions[ch.hook].cls or "")
+        if "always-empty" in opts.hows and ch.empty_returns and filled:
+            f, line = filled[0], ch.empty_returns[0]
+            out.append(ctx.finding(
+                ch.hook, line,
+                f"{hook} can only return an empty collection, although blocks are put into "
+                f"self.{f.attr} ({short(f.fqn)}, line {f.line}) and nothing hands them to "
+                "vLLM: it takes the failed blocks as loaded and never recomputes them. "
+                "Return what was recorded (and clear it).",
+                path=(ctx.step(f.fqn, f.line, f"blocks enter self.{f.attr}"),
+                      ctx.step(ch.hook, line, "the hook returns an empty collection")),
+                anchor=f"always-empty:{f.attr}"))
+            continue
+        if "never-filled" not in opts.hows:
+            continue
+        for attr, fn, line in ch.drained:
+            if attr in fills:
+                continue
+            out.append(ctx.finding(
+                ch.hook, line if fn == ch.hook else lc.functions[ch.hook].fact.line,
+                f"{hook} takes failed blocks out of self.{attr} ({short(fn)}, line {line}), "
+                "but nothing in the analysed code ever puts blocks into it: no failed load "
+                "is ever reported, so vLLM takes the blocks as loaded and the request runs "
+                "on whatever they held. Record the blocks where a load fails (every "
+                "`except` and failure branch of the load path).",
+                path=(ctx.step(fn, line, f"self.{attr} is drained"),),
+                anchor=f"never-filled:{attr}"))
+    return out
+
+
+def _related(ctx: CheckContext, a: str, b: str) -> bool:
+    """One class is the other or derives from it (``self.x`` is the same attribute)."""
+    return a == b or b in ctx.classes.mro(a) or a in ctx.classes.mro(b)
+def ctx_line(lc, fqn: str) -> int:
+    """The line of ``fqn``'s ``def``."""
+    return lc.functions[fqn].fact.line

@@ -1,0 +1,208 @@
+"""The failed-blocks channel: what a connector's failed-blocks hook returns
+and where those blocks come from.
+
+vLLM asks ``get_block_ids_with_load_errors`` (the protocol's ``failed_blocks``
+channel) after each step for the blocks whose load failed, and recomputes
+them. A connector records failed blocks somewhere (a set, a queue, a
+helper's attribute) and the hook hands them over. Two ways that breaks
+without any error:
+
+- the hook takes blocks out of containers nothing ever fills: no failure
+  reaches vLLM, which treats failed blocks as loaded;
+- the hook reads containers that are filled, but always returns an empty
+  collection: the recorded failures are thrown away.
+
+Containers are found by structure, never by name: the attributes the hook
+(and the analysed helpers it calls, a few calls deep) takes something out of,
+and, across the analysed code, the statements that put something into an
+attribute of that name (an add, a queue ``put``, ``|=``, a non-empty
+assignment, or passing it to a call, which may fill it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS, RESET_OPS
+from kvflowmap.lifecycle.effects import is_logging
+from kvflowmap.lifecycle.view import FnView
+
+DEPTH = 3
+# Calls on a container that take its contents out (or hand them over whole),
+# or look whether there is any.
+_TAKE = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
+                                            "keys", "popleft", "empty", "qsize"})
+_COPIES = frozenset({"set", "list", "frozenset", "sorted", "tuple"})
+_MERGES = frozenset({"update", "extend", "union", "__ior__"})
+
+
+@dataclass(frozen=True)
+class BlockChannel:
+    """One failed-blocks hook of the analysed code."""
+
+    hook: str
+    # attribute -> (function, line) where the hook or a helper takes from it
+    drained: tuple[tuple[str, str, int], ...]
+    # lines of the hook's returns, when every one returns an empty collection
+    empty_returns: tuple[int, ...]
+
+
+def block_channels(fns: dict[str, FnView], hook_names: tuple[str, ...],
+                   resolve) -> list[BlockChannel]:
+    """Every analysed override of a failed-blocks hook (``hook_names``), with
+    the containers it drains and whether it can only return nothing.
+    ``resolve(fn, call)`` gives the analysed targets (FQNs) of a call."""
+    out = []
+    for fqn, fn in sorted(fns.items()):
+        if fn.name not in hook_names or not fn.cls:
+            continue
+        drained: dict[str, tuple[str, int]] = {}
+        for g in _closure(fns, fqn, resolve):
+            for attr, line in sorted(_takes(fns[g]), key=lambda t: t[1]):
+                drained.setdefault(attr, (g, line))
+        out.append(BlockChannel(fqn, tuple((a, f, ln) for a, (f, ln) in sorted(drained.items())),
+                                _empty_returns(fn)))
+    return out
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A statement that may put something into an attribute called ``attr``."""
+
+    attr: str
+    fqn: str
+    line: int
+    cls: str | None  # the class of ``self`` for ``self.attr``; None for ``obj.attr``
+
+
+def fill_sites(fns: dict[str, FnView], skip: set[str]) -> dict[str, list[Fill]]:
+    """Attribute name -> the statements that may fill an attribute of that
+    name, outside the functions in ``skip``, in source order."""
+    out: dict[str, list[Fill]] = {}
+    for fqn, fn in sorted(fns.items()):
+        if fqn in skip:
+            continue
+        for attr, line, own in sorted(_fills(fn), key=lambda t: t[1]):
+            out.setdefault(attr, []).append(Fill(attr, fqn, line, fn.cls if own else None))
+    return out
+
+
+def write_only(fns: dict[str, FnView], cls: str) -> list[Fill]:
+    """``self.X`` containers of ``cls``'s methods that are filled (an add or
+    a queue ``put``) and never otherwise used by them: nothing reads what is
+    put there."""
+    methods = [fn for fn in fns.values() if fn.cls == cls]
+    filled: dict[str, Fill] = {}
+    lines: dict[str, set[tuple[str, int]]] = {}
+    for fn in methods:
+        for op in fn.all_containers:
+            if op.op in ADD_OPS and op.container.startswith("self.") and (a := _attr(op.container)):
+                filled.setdefault(a, Fill(a, fn.fqn, op.line, cls))
+                lines.setdefault(a, set()).add((fn.fqn, op.line))
+        for c in fn.all_calls:
+            base, _, meth = (c.callee or "").rpartition(".")
+            if meth in ADD_OPS and base.startswith("self.") and (a := _attr(base)):
+                filled.setdefault(a, Fill(a, fn.fqn, c.line, cls))
+                lines.setdefault(a, set()).add((fn.fqn, c.line))
+    used = set()
+    for fn in methods:
+        for st in fn.stmts:
+            for n in st.names:
+                a = n[5:].partition(".")[0] if n.startswith("self.") else ""
+                if a in filled and (fn.fqn, st.line) not in lines[a] and not (
+                        fn.name == "__init__" and n == f"self.{a}"):
+                    used.add(a)
+    return [f for a, f in sorted(filled.items()) if a not in used]
+
+
+def _closure(fns: dict[str, FnView], fqn: str, resolve) -> list[str]:
+    """``fqn`` and the analysed functions it calls, up to ``DEPTH`` calls away."""
+    seen, frontier = [fqn], [fqn]
+    for _ in range(DEPTH):
+        nxt = []
+        for f in frontier:
+            for c in fns[f].all_calls:
+                for t in resolve(fns[f], c):
+                    if t in fns and t not in seen:
+                        seen.append(t)
+                        nxt.append(t)
+        frontier = nxt
+    return seen
+
+
+def _attr(chain: str | None) -> str | None:
+    """``self._x`` / ``self._decode._x`` -> ``_x``; None for locals and calls."""
+    if not chain or "." not in chain or "(" in chain or "[" in chain:
+        return None
+    return chain.rpartition(".")[2]
+
+
+def _takes(fn: FnView) -> list[tuple[str, int]]:
+    """Attributes ``fn`` takes contents out of: a removal or reset, a take call
+    (``q.get_nowait()``, ``s.copy()``), iteration, or a swap for a new empty one."""
+    out = []
+    for op in fn.all_containers:
+        if op.op in REMOVE_OPS | RESET_OPS and (a := _attr(op.container)):
+            out.append((a, op.line))
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in _TAKE and (a := _attr(base)):
+            out.append((a, c.line))
+        # ``result.update(self._failed)``, ``set(self._failed)``: its contents, copied out
+        if c.callee in _COPIES or (meth in _MERGES and base.partition(".")[0] != "self"):
+            out += [(a, c.line) for arg in c.args if (a := _attr(arg))]
+    for s in fn.stmts:
+        if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())):
+            out.append((a, s.line))
+    for a in fn.all_assigns:
+        if (name := _attr(a.target)) and a.target.startswith("self.") and _empty(a):
+            out.append((name, a.line))
+    return out
+
+
+def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
+    """Attributes ``fn`` may put something into: (name, line, on ``self``)."""
+    out = []
+    for op in fn.all_containers:
+        if op.op in ADD_OPS and (a := _attr(op.container)):
+            out.append((a, op.line, op.container.startswith("self.")))
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in ADD_OPS and (a := _attr(base)):
+            out.append((a, c.line, base.startswith("self.")))
+        # handed to a call, which may fill it (``self._fail(rid, self._failed)``)
+        if meth not in _TAKE and not (meth in ADD_OPS and _attr(base)) and \
+                c.callee not in PURE and not is_logging(c.callee or ""):
+            out += [(a, c.line, (arg or "").startswith("self."))
+                    for arg in (*c.args, *(v for _, v in c.kwargs)) if (a := _attr(arg))]
+    for a in fn.all_assigns:
+        if (name := _attr(a.target)) and (a.aug or not _empty(a)) and fn.name != "__init__":
+            out.append((name, a.line, a.target.startswith("self.")))
+    return out
+
+
+def _empty(a) -> bool:
+    """An assignment of an empty collection (``x = set()``, ``x = {}``)."""
+    return (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS
+
+
+def _empty_returns(fn: FnView) -> tuple[int, ...]:
+    """Lines of ``fn``'s returns when each returns an empty collection: a
+    literal one, or a local only ever bound to one and never filled."""
+    rets = fn.all_returns
+    if not rets:
+        return ()
+    filled = {op.container for op in fn.all_containers if op.op in ADD_OPS}
+    filled |= {(c.callee or "").rpartition(".")[0] for c in fn.all_calls
+               if (c.callee or "").rpartition(".")[2] in ADD_OPS}
+    binds: dict[str, list[bool]] = {}
+    for a in fn.all_assigns:
+        binds.setdefault(a.target, []).append(_empty(a) and not a.aug)
+    for r in rets:
+        v = (r.value or "").replace(" ", "")
+        if v in EMPTY_CONTAINERS:
+            continue
+        if v in binds and all(binds[v]) and v not in filled:
+            continue
+        return ()
+    return tuple(r.line for r in rets)
