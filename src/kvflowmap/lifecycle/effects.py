@@ -96,7 +96,7 @@ def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int 
     return False
 
 
-def _is_stub(fn: FnView) -> bool:
+def is_stub(fn: FnView) -> bool:
     """A body of only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
     return all((st.kind == "simple" and not st.names) or
                (st.kind == "raise" and "NotImplementedError" in (st.text or ""))
@@ -228,7 +228,7 @@ class Effects:
         ``...``) the overrides in its class's analysed subclasses: the call is
         dispatched to one of them."""
         fn = view(self.values.model, fqn)
-        if fn is None or not fn.cls or not _is_stub(fn):
+        if fn is None or not fn.cls or not is_stub(fn):
             return [fqn]
         classes = self.values.classes
         found = [m for sub in classes.all_subclasses(fn.cls)

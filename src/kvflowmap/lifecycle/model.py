@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kvflowmap.check.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
 from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
-from kvflowmap.lifecycle.effects import Effect, Effects
+from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
                                      seed)
 from kvflowmap.lifecycle.paths import Drop, drops
@@ -91,11 +91,13 @@ class Lifecycle:
             strict = self.sides.get(fqn) == frozenset({"worker"}) or fn.name == self.spec.commit
             if strict:
                 hows += ("early-exit",)
+            # the commit hook owes every record; worker code may not leave early
+            # between two (a caught failure there is often a designed path)
+            each = hows if fn.name == self.spec.commit else ("early-exit",) if strict else ()
             if fn.name == self.spec.probe:
                 hows = ()
             self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
-                                     self._cleanup(fn), each_handover=strict
-                                     ) if hows else []
+                                     self._cleanup(fn), each_handover=each) if hows else []
         return self._drops[fqn]
 
     def raises(self, fqn: str, calls, _seen: frozenset[str] = frozenset()) -> bool:
@@ -142,6 +144,26 @@ class Lifecycle:
         not the connector's."""
         return fqn in self._connected
 
+    def ignored(self, fqn: str) -> list[str]:
+        """Id parameters of ``fqn`` that no statement of it (or of a def nested
+        in it) uses: a caller hands the id over (that is how it became an id)
+        and it goes nowhere. Only for functions kept for what they do (they
+        return nothing); hooks (vLLM passes what it passes), stubs, and methods
+        with an override or overriding one (a no-op variant) are left out."""
+        fn = self.functions[fqn]
+        if fn.name in self.spec.hooks or is_stub(fn) or not fn.cls:
+            return []
+        if any((r.value or "None") != "None" for r in fn.all_returns):
+            return []  # it computes an answer: the id may just not matter to it
+        ids = self.state.of(fqn).ids
+        params = [p for p in fn.param_names if p in ids]
+        if not params or self.classes.overrides(fqn) or any(
+                self.classes.find_member(base, fn.name) for base in self.classes.mro(fn.cls)[1:]):
+            return []
+        used = {n.partition(".")[0] for f, v in self.functions.items()
+                if f == fqn or f.startswith(fqn + ".") for st in v.stmts for n in st.names}
+        return [p for p in params if p not in used]
+
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""
         fn = self.functions[fqn]
@@ -187,7 +209,7 @@ def build_lifecycle(linker) -> Lifecycle:
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                     _sides(linker.graph, fns, spec), owed, _connected(linker, fns, spec))
+                     _sides(linker, fns, spec), owed, _connected(linker, fns, spec))
 
 
 def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset[str]:
@@ -199,14 +221,21 @@ def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset
     hooks |= {d.rpartition(".")[2] for d in linker.model.defs
               if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
     hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
-    frontier = [f for f, v in fns.items() if v.name in hooks or (
-        v.name == "__init__" and v.cls in hooked)]
+    return frozenset(_reach(linker, fns, spec, [f for f, v in fns.items() if v.name in hooks or (
+        v.name == "__init__" and v.cls in hooked)]))
+
+
+def _reach(linker, fns: dict[str, FnView], spec: LifecycleSpec, starts: list[str]) -> set[str]:
+    """Subject functions that run because ``starts`` run: through calls,
+    constructors (and the ``run`` of a thread class), spawned threads,
+    executor tasks and callbacks, and defs nested in them."""
     spawned: dict[str, list[str]] = {}
     for sp in spawns(fns, spec.spawners, linker.calls):
         spawned.setdefault(sp.spawner, []).append(sp.target)
     nested: dict[str, list[str]] = {}
     for f in fns:
         nested.setdefault(f.rpartition(".")[0], []).append(f)
+    frontier = list(starts)
     seen = set(frontier)
     graph = linker.graph
     while frontier:
@@ -219,26 +248,34 @@ def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset
                     init = f"{callee}.__init__"  # ``Cls(...)``: its constructor runs
                     if init in fns:
                         nxt.append(init)
+                    nxt += _thread_body(linker.classes, callee.removesuffix(".__init__"))
         for g in nxt:
             if g in fns and g not in seen:
                 seen.add(g)
                 frontier.append(g)
-    return frozenset(seen)
+    return seen
 
 
-def _sides(graph, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:
-    """Each subject function's sides: hooks by name, then along call edges."""
+# Bases whose ``start()`` runs the subclass's ``run`` in a new thread or process.
+_THREAD_BASES = ("threading.Thread", "multiprocessing.Process", "multiprocessing.context.Process")
+
+
+def _thread_body(classes, cls: str) -> list[str]:
+    """``[Cls.run]`` for a class deriving from ``threading.Thread`` (or a
+    process): creating one is how its ``run`` comes to run."""
+    if not classes.is_class(cls) or not any(b in _THREAD_BASES for b in classes.mro(cls)):
+        return []
+    run = classes.find_member(cls, "run")
+    return [run] if run else []
+
+
+def _sides(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:
+    """Each subject function's sides: the hooks of each side by name, then
+    what they make run (``_reach``)."""
     out: dict[str, set[str]] = {}
     for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
-        frontier = [f for f, v in fns.items() if v.name in names]
-        seen = set(frontier)
-        while frontier:
-            f = frontier.pop()
+        for f in _reach(linker, fns, spec, [f for f, v in fns.items() if v.name in names]):
             out.setdefault(f, set()).add(side)
-            for _, callee, kind in graph.out_edges(f, data="kind") if f in graph else ():
-                if kind == "call" and callee in fns and callee not in seen:
-                    seen.add(callee)
-                    frontier.append(callee)
     return {f: frozenset(s) for f, s in sorted(out.items())}
 
 

@@ -56,17 +56,18 @@ class Drop:
 def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
           hows: tuple[str, ...] = ("except", "early-exit", "removed"),
           owed: frozenset = frozenset(), cleanup: tuple[str, ...] = (),
-          each_handover: bool = False) -> list[Drop]:
+          each_handover: tuple[str, ...] = ()) -> list[Drop]:
     """Every dropping path of ``fn`` (one per binding and way out) whose kind
     is in ``hows``: ``except`` and ``early-exit`` for ids the function
     receives, ``removed`` for ids it takes out of a container it iterates
     (an id left in its container is still held, so skipping it is fine) or
     receives and takes out of an ``owed`` container (one a report reads).
     Ids from ``cleanup`` parameters (``finished_req_ids``) are finished:
-    removing them is cleanup. With ``each_handover`` a received id must reach
-    every place the function hands it to on some path, not only the first
-    (the commit hook records a parked request in several containers; an exit
-    after the first and before the one the load reads still loses it)."""
+    removing them is cleanup. For the kinds in ``each_handover`` a received id
+    must reach every place the function hands it to on some path, not only
+    the first (the commit hook records a parked request in several
+    containers; an exit after the first and before the one the load reads
+    still loses it)."""
     cfg = cfg or build_cfg(fn.fact.body)
     effects = {n.id: eff.of(fn, n.stmt) for n in cfg.nodes if n.stmt is not None
                and n.kind == "stmt"}
@@ -81,7 +82,7 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
             lines = {cfg.nodes[n].line for n in handles}
             for dest in _destinations(effects):
                 out += [d for d in _search(fn, eff, cfg, cfg.entry, None, bound[0], dest, received)
-                        if not _hands_on_after(d, lines)]
+                        if d.how in each_handover and not _hands_on_after(d, lines)]
     if bound and "removed" in hows and owed and handles:
         # a helper given an id that hands it on somewhere (a pure cleanup
         # helper's removals are its caller's decision)

@@ -52,3 +52,7 @@ class Options:
                                           "keyed writes, removals) make a write acceptable "
                                           "(request_finished, build_connector_meta)")
     ignore_removals: bool = option(False, "writes mode: pops, del and discard are not reported")
+    handed_by: tuple[str, ...] = option((), "writes mode: methods that hand containers to the "
+                                        "workers (build_connector_meta); a keyed write into one "
+                                        "is reported even when a reset undoes it, unless the "
+                                        "context function reads it back first")

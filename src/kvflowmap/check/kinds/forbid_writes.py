@@ -84,13 +84,51 @@ def released_writes(ctx: CheckContext, opts: Options) -> set[tuple[str, str, str
     return out
 
 
+def handed_attrs(ctx: CheckContext, opts: Options) -> set[tuple[str, str]]:
+    """(class, attribute) of containers that what the ``handed_by`` methods
+    reach puts into something else (``meta.reqs_in_batch = self._reqs_in_batch``,
+    ``Meta(reqs=self._reqs)``): the step's work for the workers."""
+    out: set[tuple[str, str]] = set()
+    for start in contexts(ctx, opts, set(opts.handed_by)):
+        for fqn in _self_reach(ctx, opts, start):
+            fn, ff = ctx.function(fqn), ctx.facts(fqn)
+            me = f"{fn.params[0].name}." if fn.params else "self."
+            cls = fqn.rpartition(".")[0]
+            values = [a.value for a in ff.assigns if a.scope == fn.qualname
+                      and not a.target.startswith(me)]
+            values += [v for c in ff.calls if c.scope == fn.qualname
+                       for v in (*c.args, *(v for _, v in c.kwargs))]
+            out.update((cls, v[len(me):]) for v in values
+                       if v and v.startswith(me) and v.count(".") == 1)
+    return out
+
+
+def _reads_back(ctx: CheckContext, fqns, target: str) -> bool:
+    """Some function of ``fqns`` tests or looks up ``target`` (``rid in
+    self._x``, ``self._x.get(rid)``): asking again finds the first answer."""
+    for fqn in fqns:
+        fn, ff = ctx.function(fqn), ctx.facts(fqn)
+        if any(c.scope == fn.qualname and target in c.operands for c in ff.compares):
+            return True
+        if any(c.scope == fn.qualname and c.callee in (f"{target}.get", f"{target}.setdefault",
+                                                         f"{target}.__contains__")
+               for c in ff.calls):
+            return True
+    return False
+
+
 def writes_from(ctx: CheckContext, opts: Options, start: str,
-                released: set[tuple[str, str, str]]) -> list[Finding]:
+                released: set[tuple[str, str, str]],
+                handed: set[tuple[str, str]] | None = None) -> list[Finding]:
     """Writes on ``self.*`` in what context function ``start`` reaches on
-    ``self``, unless allowed or undone by the ``released`` resets/removals."""
+    ``self``, unless allowed or undone by the ``released`` resets/removals.
+    A keyed write into a container that is ``handed`` to the workers is
+    committed work for this step, whatever resets it later, unless it is
+    read back first (a memo)."""
     out: list[Finding] = []
     ignore_removals = opts.ignore_removals
-    for fqn, chain in sorted(_self_reach(ctx, opts, start).items()):
+    reach = _self_reach(ctx, opts, start)
+    for fqn, chain in sorted(reach.items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
             attr = target.split(".", 1)[1]
@@ -99,8 +137,11 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             if op == "=" and _lazy_init(ctx.function(fqn).body, target, line):
                 continue  # ``if self.client is None: self.client = ...``: done once
             ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
-            if any(a == _attr(target) and how in ok and _related(ctx, cls, k)
-                   for k, a, how in released):
+            sent = op in KEYED and key and target.count(".") == 1 and any(
+                a == _attr(target) and _related(ctx, cls, k) for k, a in handed or ()) and \
+                not _reads_back(ctx, reach, target)
+            if not sent and any(a == _attr(target) and how in ok and _related(ctx, cls, k)
+                                for k, a, how in released):
                 continue
             what = {"=": f"{target} = ...", "+=": f"{target} += ...",
                     "setitem": f"{target}[{key or '...'}] = ...",

@@ -36,6 +36,7 @@ _HOW = {
     "removed": "the id is taken out of its container here and handed nowhere",
     "lost": "ids are taken out of a container a report reads into a local that is never "
             "returned, stored or handed on",
+    "ignored": "the id it is handed is never used",
 }
 
 
@@ -43,9 +44,9 @@ _HOW = {
 class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
-    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost"),
+    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost", "ignored"),
                                    "kinds of drop to report: except, early-exit, removed, "
-                                   "lost")
+                                   "lost, ignored")
     exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
                                              "methods whose drops are teardown")
 
@@ -58,6 +59,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out = [_finding(ctx, d) for d in lc.drops(f) if d.how in opts.hows]
         if "lost" in opts.hows:
             out += [_lost(ctx, t) for t in lc.lost(f)]
+        if "ignored" in opts.hows:
+            out += [_ignored(ctx, f, p) for p in lc.ignored(f)]
         return out
 
     return each_function(ctx, fns, one)
@@ -71,6 +74,16 @@ def _lost(ctx: CheckContext, t: Taken) -> Finding:
                               (ctx.function(t.fqn).end_line,
                                f"`{t.local}` dies with the function")])
     return ctx.finding(t.fqn, t.line, msg, path=path, anchor=f"lost:{t.local}:{t.attr}")
+
+
+def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:
+    fn = ctx.function(fqn)
+    msg = (f"{short(fqn)} is handed request id `{param}` and never uses it: whatever its "
+           "callers expect it to do for the request (record it, report it, fail it) does "
+           "not happen, and the request waits forever")
+    path = steps(ctx, fqn, [(fn.line, f"`{param}` is handed in here"),
+                            (fn.end_line, f"`{param}` is never used")])
+    return ctx.finding(fqn, fn.line, msg, path=path, anchor=f"ignored:{param}")
 
 
 def _finding(ctx: CheckContext, d: Drop) -> Finding:
