@@ -17,7 +17,8 @@ A mutant is *detected* when a finding absent from the baseline (keyed by rule,
 function and anchor-or-message with digits stripped) names the mutated
 function, or one of the defs enclosing the site (a nested def's finding may be
 reported on its method), as its ``function``, or has that function among its
-path steps.
+path steps; or when a baseline finding of that function now points at the
+mutated lines (``MOVED_SPAN``) instead of where it was.
 
 Sites are looked for only in *connector modules*: subject files whose text
 defines or imports a name containing ``Connector``, ``Worker`` or
@@ -37,7 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,9 @@ CONNECTOR_RE = re.compile(r"^\s*(class|from|import)\b.*(Connector|Worker|Schedul
 # vLLM's own protocol base classes are the contract, not connector code.
 EXCLUDED_RE = re.compile(r"\.KVConnectorBase\w*\.")
 FindingKey = tuple[str, str, str]
+# keys of the unmutated code's findings (with their lines, to see one move)
+Baseline = Mapping[FindingKey, set[int]] | set[FindingKey]
+MOVED_SPAN = 3  # lines a mutant adds at its site
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,26 @@ def detected_by(new: Iterable[Finding], site: Site) -> list[str]:
     return sorted(rules)
 
 
-def run_mutant(subject: Subject, rules: Sequence[Rule], baseline: set[FindingKey],
+def baseline_of(found: Iterable[Finding]) -> dict[FindingKey, set[int]]:
+    """Each baseline finding's key with the lines it is reported at."""
+    out: dict[FindingKey, set[int]] = {}
+    for f in found:
+        out.setdefault(finding_key(f), set()).add(f.line)
+    return out
+
+
+def moved_to(found: Iterable[Finding], baseline: Mapping[FindingKey, set[int]],
+             site: Site) -> list[Finding]:
+    """Findings the baseline has, that now point at the mutated lines instead
+    (a loop that already let one exception out now dies at the mutant's
+    ``raise``): the tool reports the bug, though not as a new finding."""
+    near = range(site.line - MOVED_SPAN, site.line + 2 * MOVED_SPAN + 1)
+    return [f for f in found if finding_key(f) in baseline and
+            site.line <= f.line <= site.line + MOVED_SPAN and
+            not any(line in near for line in baseline[finding_key(f)])]  # it was elsewhere
+
+
+def run_mutant(subject: Subject, rules: Sequence[Rule], baseline: Baseline,
                site: Site) -> MutantResult:
     """Mutate the site's file, check that it compiles, evaluate it."""
     path = subject.root / site.file
@@ -234,21 +257,25 @@ def run_mutant(subject: Subject, rules: Sequence[Rule], baseline: set[FindingKey
     return evaluate(subject, rules, baseline, site, text)
 
 
-def evaluate(subject: Subject, rules: Sequence[Rule], baseline: set[FindingKey],
+def evaluate(subject: Subject, rules: Sequence[Rule], baseline: Baseline,
              site: Site, text: str) -> MutantResult:
     """Write ``text`` over the site's file, check, restore the file; the new
-    findings that name the site's function make it detected."""
+    findings that name the site's function make it detected, and so do
+    baseline findings of it that moved to the mutated lines (a set of keys
+    as ``baseline`` only counts new ones)."""
     path = subject.root / site.file
     original = path.read_text(encoding="utf-8")
     res = MutantResult(site.file, site.line, site.function, site.operator, site.snippet, True)
     t0 = time.perf_counter()
     try:
         path.write_text(text, encoding="utf-8")
-        new = [f for f in check(subject, rules) if finding_key(f) not in baseline]
+        found = check(subject, rules)
     finally:
         path.write_text(original, encoding="utf-8")
+    new = [f for f in found if finding_key(f) not in baseline]
+    moved = moved_to(found, baseline, site) if isinstance(baseline, Mapping) else []
     res.seconds = time.perf_counter() - t0
-    res.rules = detected_by(new, site)
+    res.rules = detected_by([*new, *moved], site)
     res.detected, res.new_findings = bool(res.rules), len(new)
     res.new = sorted({finding_key(f) for f in new})
     return res
@@ -261,7 +288,7 @@ def run_codebase(cb: Codebase, subject: Subject, rules: Sequence[Rule],
     t_start = time.perf_counter()
     base = check(subject, rules)
     t_base = time.perf_counter() - t_start
-    baseline = {finding_key(f) for f in base}
+    baseline = baseline_of(base)
     log(f"{cb.name}: baseline {len(base)} findings in {t_base:.1f}s")
     sites = all_sites(subject, operators)
     mutants: list[MutantResult] = []

@@ -71,12 +71,14 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
         if fn.cls:
             by_cls.setdefault(fn.cls, []).append(fn)
     foreign = _foreign_attrs(fns)
+    importers = _importers(fns)
     out: list[Unbalanced] = []
     for leaf in sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c)):
         members = _members(leaf, by_cls, classes)
         uses = _uses(members)
+        reached = _foreign_to(members, foreign, importers) if uses else set()
         for attr, us in sorted(uses.items()):
-            if attr in foreign or "escape" in {u.what for u in us}:
+            if attr in reached or "escape" in {u.what for u in us}:
                 continue
             if not _empty_builtin(members, attr):
                 continue
@@ -201,17 +203,42 @@ def _empty_builtin(members: list[FnView], attr: str) -> bool:
     return found
 
 
-def _foreign_attrs(fns: dict[str, FnView]) -> set[str]:
-    """Attribute names reached through another object (``self._tracker._done``,
-    ``worker._done``): who else fills or drains them is not known here."""
-    out: set[str] = set()
+def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
+    """Per module, attribute names it reaches through another object
+    (``self._tracker._done``, ``worker._done``): who else fills or drains
+    them is not known here."""
+    out: dict[str, set[str]] = {}
     for fn in fns.values():
+        mine = out.setdefault(fn.module, set())
         for s in fn.stmts:
             for n in s.names:
                 parts = n.split(".")
                 if len(parts) >= 3 and parts[0] == "self":
-                    out.add(parts[2])
+                    mine.add(parts[2])
                 elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
-                    out.add(parts[1])
+                    mine.add(parts[1])
     return out
 
+
+def _importers(fns: dict[str, FnView]) -> dict[str, set[str]]:
+    """Per analysed module, the modules that import it (by absolute or
+    relative name, or a name from it)."""
+    modules = {fn.module: fn.facts for fn in fns.values()}
+    out: dict[str, set[str]] = {m: {m} for m in modules}
+    for m, facts in modules.items():
+        for i in facts.imports:
+            for target in modules:
+                short = target.rpartition(".")[2]
+                if i.module == target or i.module.endswith(f".{short}") or \
+                        i.module == short or i.name == short:
+                    out[target].add(m)
+    return out
+
+
+def _foreign_to(members: list[FnView], foreign: dict[str, set[str]],
+                importers: dict[str, set[str]]) -> set[str]:
+    """Names reached through other objects by the members' modules or by a
+    module that imports one of them: an object of the class can only come
+    from there."""
+    users = set().union(*(importers.get(fn.module, {fn.module}) for fn in members))
+    return set().union(*(foreign.get(m, set()) for m in users))

@@ -20,7 +20,7 @@ from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaul
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers
 from kvflowmap.lifecycle.taken import Taken, lost_locals
-from kvflowmap.lifecycle.threads import spawns
+from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.view import FnView, view
 from kvflowmap.model.classes import ClassIndex
@@ -164,6 +164,18 @@ class Lifecycle:
                 if f == fqn or f.startswith(fqn + ".") for st in v.stmts for n in st.names}
         return [p for p in params if p not in used]
 
+    def thread_starts(self) -> list[Spawn]:
+        """Constructions of a ``threading.Thread`` subclass in connected code:
+        each starts the class's ``run`` (once ``start()`` is called on it)."""
+        out = []
+        for fqn in sorted(self._connected):
+            fn = self.functions[fqn]
+            for c in fn.all_calls:
+                for t in self.effects.calls.resolve(fn.ctx, c):
+                    for run in thread_body(self.classes, t.fqn.removesuffix(".__init__")):
+                        out.append(Spawn(fqn, run, c.line, f"{c.callee}(...).start"))
+        return out
+
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""
         fn = self.functions[fqn]
@@ -248,25 +260,12 @@ def _reach(linker, fns: dict[str, FnView], spec: LifecycleSpec, starts: list[str
                     init = f"{callee}.__init__"  # ``Cls(...)``: its constructor runs
                     if init in fns:
                         nxt.append(init)
-                    nxt += _thread_body(linker.classes, callee.removesuffix(".__init__"))
+                    nxt += thread_body(linker.classes, callee.removesuffix(".__init__"))
         for g in nxt:
             if g in fns and g not in seen:
                 seen.add(g)
                 frontier.append(g)
     return seen
-
-
-# Bases whose ``start()`` runs the subclass's ``run`` in a new thread or process.
-_THREAD_BASES = ("threading.Thread", "multiprocessing.Process", "multiprocessing.context.Process")
-
-
-def _thread_body(classes, cls: str) -> list[str]:
-    """``[Cls.run]`` for a class deriving from ``threading.Thread`` (or a
-    process): creating one is how its ``run`` comes to run."""
-    if not classes.is_class(cls) or not any(b in _THREAD_BASES for b in classes.mro(cls)):
-        return []
-    run = classes.find_member(cls, "run")
-    return [run] if run else []
 
 
 def _sides(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:

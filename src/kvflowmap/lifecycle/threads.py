@@ -100,3 +100,16 @@ def _escapes(cfg: CFG, start: int, inside: set[int]) -> bool:
                 seen.add(d)
                 queue.append(d)
     return False
+
+
+# Bases whose ``start()`` runs the subclass's ``run`` in a new thread or process.
+_THREAD_BASES = ("threading.Thread", "multiprocessing.Process", "multiprocessing.context.Process")
+
+
+def thread_body(classes, cls: str) -> list[str]:
+    """``[Cls.run]`` for a class deriving from ``threading.Thread`` (or a
+    process): creating one is how its ``run`` comes to run."""
+    if not classes.is_class(cls) or not any(b in _THREAD_BASES for b in classes.mro(cls)):
+        return []
+    run = classes.find_member(cls, "run")
+    return [run] if run else []

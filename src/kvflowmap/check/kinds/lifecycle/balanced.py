@@ -41,11 +41,25 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per unbalanced container of a leaf class in the rule's modules."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    return [_finding(ctx, u, opts) for u in lc.unbalanced()
+    return [_finding(ctx, u, opts, _ends(ctx, lc, u.cls)) for u in lc.unbalanced()
             if u.how in opts.hows and u.site.fqn in wanted]
 
 
-def _finding(ctx: CheckContext, u: Unbalanced, opts: Options) -> Finding:
+def _ends(ctx: CheckContext, lc, cls: str) -> list[str]:
+    """Where the class learns that a request ended: its delayed-free hook
+    (``request_finished``) and the hooks given finished ids (``get_finished``)."""
+    names = [lc.spec.delay_free, *(h for h in lc.spec.hooks if any(
+        p in lc.spec.finished_params for p in _params(lc, cls, h)))]
+    found = [m for n in dict.fromkeys(names) if (m := ctx.classes.find_member(cls, n))]
+    return [m for m in found if m in lc.functions]
+
+
+def _params(lc, cls: str, hook: str) -> list[str]:
+    fn = lc.functions.get(f"{cls}.{hook}")
+    return fn.param_names if fn is not None else []
+
+
+def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str]) -> Finding:
     cls = u.cls.rpartition(".")[2]
     where = f"{short(u.site.fqn)} (line {u.site.line})"
     if u.how == "never-removed":
@@ -61,4 +75,13 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options) -> Finding:
                "a release) never happens for it.")
     path = tuple(ctx.step(x.fqn, x.line, f"self.{u.attr}: {_WHAT.get(x.what, x.what)}")
                  for x in u.uses[:opts.max_steps])
+    if u.how == "never-removed":
+        # where the request ends and its entry could go
+        path += tuple(ctx.step(e, lc_line(ctx, e), f"the request ends here; self.{u.attr} "
+                               "keeps its entry") for e in ends)
     return ctx.finding(u.site.fqn, u.site.line, msg, path=path, anchor=f"{u.how}:{u.attr}")
+
+
+def lc_line(ctx: CheckContext, fqn: str) -> int:
+    """The line of ``fqn``'s ``def``."""
+    return ctx.function(fqn).line

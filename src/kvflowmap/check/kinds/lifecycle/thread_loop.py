@@ -22,7 +22,8 @@ from kvflowmap.lifecycle.threads import escaping_raise, spawns
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
-         "threads, executors, tasks, callbacks) resolved to analysed targets, and the "
+         "threads, executors, tasks, callbacks) resolved to analysed targets, the `run` of "
+         "each `threading.Thread` subclass the connector constructs, and the "
          "control-flow graph of each `while` loop in a target, with exception edges.")
 
 
@@ -45,7 +46,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
     targets: dict[str, list] = {}
-    for sp in spawns(lc.functions, lc.spec.spawners, ctx.linker.calls):
+    for sp in [*spawns(lc.functions, lc.spec.spawners, ctx.linker.calls), *lc.thread_starts()]:
         if sp.target in wanted:
             targets.setdefault(sp.target, []).append(sp)
     fed = _fed_queues(lc) if targets else set()  # once: it reads every subject function
