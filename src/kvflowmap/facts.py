@@ -106,7 +106,8 @@ class AssignFact(NamedTuple):
     or a call (``C()``); ``None`` otherwise. ``literal`` is the source text of
     the value when it is a literal display a rule may compare (a tuple, a
     number or string, a conditional expression: ``(0, True)``) and the target
-    a plain name (``returns`` follows ``result = (0, True)`` ... ``return result``)."""
+    a plain name (``returns`` follows ``result = (0, True)`` ... ``return result``).
+    ``key`` is the string of a subscript value's literal key (``meta["req_id"]``)."""
 
     scope: str
     target: str
@@ -116,6 +117,7 @@ class AssignFact(NamedTuple):
     col: int
     aug: bool = False
     literal: str | None = None
+    key: str | None = None  # the string key of ``x["request_id"]`` when that is the value
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s

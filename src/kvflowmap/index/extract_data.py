@@ -47,8 +47,9 @@ class DataFactsMixin:
         value = chain(node.value)
         self._record_value_refs(node.value)
         literal = self._literal(node.value) if value is None else None
+        key = _literal_key(node.value)
         for t in node.targets:
-            self._assign_target(t.target, value, None, node, literal)
+            self._assign_target(t.target, value, None, node, literal, key)
         if not self.scope:
             self._maybe_all(node)
         return True
@@ -75,7 +76,7 @@ class DataFactsMixin:
         """Source text of a literal display (``AssignFact.literal``), else None."""
         return self._code(value) if isinstance(value, _LITERALS) else None
 
-    def _assign_target(self, target, value, annotation, node, literal=None) -> None:
+    def _assign_target(self, target, value, annotation, node, literal=None, key=None) -> None:
         line, col = self._pos(node)
         if isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
@@ -87,7 +88,7 @@ class DataFactsMixin:
         name = chain(target)
         if name:
             self._add_assign(AssignFact(self._scope, name, value, annotation, line, col,
-                                        literal=literal))
+                                        literal=literal, key=key))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)
@@ -187,3 +188,11 @@ class DataFactsMixin:
             elements = tuple(self._code(e.value) or "" for e in value.elements)
         self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col))
         self._event("return", len(self.facts.returns) - 1)
+
+
+def _literal_key(value: cst.BaseExpression) -> str | None:
+    """``"request_id"`` for ``meta["request_id"]`` (a subscript by a string literal)."""
+    if not isinstance(value, cst.Subscript) or len(value.slice) != 1:
+        return None
+    index = value.slice[0].slice
+    return literal_string(index.value) if isinstance(index, cst.Index) else None

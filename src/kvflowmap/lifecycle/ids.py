@@ -218,6 +218,8 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 continue
             if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
                 mine.ids.add(a.target)
+            elif a.key in state.spec.id_fields:
+                mine.ids.add(a.target)  # ``request_id = req_meta["request_id"]``
             elif _dequeues(state, a.value):
                 mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue
             elif a is fn.assigns(s)[0] and not state.id_names_in(fn, s.names) and any(

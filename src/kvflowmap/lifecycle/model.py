@@ -22,6 +22,7 @@ from kvflowmap.lifecycle.reports import owed_containers
 from kvflowmap.lifecycle.taken import Taken, lost_locals
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
+from kvflowmap.lifecycle.swallowed import Swallowed, swallowed
 from kvflowmap.lifecycle.view import FnView, view
 from kvflowmap.model.classes import ClassIndex
 
@@ -175,6 +176,14 @@ class Lifecycle:
                     for run in thread_body(self.classes, t.fqn.removesuffix(".__init__")):
                         out.append(Spawn(fqn, run, c.line, f"{c.callee}(...).start"))
         return out
+
+    def swallowed(self, fqn: str) -> list[Swallowed]:
+        """Handlers of ``fqn`` that only log, after which its id is handed on
+        as if the work had succeeded (``swallowed``)."""
+        ids = self.state.of(fqn)
+        names = ids.ids | ids.requests
+        return swallowed(self.functions[fqn], self.effects, names,
+                         names | ids.records | ids.colls) if names else []
 
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""

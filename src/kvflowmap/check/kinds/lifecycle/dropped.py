@@ -21,6 +21,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.paths import Drop
+from kvflowmap.lifecycle.swallowed import Swallowed
 from kvflowmap.lifecycle.taken import Taken
 
 READS = ("Reads: the lifecycle model's dropping paths: per subject function, the ids it "
@@ -37,6 +38,8 @@ _HOW = {
     "lost": "ids are taken out of a container a report reads into a local that is never "
             "returned, stored or handed on",
     "ignored": "the id it is handed is never used",
+    "swallowed": "this handler only logs, and the request then goes on as if the work had "
+                 "succeeded",
 }
 
 
@@ -44,9 +47,10 @@ _HOW = {
 class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
-    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost", "ignored"),
+    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost", "ignored",
+                                    "swallowed"),
                                    "kinds of drop to report: except, early-exit, removed, "
-                                   "lost, ignored")
+                                   "lost, ignored, swallowed")
     exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
                                              "methods whose drops are teardown")
 
@@ -61,6 +65,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             out += [_lost(ctx, t) for t in lc.lost(f)]
         if "ignored" in opts.hows:
             out += [_ignored(ctx, f, p) for p in lc.ignored(f)]
+        if "swallowed" in opts.hows:
+            out += [_swallowed(ctx, w) for w in lc.swallowed(f)]
         return out
 
     return each_function(ctx, fns, one)
@@ -74,6 +80,18 @@ def _lost(ctx: CheckContext, t: Taken) -> Finding:
                               (ctx.function(t.fqn).end_line,
                                f"`{t.local}` dies with the function")])
     return ctx.finding(t.fqn, t.line, msg, path=path, anchor=f"lost:{t.local}:{t.attr}")
+
+
+def _swallowed(ctx: CheckContext, w: Swallowed) -> Finding:
+    msg = (f"the failure caught at line {w.handler_line} in {short(w.fqn)} is only logged: "
+           f"nothing records it, and `{w.id_name}` is then handed on (line "
+           f"{w.handover_line}) as if the work in the `try` (line {w.try_line}) had "
+           "succeeded, so vLLM counts a load or save that never happened. Record the "
+           "failure (the failed blocks, a failed-request report) in the handler")
+    path = steps(ctx, w.fqn, [(w.try_line, "the work that can fail"),
+                              (w.handler_line, _HOW["swallowed"].split(",")[0]),
+                              (w.handover_line, f"`{w.id_name}` is handed on as a success")])
+    return ctx.finding(w.fqn, w.handler_line, msg, path=path, anchor=f"swallowed:{w.id_name}")
 
 
 def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:

@@ -1,0 +1,119 @@
+"""Failures reported as successes: an ``except`` that only logs, after which
+the request goes on to the same hand-over as when the work succeeded.
+
+In a function that carries a request id, a handler whose whole body is
+logging (or ``pass``) forgets the failure: nothing records it (no flag it
+sets, no failure container, no helper told, no status returned, nothing
+re-raised), and the code after the ``try`` (its ``finally`` included)
+hands the id on as if the transfer had worked. vLLM then reports the load
+finished and runs on blocks that were never written, or frees blocks the
+peer is still reading. Handlers of exceptions that mean "nothing there"
+(``KeyError``, ``queue.Empty``, ``StopIteration``...) are not failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.effects import HANDLING, Effects, is_logging
+from kvflowmap.lifecycle.view import FnView, walk
+
+# Exceptions that say something is absent or over, not that work failed.
+BENIGN = frozenset({"KeyError", "IndexError", "Empty", "QueueEmpty", "StopIteration",
+                    "StopAsyncIteration", "ImportError", "ModuleNotFoundError",
+                    "AttributeError", "CancelledError", "GeneratorExit", "KeyboardInterrupt",
+                    "FileNotFoundError", "NotImplementedError", "TypeError", "ValueError",
+                    "Again", "ZMQError", "TimeoutError", "Full", "QueueFull"})
+
+
+@dataclass(frozen=True)
+class Swallowed:
+    """In ``fqn``, the handler at ``handler_line`` of the ``try`` at
+    ``try_line`` only logs; ``handover_line`` hands ``id_name`` on after it."""
+
+    fqn: str
+    id_name: str
+    try_line: int
+    handler_line: int
+    handover_line: int
+
+
+def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list[Swallowed]:
+    """Handlers of ``fn`` that only log while the code after their ``try``
+    hands one of ``ids`` on. ``values``: names holding the request's data;
+    the ``try`` must do work on one of them (a best-effort notification
+    about something else may fail quietly)."""
+    out = []
+    carriers = values | {(a.value or "").partition(".")[0].removesuffix("[]")
+                         for a in fn.all_assigns if a.target in ids}
+    for block, then in _blocks(fn.fact.body):
+        for i, st in enumerate(block):
+            if st.kind != "try" or not any(_may_fail(fn, s, carriers) for s in walk(st.body)):
+                continue
+            after = [*st.final, *block[i + 1:], *then]
+            hand = _first_handover(fn, eff, after, ids)
+            if hand is None:
+                continue
+            for h in st.handlers:
+                if _only_logs(fn, h) and not _benign(h):
+                    out.append(Swallowed(fn.fqn, hand[1], st.line, h.line, hand[0]))
+    return out
+
+
+def _blocks(body: tuple[Stmt, ...], then: tuple[Stmt, ...] = ()
+            ) -> list[tuple[tuple[Stmt, ...], tuple[Stmt, ...]]]:
+    """Every statement list of the function (its body and each nested block,
+    not entering nested defs), each with what runs after it ends: the
+    enclosing ``finally`` blocks and the statements that follow."""
+    out = [(body, then)]
+    for j, s in enumerate(body):
+        if s.kind in ("def", "class"):
+            continue
+        rest = (*body[j + 1:], *then)
+        for sub in (s.body, s.orelse, *(h.body for h in s.handlers)):
+            if sub:
+                out += _blocks(sub, (*s.final, *rest))
+        if s.final:
+            out += _blocks(s.final, rest)
+    return out
+
+
+def _may_fail(fn: FnView, s: Stmt, carriers: set[str]) -> bool:
+    """A statement that does work on the request that can fail: a call that
+    is not logging and is given the id or the request's data."""
+    return any(not is_logging(c.callee or "") and any(
+        (a or "").partition(".")[0].removesuffix("[]") in carriers
+        for a in (*c.args, *(v for _, v in c.kwargs))) for c in fn.calls(s))
+
+
+def _only_logs(fn: FnView, handler: Stmt) -> bool:
+    """The handler's body is logging calls and ``pass`` only."""
+    for s in walk(handler.body):
+        if s.kind != "simple" or fn.assigns(s) or fn.containers(s):
+            return False
+        if any(not is_logging(c.callee or "") for c in fn.calls(s)):
+            return False
+        if not fn.calls(s) and s.names:
+            return False
+    return True
+
+
+def _benign(handler: Stmt) -> bool:
+    """A handler only of exceptions that mean absence (``except queue.Empty``)."""
+    caught = [n.rpartition(".")[2] for n in handler.names if n[:1].isupper() or "." in n]
+    caught = [n for n in caught if n[:1].isupper()]
+    return bool(caught) and all(n in BENIGN for n in caught)
+
+
+def _first_handover(fn: FnView, eff: Effects, stmts, ids: set[str]) -> tuple[int, str] | None:
+    """(line, id) of the first statement in ``stmts`` (nested ones included)
+    that hands one of ``ids`` on."""
+    for s in walk(tuple(stmts)):
+        if s.kind in ("def", "class"):
+            continue
+        if any(e.kind in HANDLING for e in eff.of(fn, s)):
+            named = [n for n in s.names if n in ids]
+            if named:
+                return s.line, named[0]
+    return None
