@@ -45,8 +45,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
     fn, cfg = lc.functions[fqn], lc.cfg(fqn)
     idx = lc.spec.delay_element
-    handles = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt" and any(
-        e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt))}
+    handles = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt" and (any(
+        e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt)) or
+        _delegates(fn, n.stmt, lc.spec.delay_free))}
     if not handles and _workers_track_finished(lc):
         return []  # never records: its workers save what finished_req_ids names
     to_handle = reaching(cfg, handles)
@@ -80,6 +81,14 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
                 parent[d] = n
                 queue.append(d)
     return out
+
+
+def _delegates(fn, s, name: str) -> bool:
+    """``return self.connector_scheduler.request_finished(request, ...)``: a
+    facade hands the decision (and the request) to its scheduler half."""
+    return s.kind == "return" and any(
+        (c.callee or "").rpartition(".")[2] == name and c.callee != f"self.{name}"
+        for c in fn.calls(s))
 
 
 def _workers_track_finished(lc) -> bool:
