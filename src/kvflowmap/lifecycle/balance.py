@@ -221,18 +221,28 @@ def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
 
 
 def _importers(fns: dict[str, FnView]) -> dict[str, set[str]]:
-    """Per analysed module, the modules that import it (by absolute or
-    relative name, or a name from it)."""
+    """Per analysed module, the modules that import it (``import m``, ``from m
+    import x``, ``from pkg import m``; relative imports resolved)."""
     modules = {fn.module: fn.facts for fn in fns.values()}
     out: dict[str, set[str]] = {m: {m} for m in modules}
     for m, facts in modules.items():
         for i in facts.imports:
-            for target in modules:
-                short = target.rpartition(".")[2]
-                if i.module == target or i.module.endswith(f".{short}") or \
-                        i.module == short or i.name == short:
+            base = _absolute(m, i.module, i.level, facts.path)
+            for target in (base, f"{base}.{i.name}" if i.name else None):
+                if target in out:
                     out[target].add(m)
     return out
+
+
+def _absolute(importer: str, module: str, level: int, path: str) -> str:
+    """The absolute module an import names (``from ..x import y`` in ``a.b.c``
+    -> ``a.x``)."""
+    if not level:
+        return module
+    package = importer if path.endswith("__init__.py") else importer.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{module}" if module else package
 
 
 def _foreign_to(members: list[FnView], foreign: dict[str, set[str]],

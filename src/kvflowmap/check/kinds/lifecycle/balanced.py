@@ -41,8 +41,15 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per unbalanced container of a leaf class in the rule's modules."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    return [_finding(ctx, u, opts, _ends(ctx, lc, u.cls)) for u in lc.unbalanced()
-            if u.how in opts.hows and u.site.fqn in wanted]
+    return [_finding(ctx, u, opts, _ends(ctx, lc, u.cls), _commit(ctx, lc, u.cls))
+            for u in lc.unbalanced() if u.how in opts.hows and u.site.fqn in wanted]
+
+
+def _commit(ctx: CheckContext, lc, cls: str) -> str | None:
+    """The class's commit hook (``update_state_after_alloc``): where a request
+    it accepts is recorded."""
+    m = ctx.classes.find_member(cls, lc.spec.commit)
+    return m if m in lc.functions else None
 
 
 def _ends(ctx: CheckContext, lc, cls: str) -> list[str]:
@@ -59,7 +66,8 @@ def _params(lc, cls: str, hook: str) -> list[str]:
     return fn.param_names if fn is not None else []
 
 
-def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str]) -> Finding:
+def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
+             commit: str | None) -> Finding:
     cls = u.cls.rpartition(".")[2]
     where = f"{short(u.site.fqn)} (line {u.site.line})"
     if u.how == "never-removed":
@@ -79,6 +87,10 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str]) -
         # where the request ends and its entry could go
         path += tuple(ctx.step(e, lc_line(ctx, e), f"the request ends here; self.{u.attr} "
                                "keeps its entry") for e in ends)
+    elif commit is not None:
+        # where an accepted request is recorded, and this container is not filled
+        path += (ctx.step(commit, lc_line(ctx, commit), f"the request is accepted here; "
+                          f"nothing puts it into self.{u.attr}"),)
     return ctx.finding(u.site.fqn, u.site.line, msg, path=path, anchor=f"{u.how}:{u.attr}")
 
 
