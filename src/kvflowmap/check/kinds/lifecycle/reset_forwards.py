@@ -90,11 +90,22 @@ def _flows_out(lc, owner: str, chain: str) -> bool:
                 continue
             if s.kind == "for" and chain in (s.text or "").partition(" in ")[2]:
                 return True
-            if fn.returns(s) or any(a.value == chain for a in fn.assigns(s)):
+            if fn.returns(s) or any(_whole(a.value, chain) for a in fn.assigns(s)):
                 return True
-            if any(chain in c.args for c in fn.calls(s)):
+            if any(_whole(v, chain) for c in fn.calls(s)
+                   for v in (*c.args, *(v for _, v in c.kwargs))):
                 return True
     return False
+
+
+_WHOLE = ("copy()", "keys()", "values()", "items()")
+
+
+def _whole(text: str | None, chain: str) -> bool:
+    """``text`` is the container itself or a view or copy of all of it
+    (``self._x``, ``self._x.copy()``, ``self._x.keys()``)."""
+    return text == chain or bool(text) and text.startswith(chain + ".") and \
+        text[len(chain) + 1:] in _WHOLE
 
 
 def _helper_reads(ctx: CheckContext, lc, fn, s, chain: str, depth: int = 2) -> bool:
