@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.effects import is_logging
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.swallowed import benign
+from kvflowmap.lifecycle.view import FnView, walk
 
 DEPTH = 3
 # Calls on a container that take its contents out (or hand them over whole),
@@ -155,7 +156,9 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
         if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())):
             out.append((a, s.line))
     for a in fn.all_assigns:
-        if (name := _attr(a.target)) and a.target.startswith("self.") and _empty(a):
+        # ``self._x = set()`` after a copy, or the swap ``done, self._x = self._x, set()``
+        if (name := _attr(a.target)) and a.target.startswith("self.") and (
+                _empty(a) or (a.value is None and a.literal is None)):
             out.append((name, a.line))
     return out
 
@@ -206,3 +209,130 @@ def _empty_returns(fn: FnView) -> tuple[int, ...]:
             continue
         return ()
     return tuple(r.line for r in rets)
+
+
+@dataclass(frozen=True)
+class Unreported:
+    """A failure branch of ``fqn`` (a handler, or a branch that logs an
+    error) that records no failed blocks, in a class that records them for
+    its other failures (``fill``)."""
+
+    fqn: str
+    line: int  # the ``except`` or the branch's test
+    attr: str
+    fill: Fill
+    # analysed helpers the branch hands the request to (none of them records blocks)
+    helpers: tuple[tuple[str, int], ...] = ()
+
+
+_LOUD = ("error", "exception", "critical")
+
+
+def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve,
+                        request_names) -> list[Unreported]:
+    """Failure branches, in the classes of the direct ``fills`` of the
+    failed-blocks containers, that fill none of them (directly or through
+    an analysed helper, a few calls deep). ``request_names(fqn)``: the names
+    of the function that hold a request's id or data; a failure branch that
+    names none of them is not about a request (a loop's catch-all). A class
+    that turns failed request ids into blocks in a loop elsewhere is left
+    out: its branches report the id, and the blocks follow from it."""
+    attrs = {f.attr for f in fills}
+    writes = _writers(fns, attrs, resolve)
+    out = []
+    for cls in sorted({f.cls for f in fills if f.cls}):
+        members = [fn for fn in fns.values() if fn.cls == cls]
+        if any(_converts(fn, attrs) for fn in members):
+            continue
+        fill = next(f for f in fills if f.cls == cls)
+        for fn in members:
+            names = request_names(fn.fqn)
+            if not names:
+                continue
+            for branch, body in _failure_branches(fn, names):
+                if not names & {n for st in walk(body) for n in st.names}:
+                    continue
+                if not any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body)):
+                    helpers = tuple((t, c.line) for st in walk(body) for c in fn.calls(st)
+                                    if names & set(c.args) for t in resolve(fn, c))
+                    out.append(Unreported(fn.fqn, branch.line, fill.attr, fill, helpers))
+    return out
+
+
+def _writers(fns: dict[str, FnView], attrs: set[str], resolve) -> set[str]:
+    """Functions that fill one of ``attrs``, or call (transitively) one that does."""
+    found = {f for f, fn in fns.items() if any(a in attrs for a, _, _ in _fills(fn)
+                                               if not _passes_only(fn, a))}
+    for _ in range(DEPTH):
+        more = {f for f, fn in fns.items() if f not in found and any(
+            t in found for c in fn.all_calls for t in resolve(fn, c))}
+        if not more:
+            break
+        found |= more
+    return found
+
+
+def _passes_only(fn: FnView, attr: str) -> bool:
+    """``attr`` reaches ``fn``'s fills only as a call argument (no add of its own)."""
+    return not any(_attr(op.container) == attr for op in fn.all_containers if op.op in ADD_OPS) \
+        and not any((c.callee or "").rpartition(".")[2] in ADD_OPS and
+                    _attr((c.callee or "").rpartition(".")[0]) == attr for c in fn.all_calls) \
+        and not any(_attr(a.target) == attr for a in fn.all_assigns)
+
+
+def _fills_in(fn: FnView, s, attrs: set[str], writes: set[str], resolve) -> bool:
+    if any(a in attrs for a, line, _ in _fills(fn) if line == s.line):
+        return True
+    return any(t in writes for c in fn.calls(s) for t in resolve(fn, c))
+
+
+def _converts(fn: FnView, attrs: set[str]) -> bool:
+    """A loop whose body fills a failed-blocks container for every item it
+    walks, not only on a failure branch (``for rid in failed: if meta :=
+    self._meta.get(rid): self._invalid.update(meta.block_ids)``): the items
+    are failed requests, turned into blocks here."""
+    lines = {line for a, line, _ in _fills(fn) if a in attrs}
+    return any(s.kind == "for" and _unconditional(fn, s.body, lines) for s in fn.stmts)
+
+
+def _unconditional(fn: FnView, body, lines: set[int]) -> bool:
+    """A line of ``lines`` in ``body``, directly or under ``if``s that are
+    not failure branches (a lookup guard), never under an ``except``."""
+    for st in body:
+        if st.line in lines and st.kind == "simple":
+            return True
+        if st.kind in ("if", "with") and not _logs_error(fn, st.body) and \
+                _unconditional(fn, st.body, lines):
+            return True
+    return False
+
+
+def _failure_branches(fn: FnView, names: set[str]):
+    """(statement, body) of each ``except`` of ``fn`` that is not for an
+    absence (``KeyError``, ``queue.Empty``) and whose ``try`` works on the
+    request (a call given one of ``names``), and each ``if``/``else`` body
+    that logs an error."""
+    for s in fn.stmts:
+        if s.kind == "try" and any(names & {(a or "").partition(".")[0] for a in c.args}
+                                   for st in walk(s.body) for c in fn.calls(st)):
+            for h in s.handlers:
+                if not benign(h) and not _reraises(h):
+                    yield h, h.body
+        elif s.kind == "if":
+            for body in (s.body, s.orelse):
+                if body and _logs_error(fn, body) and not _reraises_in(body):
+                    yield s, body
+
+
+def _logs_error(fn: FnView, body) -> bool:
+    return any(is_logging(c.callee or "") and (c.callee or "").rpartition(".")[2] in _LOUD
+               for st in body for c in fn.calls(st))
+
+
+def _reraises(h) -> bool:
+    return _reraises_in(h.body)
+
+
+def _reraises_in(body) -> bool:
+    """The block ends by raising: the failure goes to the caller, not to vLLM's report."""
+    return bool(body) and body[-1].kind == "raise"

@@ -56,7 +56,7 @@ def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list
             if hand is None:
                 continue
             for h in st.handlers:
-                if _only_logs(fn, h) and not _benign(h):
+                if _only_logs(fn, h) and not benign(h):
                     out.append(Swallowed(fn.fqn, hand[1], st.line, h.line, hand[0]))
     return out
 
@@ -99,7 +99,7 @@ def _only_logs(fn: FnView, handler: Stmt) -> bool:
     return True
 
 
-def _benign(handler: Stmt) -> bool:
+def benign(handler: Stmt) -> bool:
     """A handler only of exceptions that mean absence (``except queue.Empty``)."""
     caught = [n.rpartition(".")[2] for n in handler.names if n[:1].isupper() or "." in n]
     caught = [n for n in caught if n[:1].isupper()]

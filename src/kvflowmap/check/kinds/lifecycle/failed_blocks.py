@@ -16,7 +16,8 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
-from kvflowmap.lifecycle.failures import block_channels, fill_sites, write_only
+from kvflowmap.lifecycle.failures import (Fill, block_channels, fill_sites, unreported_failures,
+                                          write_only)
 
 READS = ("Reads: every analysed override of the failed-blocks channel's methods "
          "(`lifecycle.reports.<channel>.methods`), the attributes it and the analysed "
@@ -30,8 +31,10 @@ class Options:
 
     channel: str = option("failed_blocks", "the protocol's report channel for blocks whose "
                                            "load failed")
-    hows: tuple[str, ...] = option(("never-filled", "always-empty"),
-                                   "what to report: never-filled, always-empty")
+    hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch"),
+                                   "what to report: never-filled, always-empty, branch (a "
+                                   "failure branch that records no blocks while the class "
+                                   "records them for its other failures)")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -48,6 +51,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         return [t.fqn for t in calls.resolve(fn.ctx, call) if not t.external]
 
     out = []
+    direct: dict[tuple[str, int], Fill] = {}
     for ch in block_channels(lc.functions, chan.methods, resolve):
         if ch.hook not in wanted:
             continue
@@ -58,6 +62,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                             _related(ctx, lc.functions[where].cls or "", f.cls)])}
         hook = short(ch.hook)
         filled = [fills[a][0] for a, _, _ in ch.drained if a in fills]
+        direct.update(((f.fqn, f.line), f) for fs in fills.values() for f in fs if f.cls)
         if not ch.drained and ch.empty_returns:
             # put there, read by nothing
             filled = write_only(lc.functions, lc.functions[ch.hook].cls or "")
@@ -87,7 +92,31 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 "`except` and failure branch of the load path).",
                 path=(ctx.step(fn, line, f"self.{attr} is drained"),),
                 anchor=f"never-filled:{attr}"))
+    if "branch" in opts.hows and direct:
+        for u in unreported_failures(lc.functions, sorted(direct.values(),
+                                                          key=lambda f: (f.fqn, f.line)),
+                                     resolve, lambda f: _request_names(lc, f, wanted)):
+            out.append(ctx.finding(
+                u.fqn, u.line,
+                f"this failure branch of {short(u.fqn)} records no failed blocks, while "
+                f"{short(u.fill.fqn)} (line {u.fill.line}) puts them into self.{u.attr} for "
+                "vLLM to recompute: the blocks of this failed transfer are taken as loaded, "
+                f"and the request runs on whatever they held. Add them to self.{u.attr} here",
+                path=(ctx.step(u.fill.fqn, u.fill.line, "other failures record their blocks"),
+                      ctx.step(u.fqn, u.line, "this one does not"),
+                      *(ctx.step(h, lc.functions[h].fact.line,
+                                 f"nor does {short(h)}, called at line {line}")
+                        for h, line in u.helpers)),
+                anchor=f"branch:{u.attr}"))
     return out
+
+
+def _request_names(lc, fqn: str, wanted: set[str]) -> set[str]:
+    """Names of ``fqn`` holding a request's id or data (none outside ``wanted``)."""
+    if fqn not in wanted:
+        return set()
+    ids = lc.state.of(fqn)
+    return ids.ids | ids.colls | ids.requests | ids.records
 
 
 def _related(ctx: CheckContext, a: str, b: str) -> bool:
