@@ -48,7 +48,9 @@ class Links:
             value = self.template.format_map({"root": root, "path": str(r.path) if r else "",
                                               "file": file, "line": line})
             return value, bool(_LINKISH.match(value))
-        if r is None or is_release(r):
+        if r is None or is_release(r) or _in_cache(r.path):
+            # a fetched release: a relative link would climb out of the
+            # repository into this machine's cache
             return f"{root}/{file}#L{line}", False
         page_dir = (self.out_dir / page).parent
         rel = os.path.relpath(r.path / file, page_dir).replace(os.sep, "/")
@@ -68,6 +70,16 @@ class Links:
         """The link target, or None when the location is shown as text only."""
         value, is_link = self.target(root, file, line, page) if file else ("", False)
         return value if is_link else None
+
+
+def _in_cache(path: Path) -> bool:
+    """``path`` lies in kvflowmap's cache folder (a release fetched there)."""
+    from kvflowmap.index.cache import default_cache_dir
+    try:
+        Path(path).resolve().relative_to(default_cache_dir().resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def is_release(root: Root) -> bool:
