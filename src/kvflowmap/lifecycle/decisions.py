@@ -44,21 +44,25 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if local and all(n == name for n in local):
         return True  # ``if not preempted_req_ids: return``: nothing to hand on
-    if fn.name in eff.state.spec.hooks and local and _tests_input(fn, s, local):
+    if fn.name in eff.state.spec.hooks and local and \
+            _tests_input(fn, s, local, ids.records | ids.requests):
         return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
     return tests_id(fn, eff, s)
 
 
-def _tests_input(fn: FnView, s: Stmt, local: list[str]) -> bool:
+def _tests_input(fn: FnView, s: Stmt, local: list[str], request_data: set[str]) -> bool:
     """A hook's test on what vLLM passed it: the parameters themselves, or
     values computed from them alone (``block_groups = blocks.get_block_ids()``)
-    while the hook has not yet tested a parameter itself. Once it has (``if
-    num_external_tokens == 0: return``), a load is known to be owed and an
+    while the hook has not yet tested a parameter or the request's data
+    itself. Once it has (``if num_external_tokens == 0: return``, ``if
+    params.get("do_remote_prefill")``), a load is known to be owed and an
     empty block list is a failure to record it, not a choice."""
     params = set(fn.param_names) - {"self"}
     if all(n in params for n in local):
         return True
-    tested = any(t.kind in ("if", "while") and t.line < s.line and params & set(t.names)
+    seen = params | request_data
+    tested = any(t.kind in ("if", "while") and t.line < s.line and
+                 seen & {n.partition(".")[0] for n in t.names}
                  for t in walk(fn.fact.body))
     return not tested and all(n in _derived(fn, params) for n in local)
 
