@@ -114,9 +114,21 @@ def _fed_queues(lc) -> set[str]:
                     continue
                 attr = base.rpartition(".")[2]
                 if attr in lc.state.keyed_attrs or lc.state.id_names_in(fn, s.names) or \
-                        _names_ids(lc, fn, s):
+                        _names_ids(lc, fn, s) or _names_requests(lc, fn, s):
                     out.add(attr)
     return out
+
+
+def _names_requests(lc, fn, s) -> bool:
+    """The statement passes the request's data (a record, or a task object the
+    function put ids into), in code that runs for the connector."""
+    if not lc.connected(fn.fqn):
+        return False
+    ids = lc.state.of(fn.fqn)
+    # a local the function filled with ids (``task.send_request[req_id] = meta``)
+    carriers = {op.container.partition(".")[0].partition("[")[0] for op in fn.all_containers
+                if lc.state.is_id(fn, op.key)}
+    return any(n.partition(".")[0] in ids.records | carriers for n in s.names if n != "self")
 
 
 def _names_ids(lc, fn, s) -> bool:
