@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvflowmap.facts import AssignFact
 from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.swallowed import benign
@@ -155,11 +156,11 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
     for s in fn.stmts:
         if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())):
             out.append((a, s.line))
-    for a in fn.all_assigns:
+    for asg in fn.all_assigns:
         # ``self._x = set()`` after a copy, or the swap ``done, self._x = self._x, set()``
-        if (name := _attr(a.target)) and a.target.startswith("self.") and (
-                _empty(a) or (a.value is None and a.literal is None)):
-            out.append((name, a.line))
+        if (name := _attr(asg.target)) and asg.target.startswith("self.") and (
+                _empty(asg) or (asg.value is None and asg.literal is None)):
+            out.append((name, asg.line))
     return out
 
 
@@ -178,13 +179,14 @@ def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
                 c.callee not in PURE and not is_logging(c.callee or ""):
             out += [(a, c.line, (arg or "").startswith("self."))
                     for arg in (*c.args, *(v for _, v in c.kwargs)) if (a := _attr(arg))]
-    for a in fn.all_assigns:
-        if (name := _attr(a.target)) and (a.aug or not _empty(a)) and fn.name != "__init__":
-            out.append((name, a.line, a.target.startswith("self.")))
+    for asg in fn.all_assigns:
+        if (name := _attr(asg.target)) and (asg.aug or not _empty(asg)) and \
+                fn.name != "__init__":
+            out.append((name, asg.line, asg.target.startswith("self.")))
     return out
 
 
-def _empty(a) -> bool:
+def _empty(a: AssignFact) -> bool:
     """An assignment of an empty collection (``x = set()``, ``x = {}``)."""
     return (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS
 

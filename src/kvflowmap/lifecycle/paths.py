@@ -207,7 +207,8 @@ def _removed(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, 
                                 if n != nodes[-1]):
             continue  # removed after a decision about the request (it finished)
         before = set(nodes[:rm])
-        taken = {op.container for op in fn.containers(cfg.nodes[nodes[rm]].stmt)}
+        removal = cfg.nodes[nodes[rm]].stmt
+        taken = {op.container for op in fn.containers(removal)} if removal else set()
         if any(tests_id(fn, eff, st) and not _membership_of(fn, st, taken)
                for n, st in stmts if n in before):
             continue  # ``if rid not in self._meta: remove``: the request is gone
@@ -295,12 +296,6 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     return _unique(out)
 
 
-
-
-
-
-
-
 def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
               reach: set[int], handles: set[int], name: str, start: int) -> Drop | None:
     """The drop's kind, from the last point where the path turned away from a
@@ -332,15 +327,6 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
     return None
 
 
-
-
-
-
-
-
-
-
-
 def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
     inner = {id(s) for s in walk(branch.body + branch.orelse)}
     for n in rest:
@@ -348,10 +334,6 @@ def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
         if st is not None and st.kind in _JUMPS and id(st) in inner:
             return n
     return None
-
-
-
-
 
 
 def _unique(drops_: list[Drop]) -> list[Drop]:

@@ -104,8 +104,9 @@ _WHOLE = ("copy()", "keys()", "values()", "items()")
 def _whole(text: str | None, chain: str) -> bool:
     """``text`` is the container itself or a view or copy of all of it
     (``self._x``, ``self._x.copy()``, ``self._x.keys()``)."""
-    return text == chain or bool(text) and text.startswith(chain + ".") and \
-        text[len(chain) + 1:] in _WHOLE
+    if not text:
+        return False
+    return text == chain or (text.startswith(chain + ".") and text[len(chain) + 1:] in _WHOLE)
 
 
 def _helper_reads(ctx: CheckContext, lc, fn, s, chain: str, depth: int = 2) -> bool:
