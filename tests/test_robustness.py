@@ -111,17 +111,33 @@ def test_foreign_version_cache_is_ignored(tree, tmp_path: Path, monkeypatch) -> 
     assert again.stats.parsed == 2
 
 
-def test_never_writes_outside_cache_and_out(tree, tmp_path: Path) -> None:
+def test_never_writes_outside_cache_and_out(tree, tmp_path: Path, monkeypatch) -> None:
+    """A run writes its output and its cache, nothing else: not into the
+    analysed tree, not into the working directory, not into HOME or TMPDIR."""
     root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n"})
-    before = {p: p.stat().st_mtime for p in root.rglob("*")}
+    cache = tmp_path / "cache"
+    elsewhere = {name: tmp_path / name for name in ("cwd", "home", "tmp")}
+    for d in elsewhere.values():
+        d.mkdir()
+    monkeypatch.setenv("KVFLOWMAP_CACHE_DIR", str(cache))
+    monkeypatch.setenv("HOME", str(elsewhere["home"]))
+    monkeypatch.setenv("TMPDIR", str(elsewhere["tmp"]))
+    monkeypatch.chdir(elsewhere["cwd"])
+
+    def snapshot(d: Path) -> dict[Path, tuple[float, int]]:
+        return {p: (p.stat().st_mtime, p.stat().st_size) for p in d.rglob("*")}
+
+    before = snapshot(root)
     from kvflowmap.cli import main
 
     out = tmp_path / "o.json"
     assert main(["graph", str(root), "--format", "json", "--out", str(out), "-q"]) == 0
-    after = {p: p.stat().st_mtime for p in root.rglob("*")}
-    assert before == after
-    assert out.exists()
-    assert os.environ["KVFLOWMAP_CACHE_DIR"]
+    assert snapshot(root) == before
+    for name, d in elsewhere.items():
+        assert not list(d.rglob("*")), f"wrote into {name}: {sorted(d.rglob('*'))}"
+    assert out.exists() and any(cache.rglob("*")), "the output and the cache are written"
+    written = {p for p in tmp_path.rglob("*") if p.is_file()} - set(before)
+    assert all(p == out or cache in p.parents for p in written), sorted(written)
 
 
 def test_a_crashing_worker_costs_a_warning_not_the_run(tmp_path) -> None:
@@ -144,3 +160,24 @@ def test_a_crashing_worker_costs_a_warning_not_the_run(tmp_path) -> None:
     assert "nest" in facts["pkg.deep"].problem.reason
     assert all(facts[f"pkg.m{i}"].problem is None for i in range(12))
     assert [f.qualname for f in facts["pkg.m3"].functions] == ["f3"]
+
+
+def test_an_unreadable_sub_package_is_a_warning(tree, tmp_path: Path, monkeypatch) -> None:
+    """A folder that cannot be listed is named in the analysis' problems (and
+    so in JSON/SARIF reports), not silently left out; the rest is analysed."""
+    root = tree({"pkg/__init__.py": "", "pkg/a.py": "def f():\n    pass\n",
+                 "pkg/sub/__init__.py": "", "pkg/sub/b.py": "def g():\n    pass\n"})
+    locked = root / "pkg" / "sub"
+    real_scandir = os.scandir
+
+    def scandir(path=None):  # root can read anything: refuse this one folder instead
+        if path is not None and Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path) if path is not None else real_scandir()
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    a = analyse(Request(sources=[str(root)], cache_dir=tmp_path / "cache"))
+    hits = [p for p in a.problems if p.file == str(locked)]
+    assert hits and "not readable" in hits[0].message and "Permission denied" in hits[0].message
+    defs = a.linker.model.defs
+    assert "pkg.a.f" in defs and "pkg.sub.b.g" not in defs

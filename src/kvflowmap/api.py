@@ -67,6 +67,8 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     model = Model(facts, table)
     lk = build.Linker(model, protocol)
     problems = [_problem(table, m, f) for m, f in sorted(facts.items()) if f.problem]
+    problems += [Problem(f"folder not readable ({why}); the modules in it are not analysed",
+                         path) for path, why in sorted(table.unreadable)]
     version = _vllm_version(roots, protocol.package)
     _link(lk, version)
     timings["link"] = time.perf_counter() - t0

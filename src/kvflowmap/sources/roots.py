@@ -50,6 +50,8 @@ class ModuleTable:
 
     files: dict[str, SourceFile] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # folders that could not be listed: (path, reason); their modules are missing
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, sf: SourceFile) -> None:
         if sf.module not in self.files:
@@ -99,7 +101,7 @@ def list_files(root: Root, table: ModuleTable) -> list[SourceFile]:
         if start.is_file():
             found.extend(_source(root, start, table))
             continue
-        for file in _walk(start):
+        for file in _walk(start, table.unreadable):
             found.extend(_source(root, file, table))
     found.sort(key=lambda s: s.rel)
     return found
@@ -117,10 +119,17 @@ def _source(root: Root, file: Path, table: ModuleTable) -> list[SourceFile]:
     return [SourceFile(root, file, rel_posix, name, is_pkg)]
 
 
-def _walk(start: Path):
-    """Walk following symlinked directories, ending symlink loops."""
+def _walk(start: Path, unreadable: list[tuple[str, str]]):
+    """Walk following symlinked directories, ending symlink loops; folders
+    that cannot be listed go to ``unreadable`` as (path, reason)."""
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+
+    def skipped(exc: OSError) -> None:
+        where = str(exc.filename or start)
+        if (where, exc.strerror or str(exc)) not in unreadable:
+            unreadable.append((where, exc.strerror or str(exc)))
+
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=True, onerror=skipped):
         real = os.path.realpath(dirpath)
         if real in seen:
             dirnames[:] = []
