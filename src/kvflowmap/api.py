@@ -91,6 +91,7 @@ def _link(lk: build.Linker, version: str | None) -> None:
     dataflow.add_fields(lk)
     dataflow.add_bridges(lk)
     dataflow.check_protocol(lk, version)
+    dataflow.check_carrier_fields(lk, version)
     dataflow.assign_sides(lk)
     dataflow.mark_flow(lk)
 

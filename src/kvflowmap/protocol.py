@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,21 @@ class Protocol:
     carriers: tuple[Carrier, ...] = field(default_factory=tuple)
     # The ``lifecycle`` section as written; ``kvflowmap.lifecycle.spec`` reads it.
     lifecycle: dict = field(default_factory=dict)
+    # name (a method's short name or a full name) -> the first vLLM version known to
+    # have it: an older vLLM without it is expected, not a rename to warn about
+    since: dict[str, str] = field(default_factory=dict)
+    # classes whose fields cross the process boundary -> their fields that are not
+    # carriers; any other field the analysed vLLM has is one the file does not declare
+    carrier_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def expected_in(self, name: str, version: str | None) -> bool:
+        """Whether ``name`` should exist in vLLM ``version`` (False when the
+        file says it came later, or when the version is unknown and it has a
+        ``since`` at all: nothing to compare with)."""
+        first = self.since.get(name) or self.since.get(name.rpartition(".")[2])
+        if first is None:
+            return True
+        return version is not None and version_key(version) >= version_key(first)
 
     def side_of_method(self, name: str) -> str | None:
         for side, names in self.methods.items():
@@ -118,7 +134,23 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
         side_modules={k: tuple(v) for k, v in need("side_modules", dict, {}).items()},
         carriers=tuple(carriers),
         lifecycle=dict(need("lifecycle", dict, {})),
+        since={str(k): str(v) for k, v in need("since", dict, {}).items()},
+        carrier_classes={str(k): tuple(v or ()) for k, v in
+                         need("carrier_classes", dict, {}).items()},
     )
     if errors:
         raise SourceError("\n".join(errors))
     return proto
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"0.33.0"`` -> ``(0, 33, 0)``; a suffix (``rc1``, ``+cu12``) is ignored."""
+    out = []
+    for part in version.split("."):
+        m = re.match(r"\d+", part)
+        if m is None:
+            break
+        out.append(int(m.group()))
+        if m.end() < len(part):
+            break  # ``1rc1``: the release number, then a suffix
+    return tuple(out)

@@ -128,7 +128,7 @@ def check_protocol(lk: Linker, version: str | None) -> None:
         return
     label = f"{pkg} {version}" if version else pkg
     for key, name in lk.protocol.all_names():
-        if name in lk.model.defs:
+        if name in lk.model.defs or not lk.protocol.expected_in(name, version):
             continue
         owner, _, attr = name.rpartition(".")
         if key == "carriers.field" and owner in lk.model.defs and _has_field(lk, owner, attr):
@@ -141,6 +141,25 @@ def check_protocol(lk: Linker, version: str | None) -> None:
         if not module_known:
             continue  # its module was not indexed: nothing to say about it
         lk.warnings.append(f"{lk.protocol.path.name}: {key} '{name}' not found in {label}")
+
+
+def check_carrier_fields(lk: Linker, version: str | None) -> None:
+    """Warn about fields of the carrier classes that the analysed vLLM has and
+    the protocol file neither declares as carriers nor lists as known others
+    (vLLM 0.33's ``KVConnectorOutput.failed_recving`` was such a field)."""
+    declared = {c.field for c in lk.protocol.carriers}
+    label = f"{lk.protocol.package} {version}" if version else lk.protocol.package
+    for cls, others in sorted(lk.protocol.carrier_classes.items()):
+        fact = lk.classes.class_fact(cls)
+        if fact is None:
+            continue
+        for name, _ in fact.attributes:
+            if f"{cls}.{name}" not in declared and name not in others and \
+                    not name.startswith("_"):
+                lk.warnings.append(
+                    f"{lk.protocol.path.name}: {cls}.{name} exists in {label} but is neither a "
+                    "carrier nor listed under carrier_classes: add it, or nothing it carries "
+                    "is drawn or checked")
 
 
 def _has_field(lk: Linker, owner: str, attr: str) -> bool:
