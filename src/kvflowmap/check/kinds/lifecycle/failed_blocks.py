@@ -4,8 +4,10 @@ failed-blocks hook.
 Per analysed override of the failed-blocks hook (``kvflowmap.lifecycle.failures``):
 a container it takes blocks out of that nothing in the analysed code fills
 (no failure is ever reported: vLLM treats the failed blocks as loaded and
-the request runs on garbage), and a hook that reads filled containers but
-can only return an empty collection (the recorded failures are dropped).
+the request runs on garbage), a hook that reads filled containers but can
+only return an empty collection (the recorded failures are dropped), and a
+failure branch that records no blocks in a class that records them for its
+other failures.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from kvflowmap.lifecycle.failures import (Fill, block_channels, fill_sites, unre
 READS = ("Reads: every analysed override of the failed-blocks channel's methods "
          "(`lifecycle.reports.<channel>.methods`), the attributes it and the analysed "
          "helpers it calls take contents out of, its returns, and, across the analysed "
-         "code, every statement that may put something into an attribute of those names.")
+         "code, every statement that may put something into an attribute of those names; "
+         "per class that fills one directly, its failure branches (`except` handlers whose "
+         "`try` works on the request, branches that log an error) and the helpers they call.")
 
 
 @dataclass(frozen=True)
