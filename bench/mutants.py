@@ -327,7 +327,7 @@ def table(results: Sequence[CodebaseResult], operators: Sequence[str]) -> str:
     for op in operators:
         rows.append([op, *(str(r.sites[op]) for r in results)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
 
 
@@ -362,7 +362,8 @@ def site_counts(cbs: Sequence[Codebase], operators: Sequence[str],
                                      for op in operators)]
     rows.append(["all", *(str(sum(counts[c].values())) for c in counts)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                 for row in rows)
     return "\n".join(lines)
 
 

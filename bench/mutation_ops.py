@@ -706,7 +706,7 @@ def find_reset_no_forward(module: cst.Module) -> Iterator[Ctx]:
         mc = _method_class(c)
         if mc is None or STATS_RE.search(mc[1].name.value):
             continue
-        site = _memo("reset", mc[0], lambda: _reset_site(mc[0], mc[1], module))
+        site = _memo("reset", mc[0], lambda mc=mc: _reset_site(mc[0], mc[1], module))
         if site is not None and site[0] is c.node:
             yield c
 

@@ -123,7 +123,9 @@ def test_node_text_matches_libcst_codegen() -> None:
             def on_visit(self, node: cst.CSTNode) -> bool:
                 nonlocal checked
                 if isinstance(node, (cst.BaseExpression, cst.BaseStatement)):
-                    assert node_code(module, node) == " ".join(module.code_for_node(node).split())
+                    # the visitor runs inside this iteration: ``module`` is the current one
+                    assert node_code(module, node) == \
+                        " ".join(module.code_for_node(node).split())  # noqa: B023
                     checked += 1
                 return True
 

@@ -44,7 +44,7 @@ def run_groups(groups: Sequence[G], run: Callable[[G], R]) -> list[R]:
         os.close(write)
         children.append((pid, read))
     results: list[R] = [run(groups[0])] if groups else []
-    for group, (pid, read) in zip(groups[1:], children):
+    for group, (pid, read) in zip(groups[1:], children, strict=True):
         with os.fdopen(read, "rb") as inp:
             data = inp.read()
         _, status = os.waitpid(pid, 0)

@@ -23,7 +23,7 @@ class MemoSnapshot:
 
     def restore(self) -> None:
         """Put every memo back as it was when the snapshot was taken."""
-        for memo, saved in zip(self._memos, self._saved):
+        for memo, saved in zip(self._memos, self._saved, strict=True):
             if len(memo) != len(saved):  # memos only grow: same size, same content
                 memo.clear()
                 memo.update(saved)

@@ -132,7 +132,7 @@ def _rule_files(paths: Iterable[Path]) -> list[tuple[Path, str]]:
 
 def _in_skipped(f: Path) -> bool:
     parts = f.parts
-    return any(a == "rules" and b in SKIPPED_DIRS for a, b in zip(parts, parts[1:]))
+    return any(a == "rules" and b in SKIPPED_DIRS for a, b in zip(parts, parts[1:], strict=False))
 
 
 def _pack_of_file(f: Path) -> str:

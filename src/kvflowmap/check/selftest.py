@@ -100,7 +100,7 @@ def format_report(report: SelfTestReport) -> str:
             for s in sorted(report.stats.values(), key=lambda s: s.rule)]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+                                for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
     lines = [fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, rows)]
     total = [sum(getattr(s, k) for s in report.stats.values())
              for k in ("passed", "failed", "tp", "fp", "missed")]

@@ -9,7 +9,6 @@ summarises it (``nav.lifecycle_summary``) and renders text or JSON
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from kvflowmap.commands.output import write_output
 from kvflowmap.nav.lifecycle_summary import PackageLifecycle

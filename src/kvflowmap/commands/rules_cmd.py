@@ -50,7 +50,7 @@ def cmd_rules(rule_paths: Sequence[Path] = (), fmt: str = "text") -> int:
     widths = [max([len(h), *(len(row[i]) for row in rows)])
               for i, h in enumerate(("id", "severity", "kind"))]
     for row in [("id", "severity", "kind", "title"), *rows]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[3])
     return 0
 
 

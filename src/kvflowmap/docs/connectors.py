@@ -84,7 +84,7 @@ def _touches(ctx: DocContext, cls: str, path: str) -> list[str]:
            "Request states set or tested, carrier fields produced or consumed, and "
            "`self.` containers written, by the override and by the subject functions it "
            "calls directly.", ""]
-    for side, m in flowinfo.protocol_methods(lk):
+    for _side, m in flowinfo.protocol_methods(lk):
         if not flowinfo.overrides(lk, cls, m):
             continue
         impl = flowinfo.implementation(lk, cls, m)

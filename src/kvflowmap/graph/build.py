@@ -148,7 +148,7 @@ def add_registry(lk: Linker) -> None:
     if create not in lk.model.defs:
         return
     create_module = lk.model.defs[create].module
-    for name, mod, cls, caller in sorted(set(lk.registrations)):
+    for name, mod, cls, _caller in sorted(set(lk.registrations)):
         target = lk.model.canonical(f"{mod}.{cls}")
         if target not in lk.model.defs:
             continue  # registered module not indexed (lazy mode) or not analysed

@@ -213,7 +213,7 @@ def paths_view(g: nx.MultiDiGraph, src: str, dst: str, max_paths: int = 10) -> n
         raise SelectError(
             f"no path from {src!r} to {dst!r} along edge direction; try swapping them "
             "or `focus` with direction 'both'")
-    pairs = {(u, v) for p in paths for u, v in zip(p, p[1:])}
+    pairs = {(u, v) for p in paths for u, v in zip(p, p[1:], strict=False)}
     nodes = {n for p in paths for n in p}
     edges = [(u, v, k) for u, v in pairs for k in g[u][v]]
     return _subgraph(g, nodes, edges)

@@ -83,7 +83,7 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
             break
         found.append(p[1:-1])
     found.sort(key=lambda p: (len(p), p))
-    paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:]))
+    paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
 

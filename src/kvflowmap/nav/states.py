@@ -102,7 +102,7 @@ def states_text(sm: StateMachine, width: int | None = None) -> str:
     width = width or sum(fixed) + 4 * 3 + 4 + 60
     table = Table(title=f"{len(sm.rows)} transitions of {', '.join(sm.enums) or 'no state enum'}",
                   show_lines=True, expand=False)
-    for col, w in zip(("from", "to", "function", "where"), fixed):
+    for col, w in zip(("from", "to", "function", "where"), fixed, strict=True):
         table.add_column(col, no_wrap=True, min_width=w)
     table.add_column("guard", overflow="fold", ratio=1)
     for row in cells:

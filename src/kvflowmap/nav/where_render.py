@@ -44,7 +44,7 @@ def _sites_block(title: str, sites: tuple[Site, ...]) -> str:
     width = max(len(x) for x in locs)
     kwidth = max(len(s.kind) for s in sites)
     lines = [f"{title} ({len(sites)}):"]
-    for loc, s in zip(locs, sites):
+    for loc, s in zip(locs, sites, strict=True):
         note = f"  ({s.note})" if s.note else ""
         lines.append(f"  {loc:<{width}}  {s.kind:<{kwidth}}  {s.node}{note}")
     return "\n".join(lines)

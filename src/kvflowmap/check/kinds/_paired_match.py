@@ -52,7 +52,7 @@ def loop_pairs(target: str, iterable: str) -> list[tuple[str, str]]:
     if m and m.group(1) == "zip":
         parts = [_unparen(p) for p in _targets(target)]
         args = [a for a in _args(m.group(2)) if not _KWARG.match(a)]
-        return [(p, a) for p, a in zip(parts, args) if "," not in p] if len(parts) == len(args) else []
+        return [(p, a) for p, a in zip(parts, args, strict=True) if "," not in p] if len(parts) == len(args) else []
     if m:
         return loop_pairs(target, m.group(2))
     return [] if "," in target else [(target, iterable)]

@@ -168,7 +168,7 @@ def _judge(ctx: CheckContext, opts: Options, fqn: str, r: ReturnFact,
     for pat in opts.forbid:
         pat = tuple(_norm(p) for p in pat)
         if isinstance(shape, tuple) and len(pat) == len(shape) and all(
-                p == "*" or p.replace(" ", "") == s.replace(" ", "") for p, s in zip(pat, shape)):
+                p == "*" or p.replace(" ", "") == s.replace(" ", "") for p, s in zip(pat, shape, strict=True)):
             out.append(ctx.finding(fqn, r.line, f"{method} returns {shown}, a forbidden shape "
                                    f"({', '.join(pat)})", column=r.col, path=path,
                                    anchor=f"forbid:{shown}"))
