@@ -181,3 +181,26 @@ def test_an_unreadable_sub_package_is_a_warning(tree, tmp_path: Path, monkeypatc
     assert hits and "not readable" in hits[0].message and "Permission denied" in hits[0].message
     defs = a.linker.model.defs
     assert "pkg.a.f" in defs and "pkg.sub.b.g" not in defs
+
+
+def test_a_crashing_worker_prints_no_crash_trace(tmp_path) -> None:
+    """The worker crash above is expected and recovered from: with faulthandler
+    on in the parent (as pytest has it), no "Fatal Python error" trace reaches
+    stderr, only the run's own warning."""
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(4):
+        (pkg / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    (pkg / "deep.py").write_text("x = " + "(" * 5_000 + "1" + ")" * 5_000 + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-m", "kvflowmap", "graph", str(pkg), "-j", "2",
+         "--format", "json", "--out", str(tmp_path / "g.json"),
+         "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Fatal Python error" not in proc.stderr
+    assert "deep.py" in proc.stderr  # the warning names the file

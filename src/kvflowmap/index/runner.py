@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 from collections.abc import Callable, Iterable
@@ -55,6 +56,11 @@ _WORKER: tuple[FactCache, gc_tuning.BetweenFiles] | None = None  # set in each w
 
 def _start_worker(cache: FactCache) -> None:
     global _WORKER
+    # A worker that crashes (LibCST's native parser on pathological nesting) is
+    # redone screened by the parent, which warns naming the file; the crash trace
+    # a forked worker inherits from the parent's faulthandler (pytest enables it)
+    # would only be noise on stderr.
+    faulthandler.disable()
     _WORKER = (cache, gc_tuning.BetweenFiles())
 
 
