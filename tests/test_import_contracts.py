@@ -1,6 +1,7 @@
 """The package's layers hold: ``lint-imports`` with the contracts in
 pyproject.toml (rule kinds import no CLI, console, source loading or API; the
-lifecycle model imports no rule kind; the index is below everything else)."""
+lifecycle model imports no rule kind; the index is below everything else; the
+rule kinds are independent of each other)."""
 
 from __future__ import annotations
 
