@@ -21,15 +21,18 @@ assignment, or passing it to a call, which may fill it).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvflowmap.facts import AssignFact
+from kvflowmap.facts import AssignFact, CallFact, Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.swallowed import benign
 from kvflowmap.lifecycle.view import FnView, walk
 
 DEPTH = 3
+# the analysed functions (FQNs) a call of a function can reach
+Resolve = Callable[[FnView, CallFact], list[str]]
 # Calls on a container that take its contents out (or hand them over whole),
 # or look whether there is any.
 _TAKE = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
@@ -50,7 +53,7 @@ class BlockChannel:
 
 
 def block_channels(fns: dict[str, FnView], hook_names: tuple[str, ...],
-                   resolve) -> list[BlockChannel]:
+                   resolve: Resolve) -> list[BlockChannel]:
     """Every analysed override of a failed-blocks hook (``hook_names``), with
     the containers it drains and whether it can only return nothing.
     ``resolve(fn, call)`` gives the analysed targets (FQNs) of a call."""
@@ -117,7 +120,7 @@ def write_only(fns: dict[str, FnView], cls: str) -> list[Fill]:
     return [f for a, f in sorted(filled.items()) if a not in used]
 
 
-def _closure(fns: dict[str, FnView], fqn: str, resolve) -> list[str]:
+def _closure(fns: dict[str, FnView], fqn: str, resolve: Resolve) -> list[str]:
     """``fqn`` and the analysed functions it calls, up to ``DEPTH`` calls away."""
     seen, frontier = [fqn], [fqn]
     for _ in range(DEPTH):
@@ -230,8 +233,8 @@ class Unreported:
 _LOUD = ("error", "exception", "critical")
 
 
-def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve,
-                        request_names) -> list[Unreported]:
+def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Resolve,
+                        request_names: Callable[[str], set[str]]) -> list[Unreported]:
     """Failure branches, in the classes of the direct ``fills`` of the
     failed-blocks containers, that fill none of them (directly or through
     an analysed helper, a few calls deep). ``request_names(fqn)``: the names
@@ -261,7 +264,7 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve,
     return out
 
 
-def _writers(fns: dict[str, FnView], attrs: set[str], resolve) -> set[str]:
+def _writers(fns: dict[str, FnView], attrs: set[str], resolve: Resolve) -> set[str]:
     """Functions that fill one of ``attrs``, or call (transitively) one that does."""
     found = {f for f, fn in fns.items() if any(a in attrs for a, _, _ in _fills(fn)
                                                if not _passes_only(fn, a))}
@@ -282,7 +285,8 @@ def _passes_only(fn: FnView, attr: str) -> bool:
         and not any(_attr(a.target) == attr for a in fn.all_assigns)
 
 
-def _fills_in(fn: FnView, s, attrs: set[str], writes: set[str], resolve) -> bool:
+def _fills_in(fn: FnView, s: Stmt, attrs: set[str], writes: set[str],
+              resolve: Resolve) -> bool:
     if any(a in attrs for a, line, _ in _fills(fn) if line == s.line):
         return True
     return any(t in writes for c in fn.calls(s) for t in resolve(fn, c))
@@ -297,7 +301,7 @@ def _converts(fn: FnView, attrs: set[str]) -> bool:
     return any(s.kind == "for" and _unconditional(fn, s.body, lines) for s in fn.stmts)
 
 
-def _unconditional(fn: FnView, body, lines: set[int]) -> bool:
+def _unconditional(fn: FnView, body: tuple[Stmt, ...], lines: set[int]) -> bool:
     """A line of ``lines`` in ``body``, directly or under ``if``s that are
     not failure branches (a lookup guard), never under an ``except``."""
     for st in body:
@@ -309,7 +313,8 @@ def _unconditional(fn: FnView, body, lines: set[int]) -> bool:
     return False
 
 
-def _failure_branches(fn: FnView, names: set[str]):
+def _failure_branches(fn: FnView, names: set[str]
+                      ) -> Iterator[tuple[Stmt, tuple[Stmt, ...]]]:
     """(statement, body) of each ``except`` of ``fn`` that is not for an
     absence (``KeyError``, ``queue.Empty``) and whose ``try`` works on the
     request (a call given one of ``names``), and each ``if``/``else`` body
@@ -326,15 +331,15 @@ def _failure_branches(fn: FnView, names: set[str]):
                     yield s, body
 
 
-def _logs_error(fn: FnView, body) -> bool:
+def _logs_error(fn: FnView, body: tuple[Stmt, ...]) -> bool:
     return any(is_logging(c.callee or "") and (c.callee or "").rpartition(".")[2] in _LOUD
                for st in body for c in fn.calls(st))
 
 
-def _reraises(h) -> bool:
+def _reraises(h: Stmt) -> bool:
     return _reraises_in(h.body)
 
 
-def _reraises_in(body) -> bool:
+def _reraises_in(body: tuple[Stmt, ...]) -> bool:
     """The block ends by raising: the failure goes to the caller, not to vLLM's report."""
     return bool(body) and body[-1].kind == "raise"
