@@ -252,7 +252,8 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
         zipped = _zip_args(iterable)
         if zipped and len(zipped) == len(targets):
             # ``for rid, op in zip(request_ids, ops)``: each target walks its own argument
-            mine.ids.update(t for t, arg in zip(targets, zipped, strict=True) if state.is_coll(fn, arg))
+            mine.ids.update(t for t, arg in zip(targets, zipped, strict=True)
+                            if state.is_coll(fn, arg))
         elif targets and state.is_coll(fn, iterable):
             mine.ids.add(targets[0])
             mine.records.update(targets[1:2] if ".items()" in iterable else ())

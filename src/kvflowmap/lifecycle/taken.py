@@ -1,8 +1,9 @@
 """Ids taken out of owed state into a local that dies with the function.
 
 ``failed.add(self._failed_q.get_nowait())`` (or ``rid =
-self._done_q.get_nowait()``) moves an id out of a container a report reads (``reports.owed_containers``) into a local collection. From
-then on the local is the only thing that knows them: unless it is returned,
+self._done_q.get_nowait()``, or the swap ``x = self._done; self._done = set()``)
+moves ids out of a container a report reads (``reports.owed_containers``) into a
+local. From then on the local is the only thing that knows them: unless it is returned,
 stored, passed on, merged into something that is, or walked by a loop that
 hands its ids on, those requests are never reported.
 """
