@@ -287,11 +287,21 @@ def _register_rule_commands() -> None:
 _register_rule_commands()
 
 
-class Terminated(Exception):
-    """SIGTERM arrived: unwind (ending pool workers) and exit 143."""
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (ending pool workers) and exit 143. A
+    ``BaseException``, like ``KeyboardInterrupt``: code that catches
+    ``Exception`` (a parse that failed, a worker result redone in-process)
+    must not swallow it and carry on."""
+
+
+_TERMINATED: list[bool] = []  # set by the handler, read once the run unwinds
 
 
 def _on_sigterm(signum, frame) -> None:
+    # The flag as well as the exception: an exception raised by a signal handler
+    # can land in code that swallows it (a finalizer, a broad except in a
+    # library); the run must still end as terminated.
+    _TERMINATED.append(True)
     raise Terminated()
 
 
@@ -302,8 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:  # not the main thread (an embedding program): leave it
         previous = None
     try:
-        return _main(argv)
+        rc = _main(argv)
+        if _TERMINATED and rc != EXIT_TERMINATED:  # the exception was swallowed on the way
+            click.echo("kvflowmap: terminated", err=True)
+            return EXIT_TERMINATED
+        return rc
     finally:
+        _TERMINATED.clear()
         runner = sys.modules.get("kvflowmap.index.runner")
         if runner is not None:
             runner.kill_workers()  # a pool an abort left open
