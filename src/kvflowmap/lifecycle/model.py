@@ -63,6 +63,8 @@ class Lifecycle:
     sides: dict[str, frozenset[str]] = field(default_factory=dict)
     # containers a report hook reads: an id in them is waiting for a report
     owed: frozenset[Container] = frozenset()
+    # threads, executor tasks and callbacks the subject starts (protocol spawners)
+    spawned: tuple[Spawn, ...] = ()
     _connected: frozenset[str] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
@@ -229,11 +231,14 @@ def build_lifecycle(linker) -> Lifecycle:
     eff = Effects(state, values, calls, spawn_patterns)
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
+    spawned = tuple(spawns(fns, spec.spawners, calls))
+    runs = _run_edges(linker, fns, list(spawned))
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                     _sides(linker, fns, spec), owed, _connected(linker, fns, spec))
+                     _sides(fns, spec, runs), owed, spawned, _connected(linker, fns, spec, runs))
 
 
-def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset[str]:
+def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec,
+               runs: dict[str, list[str]]) -> frozenset[str]:
     """See ``Lifecycle.connected``."""
     hooks = set(spec.hooks)
     # every method of the analysed connector base class is called by vLLM
@@ -242,47 +247,52 @@ def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> frozenset
     hooks |= {d.rpartition(".")[2] for d in linker.model.defs
               if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
     hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
-    return frozenset(_reach(linker, fns, spec, [f for f, v in fns.items() if v.name in hooks or (
+    return frozenset(_reach(runs, [f for f, v in fns.items() if v.name in hooks or (
         v.name == "__init__" and v.cls in hooked)]))
 
 
-def _reach(linker, fns: dict[str, FnView], spec: LifecycleSpec, starts: list[str]) -> set[str]:
-    """Subject functions that run because ``starts`` run: through calls,
-    constructors (and the ``run`` of a thread class), spawned threads,
-    executor tasks and callbacks, and defs nested in them."""
-    spawned: dict[str, list[str]] = {}
-    for sp in spawns(fns, spec.spawners, linker.calls):
-        spawned.setdefault(sp.spawner, []).append(sp.target)
-    nested: dict[str, list[str]] = {}
+def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]) -> dict[str, list[str]]:
+    """Per subject function, the subject functions that run because it runs:
+    its callees, constructors (and the ``run`` of a thread class), spawned
+    threads, executor tasks and callbacks, and defs nested in it."""
+    out: dict[str, list[str]] = {f: [] for f in fns}
+    for sp in spawned:
+        out[sp.spawner].append(sp.target)
     for f in fns:
-        nested.setdefault(f.rpartition(".")[0], []).append(f)
+        parent = f.rpartition(".")[0]
+        if parent in out:
+            out[parent].append(f)
+    graph = linker.graph
+    for f in fns:
+        if f not in graph:
+            continue
+        for _, callee, kind in graph.out_edges(f, data="kind"):
+            if kind in ("call", "dispatch"):
+                out[f].append(callee)
+                out[f].append(f"{callee}.__init__")  # ``Cls(...)``: its constructor runs
+                out[f] += thread_body(linker.classes, callee.removesuffix(".__init__"))
+    return {f: [g for g in dict.fromkeys(gs) if g in fns] for f, gs in out.items()}
+
+
+def _reach(runs: dict[str, list[str]], starts: list[str]) -> set[str]:
+    """``starts`` and every function they make run (``_run_edges``)."""
     frontier = list(starts)
     seen = set(frontier)
-    graph = linker.graph
     while frontier:
-        f = frontier.pop()
-        nxt = [*spawned.get(f, ()), *nested.get(f, ())]
-        if f in graph:
-            for _, callee, kind in graph.out_edges(f, data="kind"):
-                if kind in ("call", "dispatch"):
-                    nxt.append(callee)
-                    init = f"{callee}.__init__"  # ``Cls(...)``: its constructor runs
-                    if init in fns:
-                        nxt.append(init)
-                    nxt += thread_body(linker.classes, callee.removesuffix(".__init__"))
-        for g in nxt:
-            if g in fns and g not in seen:
+        for g in runs.get(frontier.pop(), ()):
+            if g not in seen:
                 seen.add(g)
                 frontier.append(g)
     return seen
 
 
-def _sides(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> dict[str, frozenset[str]]:
+def _sides(fns: dict[str, FnView], spec: LifecycleSpec,
+           runs: dict[str, list[str]]) -> dict[str, frozenset[str]]:
     """Each subject function's sides: the hooks of each side by name, then
     what they make run (``_reach``)."""
     out: dict[str, set[str]] = {}
     for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
-        for f in _reach(linker, fns, spec, [f for f, v in fns.items() if v.name in names]):
+        for f in _reach(runs, [f for f, v in fns.items() if v.name in names]):
             out.setdefault(f, set()).add(side)
     return {f: frozenset(s) for f, s in sorted(out.items())}
 

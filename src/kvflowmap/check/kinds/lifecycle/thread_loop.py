@@ -18,7 +18,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.threads import escaping_raise, spawns
+from kvflowmap.lifecycle.threads import escaping_raise
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
@@ -46,7 +46,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
     targets: dict[str, list] = {}
-    for sp in [*spawns(lc.functions, lc.spec.spawners, ctx.linker.calls), *lc.thread_starts()]:
+    for sp in [*lc.spawned, *lc.thread_starts()]:
         if sp.target in wanted:
             targets.setdefault(sp.target, []).append(sp)
     fed = _fed_queues(lc) if targets else set()  # once: it reads every subject function
