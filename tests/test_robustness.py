@@ -140,6 +140,17 @@ def test_never_writes_outside_cache_and_out(tree, tmp_path: Path, monkeypatch) -
     assert all(p == out or cache in p.parents for p in written), sorted(written)
 
 
+def _package_with_a_crash(pkg: Path, modules: int) -> Path:
+    """``modules`` plain modules and ``deep.py``, whose nesting kills LibCST's
+    native parser (and the pool worker parsing it unscreened)."""
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(modules):
+        (pkg / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    (pkg / "deep.py").write_text("x = " + "(" * 5_000 + "1" + ")" * 5_000 + "\n")
+    return pkg
+
+
 def test_a_crashing_worker_costs_a_warning_not_the_run(tmp_path) -> None:
     """Pool workers parse unscreened; nesting that kills LibCST's native parser
     kills a worker, and the runner redoes the rest screened."""
@@ -147,12 +158,7 @@ def test_a_crashing_worker_costs_a_warning_not_the_run(tmp_path) -> None:
     from kvflowmap.index.runner import IndexStats, index_files
     from kvflowmap.sources.roots import ModuleTable, Root, list_files
 
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    for i in range(12):
-        (pkg / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
-    (pkg / "deep.py").write_text("x = " + "(" * 5_000 + "1" + ")" * 5_000 + "\n")
+    _package_with_a_crash(tmp_path / "pkg", 12)
     root = Root(tmp_path, "t", subject=True)
     files = list_files(root, ModuleTable())
     facts = index_files(files, FactCache(tmp_path / "cache"), IndexStats(), jobs=2)
@@ -190,12 +196,7 @@ def test_a_crashing_worker_prints_no_crash_trace(tmp_path) -> None:
     import subprocess
     import sys
 
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    for i in range(4):
-        (pkg / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
-    (pkg / "deep.py").write_text("x = " + "(" * 5_000 + "1" + ")" * 5_000 + "\n")
+    pkg = _package_with_a_crash(tmp_path / "pkg", 4)
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-m", "kvflowmap", "graph", str(pkg), "-j", "2",
          "--format", "json", "--out", str(tmp_path / "g.json"),

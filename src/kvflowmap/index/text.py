@@ -94,3 +94,19 @@ def node_code(module: cst.Module, node: cst.CSTNode) -> str:
                        default_newline=module.default_newline)
     node._codegen(state)
     return " ".join("".join(state.tokens).split())
+
+
+def split_commas(text: str) -> list[str]:
+    """The comma-separated parts of ``text`` at bracket depth 0, stripped
+    (``"a, f(b, c), [d]"`` -> ``["a", "f(b, c)", "[d]"]``)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts

@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, REMOVE_OPS, RESET_OPS
-from kvflowmap.lifecycle.containers import PURE, READ_METHODS
+from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, READ_METHODS,
+                                           REMOVE_OPS, RESET_OPS, self_attr)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.classes import ClassIndex
@@ -140,7 +140,7 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
                 continue
             handled: set[str] = set()
             for op in fn.containers(s):
-                attr = _self_attr(op.container)
+                attr = self_attr(op.container)
                 if attr is None:
                     continue
                 handled.add(attr)
@@ -149,21 +149,21 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
                 elif op.op in _LEAVE_METHODS or op.op == "delitem":
                     use(attr, fn, op.line, "remove")
             for a in fn.assigns(s):
-                attr = _self_attr(a.target) if a.target.count(".") == 1 else None
+                attr = self_attr(a.target) if a.target.count(".") == 1 else None
                 if attr is not None:
                     handled.add(attr)
                     use(attr, fn, a.line, "init" if init and not a.aug else "escape")
-                if a.value and (attr := _self_attr(a.value)) is not None and \
+                if a.value and (attr := self_attr(a.value)) is not None and \
                         a.value == f"self.{attr}":
                     use(attr, fn, a.line, "escape")  # aliased: ``done = self._done``
             for c in fn.calls(s):
                 callee = c.callee or ""
                 for arg in (*c.args, *(v for _, v in c.kwargs)):
-                    attr = _self_attr(arg or "")
+                    attr = self_attr(arg or "")
                     if attr is not None and arg == f"self.{attr}" and not (
                             is_logging(callee) or callee in PURE):
                         use(attr, fn, c.line, "escape")
-                attr = _self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
+                attr = self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
                 meth = callee.rpartition(".")[2]
                 if attr is not None and meth in _LEAVE_METHODS and attr not in handled:
                     use(attr, fn, c.line, "remove")  # ``difference_update``: no container op
@@ -176,14 +176,6 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
             for attr in sorted(attrs - handled):
                 use(attr, fn, s.line, "read")
     return out
-
-
-def _self_attr(chain: str) -> str | None:
-    """``X`` for ``self.X`` and ``self.X[]...`` (a container chain), else None."""
-    if not chain.startswith("self."):
-        return None
-    head = chain[5:].split("[")[0]
-    return head if head and "." not in head and head.isidentifier() else None
 
 
 def _empty_builtin(members: list[FnView], attr: str) -> bool:

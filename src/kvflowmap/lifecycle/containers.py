@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvflowmap.facts import AssignFact, Stmt
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.values import Evaluator
 
@@ -77,3 +78,26 @@ READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "valu
                            "startswith", "endswith", "format", "encode", "decode", "split",
                            "join", "copy", "issubset", "issuperset", "intersection",
                            "difference", "union", "empty", "qsize"})
+
+
+def assigns_empty(a: AssignFact) -> bool:
+    """``x = set()``, ``x = {}``: an assignment of an empty builtin container."""
+    return (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS
+
+
+def self_attr(chain: str) -> str | None:
+    """``X`` for ``self.X`` and ``self.X[]...`` (a container chain), else None."""
+    if not chain.startswith("self."):
+        return None
+    head = chain[5:].split("[")[0]
+    return head if head and "." not in head and head.isidentifier() else None
+
+
+def resets(fn: FnView, s: Stmt) -> list[tuple[str, int]]:
+    """(attribute, line) of each ``self.X`` statement ``s`` empties:
+    ``self.X.clear()`` or ``self.X = set()``."""
+    out = [(attr, op.line) for op in fn.containers(s) if op.op in RESET_OPS
+           and (attr := self_attr(op.container)) and op.container == f"self.{attr}"]
+    out += [(attr, a.line) for a in fn.assigns(s) if not a.aug and assigns_empty(a)
+            and (attr := self_attr(a.target)) and a.target == f"self.{attr}"]
+    return out

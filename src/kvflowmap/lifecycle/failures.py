@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvflowmap.facts import AssignFact, CallFact, Stmt
-from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS, RESET_OPS
+from kvflowmap.facts import CallFact, Stmt
+from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS,
+                                           RESET_OPS, assigns_empty)
 from kvflowmap.lifecycle.effects import is_logging
+from kvflowmap.lifecycle.ids import KEEP
 from kvflowmap.lifecycle.swallowed import benign
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -37,7 +39,6 @@ Resolve = Callable[[FnView, CallFact], list[str]]
 # or look whether there is any.
 _TAKE = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
                                             "keys", "popleft", "empty", "qsize"})
-_COPIES = frozenset({"set", "list", "frozenset", "sorted", "tuple"})
 _MERGES = frozenset({"update", "extend", "union", "__ior__"})
 
 
@@ -154,7 +155,7 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
         if meth in _TAKE and (a := _attr(base)):
             out.append((a, c.line))
         # ``result.update(self._failed)``, ``set(self._failed)``: its contents, copied out
-        if c.callee in _COPIES or (meth in _MERGES and base.partition(".")[0] != "self"):
+        if c.callee in KEEP or (meth in _MERGES and base.partition(".")[0] != "self"):
             out += [(a, c.line) for arg in c.args if (a := _attr(arg))]
     for s in fn.stmts:
         if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())):
@@ -162,7 +163,7 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
     for asg in fn.all_assigns:
         # ``self._x = set()`` after a copy, or the swap ``done, self._x = self._x, set()``
         if (name := _attr(asg.target)) and asg.target.startswith("self.") and (
-                _empty(asg) or (asg.value is None and asg.literal is None)):
+                assigns_empty(asg) or (asg.value is None and asg.literal is None)):
             out.append((name, asg.line))
     return out
 
@@ -183,15 +184,10 @@ def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
             out += [(a, c.line, (arg or "").startswith("self."))
                     for arg in (*c.args, *(v for _, v in c.kwargs)) if (a := _attr(arg))]
     for asg in fn.all_assigns:
-        if (name := _attr(asg.target)) and (asg.aug or not _empty(asg)) and \
+        if (name := _attr(asg.target)) and (asg.aug or not assigns_empty(asg)) and \
                 fn.name != "__init__":
             out.append((name, asg.line, asg.target.startswith("self.")))
     return out
-
-
-def _empty(a: AssignFact) -> bool:
-    """An assignment of an empty collection (``x = set()``, ``x = {}``)."""
-    return (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS
 
 
 def _empty_returns(fn: FnView) -> tuple[int, ...]:
@@ -205,7 +201,7 @@ def _empty_returns(fn: FnView) -> tuple[int, ...]:
                if (c.callee or "").rpartition(".")[2] in ADD_OPS}
     binds: dict[str, list[bool]] = {}
     for a in fn.all_assigns:
-        binds.setdefault(a.target, []).append(_empty(a) and not a.aug)
+        binds.setdefault(a.target, []).append(assigns_empty(a) and not a.aug)
     for r in rets:
         v = (r.value or "").replace(" ", "")
         if v in EMPTY_CONTAINERS:

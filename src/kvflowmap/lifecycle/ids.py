@@ -18,13 +18,14 @@ import re
 from dataclasses import dataclass, field
 
 from kvflowmap.facts import CallFact
+from kvflowmap.index.text import split_commas
 from kvflowmap.lifecycle.containers import PURE, READ_METHODS
 from kvflowmap.lifecycle.spec import LifecycleSpec
 from kvflowmap.lifecycle.view import FnView
 
 IDENT = re.compile(r"[A-Za-z_][\w.]*")
 # Wrappers that keep the elements of what they wrap: ``sorted(self._x)``.
-_KEEP = ("list", "sorted", "set", "tuple", "frozenset", "iter", "reversed", "enumerate")
+KEEP = ("list", "sorted", "set", "tuple", "frozenset", "iter", "reversed", "enumerate")
 _VIEW_METHODS = (".items()", ".keys()", ".copy()", ".values()")
 QUEUE_PUTS = frozenset({"put", "put_nowait", "append", "appendleft"})
 COLLECT = frozenset({"add", "append", "appendleft", "setitem", "extend", "update", "insert"})
@@ -115,7 +116,7 @@ def unwrap(text: str) -> str:
     changed = True
     while changed:
         changed = False
-        for w in _KEEP:
+        for w in KEEP:
             if t.startswith(w + "(") and t.endswith(")"):
                 t = t[len(w) + 1:-1].split(",")[0].strip()
                 changed = True
@@ -130,17 +131,7 @@ def _zip_args(iterable: str) -> list[str]:
     """The arguments of ``zip(a, b, strict=True)`` (keywords left out), or []."""
     if not (iterable.startswith("zip(") and iterable.endswith(")")):
         return []
-    args, depth, cur = [], 0, ""
-    for ch in iterable[4:-1]:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0:
-            args.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    args.append(cur.strip())
-    return [a for a in args if a and "=" not in a]
+    return [a for a in split_commas(iterable[4:-1]) if a and "=" not in a]
 
 
 def loop_targets(text: str | None) -> tuple[list[str], str]:

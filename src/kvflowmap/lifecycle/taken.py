@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS, RESET_OPS
+from kvflowmap.lifecycle.containers import ADD_OPS, resets, self_attr
 from kvflowmap.lifecycle.effects import HANDLING, Effects, escapes
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -48,21 +48,12 @@ def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> list[Taken]:
                 out.setdefault(a.target, Taken(fn.fqn, a.target, m.group(1), a.line))
     # ``dropped = self._dropped; self._dropped = set()``: a swap in two
     # statements leaves the local as the only holder of the ids
-    reset = {_attr_of(a.target) for a in fn.all_assigns if a.target.startswith("self.")
-             and (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS}
-    reset |= {_attr_of(op.container) for op in fn.all_containers if op.op in RESET_OPS}
+    reset = {attr for s in fn.stmts for attr, _ in resets(fn, s)}
     for a in fn.all_assigns:
-        attr = _attr_of(a.value or "")
-        if a.target.isidentifier() and not a.aug and attr in owed_attrs and attr in reset and \
-                (a.value or "").count(".") == 1:
+        attr = self_attr(a.value or "") if (a.value or "").count(".") == 1 else None
+        if a.target.isidentifier() and not a.aug and attr in owed_attrs and attr in reset:
             out.setdefault(a.target, Taken(fn.fqn, a.target, attr, a.line))
     return [t for name, t in sorted(out.items()) if not escapes(fn, name, _hands_on(fn, eff))]
-
-
-def _attr_of(chain: str) -> str:
-    """``self._x`` -> ``_x``; "" for anything else."""
-    head, _, attr = chain.partition(".")
-    return attr if head == "self" and attr.isidentifier() else ""
 
 
 def _hands_on(fn: FnView, eff: Effects):

@@ -49,7 +49,6 @@ class ModuleTable:
     """All modules found in all roots; first root wins on a name clash."""
 
     files: dict[str, SourceFile] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
     # folders that could not be listed: (path, reason); their modules are missing
     unreadable: list[tuple[str, str]] = field(default_factory=list)
 

@@ -6,6 +6,8 @@ import fnmatch
 import re
 from functools import lru_cache
 
+from kvflowmap.index.text import split_commas
+
 _WRAP = re.compile(r"^(list|tuple|sorted|set|reversed|enumerate|zip)\((.*)\)$", re.S)
 _KWARG = re.compile(r"^\w+\s*=(?!=)")
 _COMP_SOURCE = re.compile(r"\bfor\s+[\w\s,()]+?\s+in\s+(?:reversed\(|sorted\(|list\()?([A-Za-z_][\w.]*)")
@@ -72,22 +74,8 @@ def _unparen(text: str) -> str:
 
 
 def _targets(text: str) -> list[str]:
-    return [t for t in _split_commas(text) if t]
+    return [t for t in split_commas(text) if t]
 
 
 def _args(text: str) -> list[str]:
-    return [a.strip() for a in _split_commas(text) if a.strip()]
-
-
-def _split_commas(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
+    return [a.strip() for a in split_commas(text) if a.strip()]

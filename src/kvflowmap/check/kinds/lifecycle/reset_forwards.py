@@ -16,7 +16,7 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
-from kvflowmap.lifecycle.containers import EMPTY_CONTAINERS
+from kvflowmap.lifecycle.containers import resets
 
 READS = ("Reads: the lifecycle model's request-keyed containers (ids enter them "
          "somewhere), their resets (`clear()`, reassignment to an empty container), and "
@@ -47,7 +47,7 @@ def _check(ctx: CheckContext, lc, fqn: str, tracked: set[tuple[str, str]]) -> li
         return []
     out = []
     for i, s in enumerate(fn.stmts):
-        for attr, line in _resets(fn, s):
+        for attr, line in resets(fn, s):
             if (fn.cls, attr) not in tracked:
                 continue
             chain = f"self.{attr}"
@@ -62,20 +62,6 @@ def _check(ctx: CheckContext, lc, fqn: str, tracked: set[tuple[str, str]]) -> li
                 "Swap it out (`done, self.x = self.x, set()`) and hand the ids on",
                 path=steps(ctx, fqn, [(line, f"{chain} is emptied here")]),
                 anchor=f"reset:{attr}"))
-    return out
-
-
-def _resets(fn, s) -> list[tuple[str, int]]:
-    out = []
-    for op in fn.containers(s):
-        head, _, attr = op.container.partition(".")
-        if op.op == "clear" and head == "self" and attr and "." not in attr:
-            out.append((attr, op.line))
-    for a in fn.assigns(s):
-        head, _, attr = a.target.partition(".")
-        value = (a.value or a.literal or "").strip()
-        if head == "self" and attr and "." not in attr and not a.aug and value in EMPTY_CONTAINERS:
-            out.append((attr, a.line))
     return out
 
 
