@@ -65,6 +65,8 @@ class Lifecycle:
     owed: frozenset[Container] = frozenset()
     # threads, executor tasks and callbacks the subject starts (protocol spawners)
     spawned: tuple[Spawn, ...] = ()
+    # constructions of a ``threading.Thread`` subclass, each starting its ``run``
+    constructed_threads: tuple[Spawn, ...] = ()
     _connected: frozenset[str] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
@@ -170,14 +172,7 @@ class Lifecycle:
     def thread_starts(self) -> list[Spawn]:
         """Constructions of a ``threading.Thread`` subclass in connected code:
         each starts the class's ``run`` (once ``start()`` is called on it)."""
-        out = []
-        for fqn in sorted(self._connected):
-            fn = self.functions[fqn]
-            for c in fn.all_calls:
-                for t in self.effects.calls.resolve(fn.ctx, c):
-                    for run in thread_body(self.classes, t.fqn.removesuffix(".__init__")):
-                        out.append(Spawn(fqn, run, c.line, f"{c.callee}(...).start"))
-        return out
+        return [s for s in self.constructed_threads if s.spawner in self._connected]
 
     def swallowed(self, fqn: str) -> list[Swallowed]:
         """Handlers of ``fqn`` that only log, after which its id is handed on
@@ -232,9 +227,10 @@ def build_lifecycle(linker) -> Lifecycle:
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
     spawned = tuple(spawns(fns, spec.spawners, calls))
-    runs = _run_edges(linker, fns, list(spawned))
+    runs, threads = _run_edges(linker, fns, list(spawned))
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                     _sides(fns, spec, runs), owed, spawned, _connected(linker, fns, spec, runs))
+                     _sides(fns, spec, runs), owed, spawned, tuple(threads),
+                     _connected(linker, fns, spec, runs))
 
 
 def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec,
@@ -251,11 +247,14 @@ def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec,
         v.name == "__init__" and v.cls in hooked)]))
 
 
-def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]) -> dict[str, list[str]]:
+def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]
+               ) -> tuple[dict[str, list[str]], list[Spawn]]:
     """Per subject function, the subject functions that run because it runs:
     its callees, constructors (and the ``run`` of a thread class), spawned
-    threads, executor tasks and callbacks, and defs nested in it."""
+    threads, executor tasks and callbacks, and defs nested in it; and, as
+    spawns, the constructions of thread classes."""
     out: dict[str, list[str]] = {f: [] for f in fns}
+    threads: list[Spawn] = []
     for sp in spawned:
         out[sp.spawner].append(sp.target)
     for f in fns:
@@ -266,12 +265,17 @@ def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]) -> dict[str
     for f in fns:
         if f not in graph:
             continue
-        for _, callee, kind in graph.out_edges(f, data="kind"):
-            if kind in ("call", "dispatch"):
+        for _, callee, data in graph.out_edges(f, data=True):
+            if data.get("kind") in ("call", "dispatch"):
                 out[f].append(callee)
                 out[f].append(f"{callee}.__init__")  # ``Cls(...)``: its constructor runs
-                out[f] += thread_body(linker.classes, callee.removesuffix(".__init__"))
-    return {f: [g for g in dict.fromkeys(gs) if g in fns] for f, gs in out.items()}
+                cls = callee.removesuffix(".__init__")
+                for run in thread_body(linker.classes, cls):
+                    out[f].append(run)
+                    threads.append(Spawn(f, run, data.get("line", 0),
+                                         f"{cls.rpartition('.')[2]}(...).start"))
+    runs = {f: [g for g in dict.fromkeys(gs) if g in fns] for f, gs in out.items()}
+    return runs, sorted(set(threads), key=lambda s: (s.spawner, s.line, s.target))
 
 
 def _reach(runs: dict[str, list[str]], starts: list[str]) -> set[str]:
