@@ -81,13 +81,11 @@ class Fill:
     cls: str | None  # the class of ``self`` for ``self.attr``; None for ``obj.attr``
 
 
-def fill_sites(fns: dict[str, FnView], skip: set[str]) -> dict[str, list[Fill]]:
+def fill_sites(fns: dict[str, FnView]) -> dict[str, list[Fill]]:
     """Attribute name -> the statements that may fill an attribute of that
-    name, outside the functions in ``skip``, in source order."""
+    name, in source order."""
     out: dict[str, list[Fill]] = {}
     for fqn, fn in sorted(fns.items()):
-        if fqn in skip:
-            continue
         for attr, line, own in sorted(_fills(fn), key=lambda t: t[1]):
             out.setdefault(attr, []).append(Fill(attr, fqn, line, fn.cls if own else None))
     return out

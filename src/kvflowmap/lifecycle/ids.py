@@ -48,6 +48,10 @@ class FnIds:
         return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records) + \
             len(self.outcomes)
 
+    def request_names(self) -> set[str]:
+        """The names that hold a request's id or data."""
+        return self.ids | self.colls | self.requests | self.records
+
 
 @dataclass
 class IdState:

@@ -180,7 +180,7 @@ class Lifecycle:
         ids = self.state.of(fqn)
         names = ids.ids | ids.requests
         return swallowed(self.functions[fqn], self.effects, names,
-                         names | ids.records | ids.colls) if names else []
+                         ids.request_names()) if names else []
 
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state and drop them."""

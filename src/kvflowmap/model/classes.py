@@ -56,6 +56,11 @@ class ClassIndex:
         self._mro[fqn] = tuple(result)
         return self._mro[fqn]
 
+    def related(self, a: str, b: str) -> bool:
+        """One class is the other or derives from it (a ``self.x`` of both is
+        the same attribute)."""
+        return a == b or b in self.mro(a) or a in self.mro(b)
+
     def all_subclasses(self, fqn: str) -> list[str]:
         """Every analysed subclass, transitively, sorted."""
         seen: set[str] = set()

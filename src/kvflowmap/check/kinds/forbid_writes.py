@@ -138,9 +138,9 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                 continue  # ``if self.client is None: self.client = ...``: done once
             ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
             sent = op in KEYED and key and target.count(".") == 1 and any(
-                a == _attr(target) and _related(ctx, cls, k) for k, a in handed or ()) and \
+                a == _attr(target) and ctx.classes.related(cls, k) for k, a in handed or ()) and \
                 not _reads_back(ctx, reach, target)
-            if not sent and any(a == _attr(target) and how in ok and _related(ctx, cls, k)
+            if not sent and any(a == _attr(target) and how in ok and ctx.classes.related(cls, k)
                                 for k, a, how in released):
                 continue
             what = {"=": f"{target} = ...", "+=": f"{target} += ...",
@@ -163,10 +163,6 @@ def _lazy_init(body, target: str, line: int) -> bool:
                 any(b.line == line for b in s.body):
             return True
     return False
-
-
-def _related(ctx: CheckContext, a: str, b: str) -> bool:
-    return a == b or b in ctx.classes.mro(a) or a in ctx.classes.mro(b)
 
 
 def _allowed(opts: Options, attr: str) -> bool:

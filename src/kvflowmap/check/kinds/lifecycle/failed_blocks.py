@@ -56,14 +56,14 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
     out = []
     direct: dict[tuple[str, int], Fill] = {}
+    sites = fill_sites(lc.functions)
     for ch in block_channels(lc.functions, chan.methods, resolve):
         if ch.hook not in wanted:
             continue
-        sites = fill_sites(lc.functions, set())
         # a ``self.x`` is filled by the class that drains it, a base or a subclass
         fills = {a: fs for a, where, _ in ch.drained
                  if (fs := [f for f in sites.get(a, ()) if f.cls is None or
-                            _related(ctx, lc.functions[where].cls or "", f.cls)])}
+                            ctx.classes.related(lc.functions[where].cls or "", f.cls)])}
         hook = short(ch.hook)
         filled = [fills[a][0] for a, _, _ in ch.drained if a in fills]
         direct.update(((f.fqn, f.line), f) for fs in fills.values() for f in fs if f.cls)
@@ -97,9 +97,11 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 path=(ctx.step(fn, line, f"self.{attr} is drained"),),
                 anchor=f"never-filled:{attr}"))
     if "branch" in opts.hows and direct:
-        for u in unreported_failures(lc.functions, sorted(direct.values(),
-                                                          key=lambda f: (f.fqn, f.line)),
-                                     resolve, lambda f: _request_names(lc, f, wanted)):
+        def request_names(fqn: str) -> set[str]:  # none outside the rule's functions
+            return lc.state.of(fqn).request_names() if fqn in wanted else set()
+
+        fills_in_order = sorted(direct.values(), key=lambda f: (f.fqn, f.line))
+        for u in unreported_failures(lc.functions, fills_in_order, resolve, request_names):
             out.append(ctx.finding(
                 u.fqn, u.line,
                 f"this failure branch of {short(u.fqn)} records no failed blocks, while "
@@ -113,19 +115,3 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                         for h, line in u.helpers)),
                 anchor=f"branch:{u.attr}"))
     return out
-
-
-def _request_names(lc, fqn: str, wanted: set[str]) -> set[str]:
-    """Names of ``fqn`` holding a request's id or data (none outside ``wanted``)."""
-    if fqn not in wanted:
-        return set()
-    ids = lc.state.of(fqn)
-    return ids.ids | ids.colls | ids.requests | ids.records
-
-
-def _related(ctx: CheckContext, a: str, b: str) -> bool:
-    """One class is the other or derives from it (``self.x`` is the same attribute)."""
-    return a == b or b in ctx.classes.mro(a) or a in ctx.classes.mro(b)
-def ctx_line(lc, fqn: str) -> int:
-    """The line of ``fqn``'s ``def``."""
-    return lc.functions[fqn].fact.line
