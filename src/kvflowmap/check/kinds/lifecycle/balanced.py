@@ -55,15 +55,13 @@ def _commit(ctx: CheckContext, lc, cls: str) -> str | None:
 def _ends(ctx: CheckContext, lc, cls: str) -> list[str]:
     """Where the class learns that a request ended: its delayed-free hook
     (``request_finished``) and the hooks given finished ids (``get_finished``)."""
-    names = [lc.spec.delay_free, *(h for h in lc.spec.hooks if any(
-        p in lc.spec.finished_params for p in _params(lc, cls, h)))]
-    found = [m for n in dict.fromkeys(names) if (m := ctx.classes.find_member(cls, n))]
-    return [m for m in found if m in lc.functions]
-
-
-def _params(lc, cls: str, hook: str) -> list[str]:
-    fn = lc.functions.get(f"{cls}.{hook}")
-    return fn.param_names if fn is not None else []
+    out = []
+    for name in dict.fromkeys([lc.spec.delay_free, *lc.spec.hooks]):
+        m = ctx.classes.find_member(cls, name)
+        if m in lc.functions and (name == lc.spec.delay_free or set(
+                lc.spec.finished_params) & set(lc.functions[m].param_names)):
+            out.append(m)
+    return out
 
 
 def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
@@ -85,15 +83,10 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
                  for x in u.uses[:opts.max_steps])
     if u.how == "never-removed":
         # where the request ends and its entry could go
-        path += tuple(ctx.step(e, lc_line(ctx, e), f"the request ends here; self.{u.attr} "
+        path += tuple(ctx.step(e, ctx.function(e).line, f"the request ends here; self.{u.attr} "
                                "keeps its entry") for e in ends)
     elif commit is not None:
         # where an accepted request is recorded, and this container is not filled
-        path += (ctx.step(commit, lc_line(ctx, commit), f"the request is accepted here; "
+        path += (ctx.step(commit, ctx.function(commit).line, f"the request is accepted here; "
                           f"nothing puts it into self.{u.attr}"),)
     return ctx.finding(u.site.fqn, u.site.line, msg, path=path, anchor=f"{u.how}:{u.attr}")
-
-
-def lc_line(ctx: CheckContext, fqn: str) -> int:
-    """The line of ``fqn``'s ``def``."""
-    return ctx.function(fqn).line
