@@ -29,7 +29,7 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REM
                                            RESET_OPS, assigns_empty)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.ids import KEEP
-from kvflowmap.lifecycle.swallowed import benign
+from kvflowmap.lifecycle.swallowed import benign, works_on
 from kvflowmap.lifecycle.view import FnView, walk
 
 DEPTH = 3
@@ -314,8 +314,7 @@ def _failure_branches(fn: FnView, names: set[str]
     request (a call given one of ``names``), and each ``if``/``else`` body
     that logs an error."""
     for s in fn.stmts:
-        if s.kind == "try" and any(names & {(a or "").partition(".")[0] for a in c.args}
-                                   for st in walk(s.body) for c in fn.calls(st)):
+        if s.kind == "try" and works_on(fn, s.body, names):
             for h in s.handlers:
                 if not benign(h) and not _reraises(h):
                     yield h, h.body

@@ -49,7 +49,7 @@ def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list
                          for a in fn.all_assigns if a.target in ids}
     for block, then in _blocks(fn.fact.body):
         for i, st in enumerate(block):
-            if st.kind != "try" or not any(_may_fail(fn, s, carriers) for s in walk(st.body)):
+            if st.kind != "try" or not works_on(fn, st.body, carriers):
                 continue
             after = [*st.final, *block[i + 1:], *then]
             hand = _first_handover(fn, eff, after, ids)
@@ -79,12 +79,12 @@ def _blocks(body: tuple[Stmt, ...], then: tuple[Stmt, ...] = ()
     return out
 
 
-def _may_fail(fn: FnView, s: Stmt, carriers: set[str]) -> bool:
-    """A statement that does work on the request that can fail: a call that
-    is not logging and is given the id or the request's data."""
+def works_on(fn: FnView, body: tuple[Stmt, ...], names: set[str]) -> bool:
+    """``body`` does work on the request that can fail: a call that is not
+    logging and is given one of ``names`` (its id or data)."""
     return any(not is_logging(c.callee or "") and any(
-        (a or "").partition(".")[0].removesuffix("[]") in carriers
-        for a in (*c.args, *(v for _, v in c.kwargs))) for c in fn.calls(s))
+        (a or "").partition(".")[0].removesuffix("[]") in names
+        for a in (*c.args, *(v for _, v in c.kwargs))) for s in walk(body) for c in fn.calls(s))
 
 
 def _only_logs(fn: FnView, handler: Stmt) -> bool:
