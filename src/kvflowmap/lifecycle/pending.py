@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.cfg import CFG
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.cfg_paths import first_nodes
+from kvflowmap.lifecycle.cfg_paths import first_nodes, region
 from kvflowmap.lifecycle.effects import Effects
 from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
 from kvflowmap.lifecycle.view import FnView, walk
@@ -52,9 +52,8 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
         if walked is None:
             continue
         attr, rid = walked
-        body = {id(s) for s in walk(loop.body)}
-        reports = [n.id for n in cfg.nodes if n.stmt is not None and id(n.stmt) in body
-                   and n.kind == "stmt" and _reports(fn, n.stmt, rid, returned)]
+        reports = sorted(n for n in region(cfg, loop) if cfg.nodes[n].kind == "stmt"
+                         and (st := cfg.nodes[n].stmt) and _reports(fn, st, rid, returned))
         if not reports:
             continue
         clears = {n.id for n in cfg.nodes if n.stmt is not None and (
