@@ -31,6 +31,9 @@ class Links:
 
     def __init__(self, roots: Sequence[Root], out_dir: Path, template: str | None) -> None:
         self.roots = {r.label: r for r in roots}
+        # fetched releases: a relative link would climb out of the repository
+        # into this machine's cache (decided once per root, not per link)
+        self._text_only = {r.label for r in roots if is_release(r) or _in_cache(r.path)}
         self.out_dir = Path(out_dir).resolve()
         self.template = template
         if template is not None:  # fail before any page is written
@@ -48,9 +51,7 @@ class Links:
             value = self.template.format_map({"root": root, "path": str(r.path) if r else "",
                                               "file": file, "line": line})
             return value, bool(_LINKISH.match(value))
-        if r is None or is_release(r) or _in_cache(r.path):
-            # a fetched release: a relative link would climb out of the
-            # repository into this machine's cache
+        if r is None or root in self._text_only:
             return f"{root}/{file}#L{line}", False
         page_dir = (self.out_dir / page).parent
         rel = os.path.relpath(r.path / file, page_dir).replace(os.sep, "/")
