@@ -99,15 +99,10 @@ def write_only(fns: dict[str, FnView], cls: str) -> list[Fill]:
     filled: dict[str, Fill] = {}
     lines: dict[str, set[tuple[str, int]]] = {}
     for fn in methods:
-        for op in fn.all_containers:
-            if op.op in ADD_OPS and op.container.startswith("self.") and (a := _attr(op.container)):
-                filled.setdefault(a, Fill(a, fn.fqn, op.line, cls))
-                lines.setdefault(a, set()).add((fn.fqn, op.line))
-        for c in fn.all_calls:
-            base, _, meth = (c.callee or "").rpartition(".")
-            if meth in ADD_OPS and base.startswith("self.") and (a := _attr(base)):
-                filled.setdefault(a, Fill(a, fn.fqn, c.line, cls))
-                lines.setdefault(a, set()).add((fn.fqn, c.line))
+        for a, line, own in sorted(_adds(fn), key=lambda t: t[1]):
+            if own:
+                filled.setdefault(a, Fill(a, fn.fqn, line, cls))
+                lines.setdefault(a, set()).add((fn.fqn, line))
     used = set()
     for fn in methods:
         for st in fn.stmts:
@@ -166,16 +161,23 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
     return out
 
 
-def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
-    """Attributes ``fn`` may put something into: (name, line, on ``self``)."""
-    out = []
-    for op in fn.all_containers:
-        if op.op in ADD_OPS and (a := _attr(op.container)):
-            out.append((a, op.line, op.container.startswith("self.")))
+def _adds(fn: FnView) -> list[tuple[str, int, bool]]:
+    """Attributes ``fn`` adds to directly (``x[k] = v``, ``x.add(v)``,
+    ``q.put(v)``): (name, line, on ``self``)."""
+    out = [(a, op.line, op.container.startswith("self.")) for op in fn.all_containers
+           if op.op in ADD_OPS and (a := _attr(op.container))]
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
         if meth in ADD_OPS and (a := _attr(base)):
             out.append((a, c.line, base.startswith("self.")))
+    return out
+
+
+def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
+    """Attributes ``fn`` may put something into: (name, line, on ``self``)."""
+    out = _adds(fn)
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
         # handed to a call, which may fill it (``self._fail(rid, self._failed)``)
         if meth not in _TAKE and not (meth in ADD_OPS and _attr(base)) and \
                 c.callee not in PURE and not is_logging(c.callee or ""):
@@ -273,10 +275,8 @@ def _writers(fns: dict[str, FnView], attrs: set[str], resolve: Resolve) -> set[s
 
 def _passes_only(fn: FnView, attr: str) -> bool:
     """``attr`` reaches ``fn``'s fills only as a call argument (no add of its own)."""
-    return not any(_attr(op.container) == attr for op in fn.all_containers if op.op in ADD_OPS) \
-        and not any((c.callee or "").rpartition(".")[2] in ADD_OPS and
-                    _attr((c.callee or "").rpartition(".")[0]) == attr for c in fn.all_calls) \
-        and not any(_attr(a.target) == attr for a in fn.all_assigns)
+    return all(a != attr for a, _, _ in _adds(fn)) and \
+        not any(_attr(a.target) == attr for a in fn.all_assigns)
 
 
 def _fills_in(fn: FnView, s: Stmt, attrs: set[str], writes: set[str],
