@@ -18,8 +18,9 @@ from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
                                      seed)
 from kvflowmap.lifecycle.paths import Drop, drops
-from kvflowmap.lifecycle.reports import owed_containers
+from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals
+from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.swallowed import Swallowed, swallowed
@@ -67,6 +68,8 @@ class Lifecycle:
     spawned: tuple[Spawn, ...] = ()
     # constructions of a ``threading.Thread`` subclass, each starting its ``run``
     constructed_threads: tuple[Spawn, ...] = ()
+    # report hooks and the subject functions they call (``reports.report_functions``)
+    reporters: tuple[str, ...] = ()
     _connected: frozenset[str] = frozenset()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
@@ -188,6 +191,11 @@ class Lifecycle:
         attrs = {c.attr for c in self.owed if c.owner == fn.cls}
         return lost_locals(fn, self.effects, attrs) if attrs else []
 
+    def unreported(self) -> list[Unreported]:
+        """Removals in report functions that report nothing where other
+        removals of the same container do (``lifecycle.unreported``)."""
+        return unreported(self.functions, self.effects, list(self.reporters), self.containers)
+
     def _cleanup(self, fn: FnView) -> tuple[str, ...]:
         """Parameters holding ids of finished requests, for this hook."""
         return tuple(p for p in self.spec.finished_params if p in fn.param_names)
@@ -230,6 +238,7 @@ def build_lifecycle(linker) -> Lifecycle:
     runs, threads = _run_edges(linker, fns, list(spawned))
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
                      _sides(fns, spec, runs), owed, spawned, tuple(threads),
+                     tuple(report_functions(linker.graph, fns, spec)),
                      _connected(linker, fns, spec, runs))
 
 

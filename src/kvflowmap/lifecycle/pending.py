@@ -43,7 +43,7 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
     """Every loop of ``fn`` over a ``self`` container whose reported ids can
     reach a ``return`` of the reported collection with no removal from (or
     reset of) that container on the way."""
-    returned = _returned_names(fn)
+    returned = returned_names(fn)
     if not returned:
         return []
     out = []
@@ -86,12 +86,13 @@ def _walked(fn: FnView, loop: Stmt) -> tuple[str, str] | None:
     return None
 
 
-def _returned_names(fn: FnView) -> set[str]:
+def returned_names(fn: FnView, values: list[str] | None = None) -> set[str]:
     """Local names the function returns, alone, in a tuple, or through what it
-    computes from them (``ret = self._process(done); return ret``)."""
+    computes from them (``ret = self._process(done); return ret``); with
+    ``values``, those flowing into these returned texts only."""
     out: set[str] = set()
-    for r in fn.all_returns:
-        out.update(re.findall(r"[A-Za-z_]\w*", r.value or ""))
+    for v in (values if values is not None else [r.value or "" for r in fn.all_returns]):
+        out.update(re.findall(r"[A-Za-z_]\w*", v))
     locals_ = {a.target for a in fn.all_assigns} | set(fn.param_names)
     out &= locals_
     changed = True

@@ -1,0 +1,185 @@
+"""Ids a report function takes out of pending state without reporting them.
+
+A report function (a report hook, or a helper it calls, that fills a local
+collection of ids and returns it) finishes a request by taking its id out of
+the container it was pending in (``del self._reqs_to_send[rid]``,
+``self._futures.pop(rid)``, a walk of ``self._futures`` followed by
+``self._futures.clear()``) and adding it to what it returns. Where the
+same container is emptied that way at one place and, at another place of a
+report function, the id is taken out and not reported (nor handed on), the
+second place loses the request: nothing will ever report it again, and vLLM
+waits for it forever (``WAITING_FOR_REMOTE_KVS``, or blocks never freed).
+
+The judgement is by deviance from the code's own pairing, not by names: a
+container none of whose removals is paired with a report is cleanup state,
+and is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import REMOVE_OPS, RESET_OPS, Container, container_of
+from kvflowmap.lifecycle.effects import Effects
+from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
+from kvflowmap.lifecycle.pending import returned_names
+from kvflowmap.lifecycle.view import FnView, walk
+
+# What else may become of an id taken out: it leaves with a call, a thread or
+# the return value (a container add does not count: that is the next state,
+# judged where it is emptied).
+_ONWARD = frozenset({"handover", "spawn", "return"})
+
+
+@dataclass(frozen=True)
+class Removal:
+    """``fqn`` takes ``id_name`` out of ``container`` at ``line``."""
+
+    fqn: str
+    container: Container
+    id_name: str
+    line: int
+    reported: bool
+    # the returned local the id is added to ("" when reported another way)
+    into: str = ""
+
+
+@dataclass(frozen=True)
+class Unreported:
+    """An unreported removal, and a removal of the same container that reports."""
+
+    removal: Removal
+    paired: Removal
+
+
+def unreported(fns: dict[str, FnView], eff: Effects, reporters: list[str],
+               keyed: Collection[Container]) -> list[Unreported]:
+    """Removals in report functions that report nothing, for containers whose
+    removals elsewhere in report functions do report the id. A removal key
+    counts as an id when the model knows it is one, or when it is a plain
+    name taken out of a container ``keyed`` by request ids."""
+    by_container: dict[Container, list[Removal]] = {}
+    for f in reporters:
+        fn = fns.get(f)
+        returned = returned_names(fn) if fn is not None else set()
+        if fn is None or not returned:
+            continue
+        for r in removals(fn, eff, returned, keyed):
+            by_container.setdefault(r.container, []).append(r)
+    out = []
+    for rs in by_container.values():
+        for r in rs:
+            if r.reported:
+                continue
+            # a removal reporting in the same function first, then elsewhere in
+            # a report slot this function does not leave constantly None
+            paired = next((p for p in rs if p.reported and p.fqn == r.fqn), None) or next(
+                (p for p in rs if p.reported and _may_report(fns[p.fqn], p.into, fns[r.fqn])),
+                None)
+            if paired is not None:
+                out.append(Unreported(r, paired))
+    return sorted(out, key=lambda u: (u.removal.fqn, u.removal.line))
+
+
+def _may_report(paired: FnView, into: str, fn: FnView) -> bool:
+    """``fn`` can report what ``paired`` reports through its local ``into``:
+    some tuple slot ``into`` flows to is not the constant ``None`` in every
+    return of ``fn`` (``return None, finished_retrieves`` reports no saves)."""
+    slots = _slots(paired, into) if into else set()
+    if not slots:
+        return True
+    mine = [r.elements for r in fn.all_returns if r.elements]
+    return not mine or any(any(i >= len(e) or e[i] != "None" for e in mine) for i in slots)
+
+
+def _slots(fn: FnView, local: str) -> set[int]:
+    """Tuple positions of ``fn``'s returns that ``local`` flows into."""
+    width = max((len(r.elements) for r in fn.all_returns if r.elements), default=0)
+    return {i for i in range(width) if local in returned_names(
+        fn, [r.elements[i] for r in fn.all_returns if r.elements and len(r.elements) > i])}
+
+
+def removals(fn: FnView, eff: Effects, returned: set[str],
+             keyed: Collection[Container] = ()) -> list[Removal]:
+    """Every place ``fn`` takes an id out of a request-keyed container, with
+    whether the id is reported (or handed on) in the scope that binds it."""
+    out = []
+    for scope, binder in _scopes(fn):
+        for s in walk(scope):
+            for op in fn.containers(s):
+                c = container_of(op.container, fn, eff.values) if op.op in REMOVE_OPS else None
+                if c is not None and op.key and (eff.state.is_id(fn, op.key) or (
+                        c in keyed and op.key.isidentifier() and op.key != "self")):
+                    into = _reports_in(fn, eff, binder, scope, op.key, returned)
+                    out.append(Removal(fn.fqn, c, op.key, s.line, into is not None, into or ""))
+    for block in _blocks(fn.fact.body):
+        for i, s in enumerate(block):
+            for op in fn.containers(s):
+                walker = _walker(block[:i], op.container) if op.op in RESET_OPS else None
+                if walker is not None and \
+                        (c := container_of(op.container, fn, eff.values)) is not None:
+                    rid = loop_targets(walker.text)[0][0]
+                    into = _reports_in(fn, eff, walker, walker.body, rid, returned)
+                    out.append(Removal(fn.fqn, c, rid, s.line, into is not None, into or ""))
+    return _innermost(out)
+
+
+def _scopes(fn: FnView) -> Iterator[tuple[tuple[Stmt, ...], Stmt | None]]:
+    """The body of the function and of every ``for`` loop in it, with the loop."""
+    yield fn.fact.body, None
+    for s in walk(fn.fact.body):
+        if s.kind == "for":
+            yield s.body, s
+
+
+def _blocks(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, ...]]:
+    """Every statement list of a body: the body, branches, handlers, finally."""
+    yield body
+    for s in body:
+        for part in (s.body, s.orelse, s.final):
+            if part:
+                yield from _blocks(part)
+        for h in s.handlers:
+            yield from _blocks(h.body)
+
+
+def _walker(before: tuple[Stmt, ...], chain: str) -> Stmt | None:
+    """The last ``for`` loop of ``before`` that walks ``chain`` (``.items()``,
+    ``list(...)``) and binds an id: the ids a reset after it takes out."""
+    for prev in reversed(before):
+        if prev.kind == "for":
+            targets, iterable = loop_targets(prev.text)
+            if targets and unwrap(iterable) == chain:
+                return prev
+    return None
+
+
+def _reports_in(fn: FnView, eff: Effects, binder: Stmt | None, scope: tuple[Stmt, ...],
+                rid: str, returned: set[str]) -> str | None:
+    """How ``rid`` is reported where it is bound: the returned local the loop
+    walks or a statement of the scope adds it to, "" when a statement hands it
+    on or returns it, None when nothing does."""
+    walked = unwrap(loop_targets(binder.text)[1]) if binder is not None else ""
+    if walked in returned:
+        return walked
+    for s in walk(scope):
+        for op in fn.containers(s):
+            if op.container in returned and op.op in COLLECT and op.key == rid:
+                return op.container
+        if rid in s.names and any(e.kind in _ONWARD for e in eff.of(fn, s)):
+            return ""
+        if any(re.search(rf"\b{re.escape(rid)}\b", r.value or "") for r in fn.returns(s)):
+            return ""
+    return None
+
+
+def _innermost(rs: list[Removal]) -> list[Removal]:
+    """One removal per (container, line): the innermost scope's verdict (the
+    loop that binds the id), which the walk yields last."""
+    keep: dict[tuple[Container, int], Removal] = {}
+    for r in rs:
+        keep[(r.container, r.line)] = r
+    return list(keep.values())
