@@ -81,7 +81,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
 
 
 def _link(lk: build.Linker, version: str | None) -> None:
-    from kvflowmap.graph import build, dataflow
+    from kvflowmap.graph import build, dataflow, returnflow
 
     build.add_definitions(lk)
     build.add_calls(lk)
@@ -89,6 +89,7 @@ def _link(lk: build.Linker, version: str | None) -> None:
     build.add_registry(lk)
     dataflow.add_states(lk)
     dataflow.add_fields(lk)
+    returnflow.add_return_producers(lk)
     dataflow.add_bridges(lk)
     dataflow.check_protocol(lk, version)
     dataflow.check_carrier_fields(lk, version)

@@ -118,6 +118,12 @@ class AssignFact(NamedTuple):
     aug: bool = False
     literal: str | None = None
     key: str | None = None  # the string key of ``x["request_id"]`` when that is the value
+    # Where the value comes from, through ``or`` and ``set()``/``list()``-like
+    # copies (``set(done or ())`` -> ``done``); with ``index``, the position of
+    # this target in a tuple unpacking (``sending, recving = w.get_finished()``
+    # gives ``recving`` origin ``w.get_finished()`` and index 1).
+    origin: str | None = None
+    index: int | None = None
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s
@@ -170,6 +176,11 @@ class ReturnFact(NamedTuple):
     elements: tuple[str, ...] | None
     line: int
     col: int
+    # ``AssignFact.origin`` of each element (of the whole value when it is not
+    # a tuple), and of each keyword of a returned constructor call
+    # (``return Results(finished_recving=set(recving or ()))``)
+    origins: tuple[str | None, ...] = ()
+    fields: tuple[tuple[str, str | None], ...] = ()
 
 
 class RefFact(NamedTuple):

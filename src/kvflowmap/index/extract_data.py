@@ -48,8 +48,9 @@ class DataFactsMixin:
         self._record_value_refs(node.value)
         literal = self._literal(node.value) if value is None else None
         key = _literal_key(node.value)
+        origin = origin_of(node.value)
         for t in node.targets:
-            self._assign_target(t.target, value, None, node, literal, key)
+            self._assign_target(t.target, value, None, node, literal, key, origin)
         if not self.scope:
             self._maybe_all(node)
         return True
@@ -76,11 +77,17 @@ class DataFactsMixin:
         """Source text of a literal display (``AssignFact.literal``), else None."""
         return self._code(value) if isinstance(value, _LITERALS) else None
 
-    def _assign_target(self, target, value, annotation, node, literal=None, key=None) -> None:
+    def _assign_target(self, target, value, annotation, node, literal=None, key=None,
+                       origin=None, index=None) -> None:
         line, col = self._pos(node)
         if isinstance(target, (cst.Tuple, cst.List)):
-            for el in target.elements:
-                self._assign_target(el.value, None, None, node)
+            starred = False
+            for i, el in enumerate(target.elements):
+                starred |= isinstance(el, cst.StarredElement)
+                # positions after a ``*rest`` are not known
+                at = None if starred or index is not None else i
+                self._assign_target(el.value, None, None, node,
+                                    origin=origin if at is not None else None, index=at)
             return
         if isinstance(target, cst.Subscript):
             self._container_write(target, "setitem", node)
@@ -88,7 +95,7 @@ class DataFactsMixin:
         name = chain(target)
         if name:
             self._add_assign(AssignFact(self._scope, name, value, annotation, line, col,
-                                        literal=literal, key=key))
+                                        literal=literal, key=key, origin=origin, index=index))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)
@@ -184,10 +191,37 @@ class DataFactsMixin:
     def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
         line, col = self._pos(node)
         elements = None
+        origins: tuple[str | None, ...] = ()
+        fields: tuple[tuple[str, str | None], ...] = ()
         if isinstance(value, cst.Tuple):
             elements = tuple(self._code(e.value) or "" for e in value.elements)
-        self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col))
+            origins = tuple(origin_of(e.value) for e in value.elements)
+        elif value is not None:
+            origins = (origin_of(value),)
+            if isinstance(value, cst.Call):
+                fields = tuple((a.keyword.value, origin_of(a.value))
+                               for a in value.args if a.keyword is not None)
+        self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col,
+                                             origins, fields))
         self._event("return", len(self.facts.returns) - 1)
+
+
+# Calls that copy their argument: the value still comes from it.
+_COPIES = frozenset({"set", "list", "frozenset", "tuple", "sorted", "dict"})
+
+
+def origin_of(value: cst.BaseExpression | None) -> str | None:
+    """The dotted chain a value comes from: through ``a or b`` (``a``), a copy
+    (``set(a)``, ``list(a)``) and parentheses; a call stays ``f()``."""
+    while value is not None:
+        if isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
+            value = value.left
+        elif isinstance(value, cst.Call) and chain(value.func) in _COPIES and value.args and \
+                value.args[0].keyword is None and not value.args[0].star:
+            value = value.args[0].value
+        else:
+            return chain(value)
+    return None
 
 
 def _literal_key(value: cst.BaseExpression) -> str | None:

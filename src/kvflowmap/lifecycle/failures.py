@@ -260,6 +260,24 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
     return out
 
 
+def failure_sites(fns: dict[str, FnView], cls: str) -> list[tuple[str, int]]:
+    """(function, line) of every failure branch in the methods of ``cls``:
+    an ``except`` that neither re-raises nor catches an absence, and an
+    ``if``/``else`` body that logs an error. Where a failed-blocks container
+    is never filled, these are the places that should fill it."""
+    out = []
+    for fqn, fn in sorted(fns.items()):
+        if fn.cls != cls:
+            continue
+        for s in fn.stmts:
+            if s.kind == "try":
+                out += [(fqn, h.line) for h in s.handlers if not benign(h) and not _reraises(h)]
+            elif s.kind == "if" and any(b and _logs_error(fn, b) and not _reraises_in(b)
+                                        for b in (s.body, s.orelse)):
+                out.append((fqn, s.line))
+    return out
+
+
 def _writers(fns: dict[str, FnView], attrs: set[str], resolve: Resolve) -> set[str]:
     """Functions that fill one of ``attrs``, or call (transitively) one that does."""
     found = {f for f, fn in fns.items() if any(a in attrs for a, _, _ in _fills(fn)

@@ -102,7 +102,8 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
     edges.sort(key=lambda d: (ALL_KINDS.index(d["kind"]), int(d.get("line") or 0)))
     first = edges[0]
     same = sorted({int(d.get("line") or 0) for d in edges if d["kind"] == first["kind"]})
-    note = str(first.get("carrier") or "")
+    note = str(first.get("carrier") or ("its return value" if first.get("via") == "return"
+                                        else ""))
     return Step(u, v, str(first["kind"]), str(first.get("file") or ""),
                 int(first.get("line") or 0), str(first.get("root") or ""), note,
                 tuple(same) if len(same) > 1 else ())

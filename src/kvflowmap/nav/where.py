@@ -34,7 +34,7 @@ RELATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 # Edge attributes worth showing next to a site (all short names or text of a
 # test; never whole statements).
-NOTE_KEYS = ("carrier", "registry", "ref", "property", "guard")
+NOTE_KEYS = ("carrier", "registry", "ref", "property", "guard", "via")
 
 
 @dataclass(frozen=True)

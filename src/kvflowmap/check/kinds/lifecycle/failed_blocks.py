@@ -18,8 +18,11 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
-from kvflowmap.lifecycle.failures import (Fill, block_channels, fill_sites, unreported_failures,
-                                          write_only)
+from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
+                                          unreported_failures, write_only)
+
+# failure branches named in a never-filled finding (where to record blocks)
+MAX_SITES = 6
 
 READS = ("Reads: every analysed override of the failed-blocks channel's methods "
          "(`lifecycle.reports.<channel>.methods`), the attributes it and the analysed "
@@ -94,7 +97,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 "is ever reported, so vLLM takes the blocks as loaded and the request runs "
                 "on whatever they held. Record the blocks where a load fails (every "
                 "`except` and failure branch of the load path).",
-                path=(ctx.step(fn, line, f"self.{attr} is drained"),),
+                path=(ctx.step(fn, line, f"self.{attr} is drained"),
+                      *(ctx.step(g, ln, "a failure branch that records no blocks")
+                        for g, ln in failure_sites(lc.functions,
+                                                   lc.functions[fn].cls or "")[:MAX_SITES])),
                 anchor=f"never-filled:{attr}"))
     if "branch" in opts.hows and direct:
         def request_names(fqn: str) -> set[str]:  # none outside the rule's functions

@@ -1,0 +1,169 @@
+"""Producers of a carrier field through return values.
+
+vLLM fills ``KVConnectorOutput.finished_recving`` from what the connector's
+hook returns (``output.finished_recving = results.finished_recving``,
+``results = connector.get_transfer_results(...)``), and a connector's facade
+returns what its worker half returns, which returns the set a helper filled.
+The functions that *produce* the field are those returns, not only the vLLM
+line that stores it. This pass follows the stored value back: through locals
+(tuple unpacking keeps the position), attribute reads of a returned object
+(``results.finished_recving`` -> the ``finished_recving=`` keyword of the
+returned constructor), ``or``/``set()`` copies, and calls, to every analysed
+function whose return hands the value on, and adds a ``produces`` edge (with
+``via="return"``) from each of them to the field.
+
+Dispatch follows the receiver: a call on ``self`` reaches an override in a
+subclass only when that subclass still runs the calling method (a class that
+overrides ``get_transfer_results`` is not reached through the base one's
+``self.get_finished()``); a call on another object reaches every override of
+the resolved method, since the object may be any subclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.facts import AssignFact, CallFact, ReturnFact
+from kvflowmap.graph.build import Linker
+
+MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Want:
+    """What part of a value is followed: a tuple position, an attribute, or all."""
+
+    slot: int | None = None
+    field: str | None = None
+
+
+class _Scopes:
+    """Facts of each function scope, indexed once."""
+
+    def __init__(self, lk: Linker) -> None:
+        self.assigns: dict[tuple[str, str], list[AssignFact]] = {}
+        self.returns: dict[tuple[str, str], list[ReturnFact]] = {}
+        self.calls: dict[tuple[str, str], list[CallFact]] = {}
+        for module, ff in lk.model.facts.items():
+            for a in ff.assigns:
+                self.assigns.setdefault((module, a.scope), []).append(a)
+            for r in ff.returns:
+                self.returns.setdefault((module, r.scope), []).append(r)
+            for c in ff.calls:
+                self.calls.setdefault((module, c.scope), []).append(c)
+
+
+def add_return_producers(lk: Linker) -> None:
+    """``produces`` edges from the functions whose return values a carrier
+    field is filled from (see the module docstring)."""
+    scopes = _Scopes(lk)
+    carriers = {c.attr: c for c in lk.protocol.carriers}
+    stored: list[tuple[str, str, str, str]] = []  # module, scope, value, field
+    for (module, scope), assigns in sorted(scopes.assigns.items()):
+        for a in assigns:
+            base, _, attr = a.target.rpartition(".")
+            if attr in carriers and base and a.origin:
+                stored.append((module, scope, a.origin, carriers[attr].field))
+    for (module, scope), calls in sorted(scopes.calls.items()):
+        for call in calls:  # ``KVConnectorOutput(finished_recving=results.finished_recving)``
+            for kw, value in call.kwargs:
+                c = carriers.get(kw)
+                if c is not None and value and call.callee and any(
+                        k == "class" and f == c.owner
+                        for k, f in lk.values.eval((module, scope), call.callee)):
+                    stored.append((module, scope, value, c.field))
+    found: dict[tuple[str, str], int] = {}
+    for module, scope, value, field in stored:
+        if field in lk.graph:
+            for fqn, line in _trace(lk, scopes, module, scope, value, Want(), 0, set()):
+                found.setdefault((fqn, field), line)
+    for (fqn, field), line in sorted(found.items()):
+        d = lk.model.defs[fqn]
+        lk.add_edge(fqn, field, "produces", d.module, line, via="return")
+
+
+def _trace(lk: Linker, scopes: _Scopes, module: str, scope: str, origin: str, want: Want,
+           depth: int, seen: set) -> list[tuple[str, int]]:
+    """(function, return line) of every analysed function whose return the
+    value ``origin`` (read in ``module``/``scope``) comes from."""
+    key = (module, scope, origin, want)
+    if depth > MAX_DEPTH or key in seen:
+        return []
+    seen.add(key)
+    if origin.endswith("()"):
+        return _through_call(lk, scopes, module, scope, origin[:-2], want, depth, seen)
+    head, _, attr = origin.partition(".")
+    if attr and "." not in attr and head != "self" and want.field is None:
+        # ``results.finished_recving``: that attribute of what ``results`` holds
+        return _trace(lk, scopes, module, scope, head, Want(want.slot, attr), depth + 1, seen)
+    if attr:
+        return []
+    out = []
+    for a in scopes.assigns.get((module, scope), ()):
+        if a.target != origin or a.aug:
+            continue
+        src = a.origin or a.value
+        if not src:
+            continue
+        if a.index is not None:
+            if want.slot is None:
+                out += _trace(lk, scopes, module, scope, src, Want(a.index, want.field),
+                              depth + 1, seen)
+        else:
+            out += _trace(lk, scopes, module, scope, src, want, depth + 1, seen)
+    return out
+
+
+def _through_call(lk: Linker, scopes: _Scopes, module: str, scope: str, callee: str,
+                  want: Want, depth: int, seen: set) -> list[tuple[str, int]]:
+    call = next((c for c in scopes.calls.get((module, scope), ()) if c.callee == callee), None)
+    if call is None:
+        return []
+    out = []
+    for target in _targets(lk, module, scope, call):
+        d = lk.model.defs[target]
+        for r in scopes.returns.get((d.module, d.fact.qualname), ()):
+            nxt = _part(r, want)
+            if nxt is None:
+                continue
+            origin, rest = nxt
+            out.append((target, r.line))
+            if origin:
+                out += _trace(lk, scopes, d.module, d.fact.qualname, origin, rest, depth + 1,
+                              seen)
+    return out
+
+
+def _part(r: ReturnFact, want: Want) -> tuple[str | None, Want] | None:
+    """What of return ``r`` carries the wanted part, and what remains to want
+    of it; None when this return hands nothing of it (``return None, done``
+    for slot 0)."""
+    if want.slot is not None and r.elements is not None:
+        if want.slot >= len(r.elements) or r.elements[want.slot] == "None":
+            return None
+        return r.origins[want.slot], Want(None, want.field)
+    if want.field is not None and r.fields:
+        match = next((v for k, v in r.fields if k == want.field), None)
+        return (match, Want()) if match else None
+    if not r.origins or r.value in (None, "None"):
+        return None
+    return r.origins[0], want
+
+
+def _targets(lk: Linker, module: str, scope: str, call: CallFact) -> list[str]:
+    """Analysed functions a call can run, overrides included (see the module
+    docstring for how the receiver decides which)."""
+    caller = lk.model.defs.get(f"{module}.{scope}")
+    owner = caller.fqn.rpartition(".")[0] if caller is not None else ""
+    on_self = (call.callee or "").startswith("self.") and lk.classes.is_class(owner)
+    out: set[str] = set()
+    for t in lk.calls.resolve((module, scope), call):
+        if t.external or t.fqn not in lk.model.defs:
+            continue
+        out.add(t.fqn)
+        for o in lk.classes.overrides(t.fqn):
+            sub = o.rpartition(".")[0]
+            if not on_self or caller is None or \
+                    lk.classes.find_member(sub, caller.fact.name) == caller.fqn:
+                out.add(o)
+    return sorted(out)

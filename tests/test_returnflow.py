@@ -1,0 +1,100 @@
+"""Carrier fields produced through return values (``graph.returnflow``): the
+connector functions whose returns vLLM stores in ``finished_recving`` are its
+producers, and dispatch on ``self`` respects the overrides."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.nav import paths
+from kvflowmap.nav.where import edge_sites
+
+FIELD = "vllm.v1.outputs.KVConnectorOutput.finished_recving"
+SENDING = "vllm.v1.outputs.KVConnectorOutput.finished_sending"
+
+CONNECTOR = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1, KVConnectorTransferResults)
+
+
+class Worker:
+    def __init__(self):
+        self._futures = {}
+
+    def _pop_done(self):
+        done = set()
+        for rid, fut in list(self._futures.items()):
+            if fut.done():
+                done.add(rid)
+                del self._futures[rid]
+        return done
+
+    def get_finished(self, finished_req_ids):
+        recving = self._pop_done()
+        return None, recving
+
+
+class FacadeConnector(KVConnectorBase_V1):
+    """Overrides get_finished only: the base get_transfer_results calls it."""
+
+    def __init__(self):
+        self.worker = Worker()
+
+    def get_finished(self, finished_req_ids):
+        sending, recving = self.worker.get_finished(finished_req_ids)
+        return sending, recving
+
+
+class OwnResultsConnector(KVConnectorBase_V1):
+    """Overrides get_transfer_results: vLLM never reaches its get_finished."""
+
+    def get_finished(self, finished_req_ids):
+        return set(), set()
+
+    def get_transfer_results(self, finished_req_ids):
+        done = set()
+        return KVConnectorTransferResults(finished_recving=done)
+'''
+
+
+def _graph(tmp_path: Path):
+    pkg = tmp_path / "rfconn"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(CONNECTOR))
+    return analyse(Request(sources=[str(pkg)], context=[str(stub_root())],
+                           use_cache=False)).graph
+
+
+def _producers(g, field: str) -> set[str]:
+    return {s.node for s in edge_sites(g, field, "in", ("produces",))}
+
+
+def test_facade_worker_and_helper_produce_through_returns(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    found = _producers(g, FIELD)
+    assert {"rfconn.FacadeConnector.get_finished", "rfconn.Worker.get_finished",
+            "rfconn.Worker._pop_done", "rfconn.OwnResultsConnector.get_transfer_results"} <= found
+    # vLLM 0.33 calls get_transfer_results; this class overrides it, so its
+    # get_finished is never what fills the field
+    assert "rfconn.OwnResultsConnector.get_finished" not in found
+
+
+def test_a_constant_none_slot_produces_nothing(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    # Worker.get_finished returns ``None, recving``: nothing of it is a saving report
+    assert "rfconn.Worker.get_finished" not in _producers(g, SENDING)
+    assert "rfconn.FacadeConnector.get_finished" in _producers(g, SENDING)
+
+
+def test_path_from_the_worker_reaches_the_scheduler_through_returns(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    result = paths.find_paths(g, "rfconn.Worker._pop_done",
+                              "vllm.v1.core.sched.scheduler.Scheduler._update_from_kv_xfer_finished")
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert first[0].kind == "produces" and first[0].note == "its return value"
+    assert first[0].dst == FIELD
+    assert "via its return value" in paths.paths_text(result)
