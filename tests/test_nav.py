@@ -133,7 +133,10 @@ def test_cli_exit_codes(capsys) -> None:
 def test_cli_states_formats(capsys, tmp_path) -> None:
     assert main(["states", *_cli(), "-f", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert len(data["transitions"]) == 6
+    assert len(data["transitions"]) == 7
+    # ``request.status = finished_status``: the state a caller passes is a transition
+    passed = [r for r in data["transitions"] if "finished_status = RequestStatus." in r["guard"]]
+    assert [r["to_state"] for r in passed] == ["FINISHED_STOPPED"]
     assert main(["states", *_cli(), "-f", "mermaid"]) == 0
     assert capsys.readouterr().out.startswith("stateDiagram-v2")
     out = tmp_path / "s.svg"

@@ -81,13 +81,14 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
 
 
 def _link(lk: build.Linker, version: str | None) -> None:
-    from kvflowmap.graph import build, dataflow, returnflow
+    from kvflowmap.graph import build, dataflow, paramstates, returnflow
 
     build.add_definitions(lk)
     build.add_calls(lk)
     build.add_dispatch(lk)
     build.add_registry(lk)
     dataflow.add_states(lk)
+    paramstates.add_param_states(lk)
     dataflow.add_fields(lk)
     returnflow.add_return_producers(lk)
     dataflow.add_bridges(lk)

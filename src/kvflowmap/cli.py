@@ -133,6 +133,9 @@ def _produce_graph(analysis, config, kw: dict):
 @click.option("-o", "--output", type=click.Path(), help="Write the report here, not stdout.")
 @click.option("--baseline", type=click.Path(), help="Report only findings not in this file.")
 @click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
+@click.option("--diff-base", metavar="REV",
+              help="Report only findings that are not there at git revision REV (e.g. HEAD), "
+                   "wherever they land; files given are then not a filter.")
 def check(**kw) -> None:
     """Check lifecycle invariants; files given only filter what is reported."""
     from kvflowmap.commands import check_cmd as cc
@@ -154,6 +157,9 @@ def check(**kw) -> None:
     kw["src"] = src
     fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("output")
     baseline, write_base = cc.baseline_set(kw.pop("baseline")), kw.pop("write_baseline")
+    diff_base = kw.pop("diff_base")
+    if diff_base:
+        only = None  # a change is judged by what it causes, wherever that lands
     req, config, rep = prepare(kw)
 
     def compute(analysis):
@@ -161,18 +167,42 @@ def check(**kw) -> None:
         from kvflowmap.check.pipeline import apply_baseline, run_check
 
         all_rules, rules = chosen or cc.load_selected(rule_dirs, select, ignore)
-        everything = run_check(analysis, rules, known_rule_ids=[r.id for r in all_rules],
-                               only_files=only)
-        outcome = apply_baseline(everything, baseline) if baseline is not None else everything
+        known_ids = [r.id for r in all_rules]
+        everything = run_check(analysis, rules, known_rule_ids=known_ids, only_files=only)
+        known = set(baseline or ())
+        if diff_base:
+            from kvflowmap.commands.diff_base import base_fingerprints
+            from kvflowmap.commands.memo_run import analyse_reported
+
+            known |= base_fingerprints(req, diff_base, lambda base: run_check(
+                analyse_reported(base, rep), rules, known_rule_ids=known_ids).findings)
+        outcome = apply_baseline(everything, known) if baseline is not None or diff_base \
+            else everything
         return (outcome, everything.findings, {r.label: str(r.path) for r in analysis.roots},
                 rules, list(analysis.problems))
 
     key = ("check", select, ignore, rule_digest, sorted(only or []), sorted(baseline or []),
-           bool(write_base))
+           bool(write_base), diff_base, _head(diff_base, req.sources))
     outcome, all_findings, roots, rules, problems = run_memoised(req, config, rep, key, compute)
     cc.report(outcome, fmt=fmt, output=output, rules=rules, roots=roots, write_base=write_base,
               all_findings=all_findings, problems=problems)
     raise click.exceptions.Exit(outcome.exit_code(fail_on))
+
+
+def _head(rev: str | None, sources: Sequence[str]) -> str:
+    """The commit ``rev`` names now in the subject's repository (part of the
+    memo key: a new commit is a new base); "" without ``--diff-base``."""
+    if not rev or not sources:
+        return ""
+    import subprocess
+
+    first = Path(sources[0]).resolve()
+    try:
+        return subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                              cwd=first if first.is_dir() else first.parent,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 @cli.command()

@@ -119,11 +119,11 @@ class AssignFact(NamedTuple):
     literal: str | None = None
     key: str | None = None  # the string key of ``x["request_id"]`` when that is the value
     # Where the value comes from, through ``or`` and ``set()``/``list()``-like
-    # copies (``set(done or ())`` -> ``done``); with ``index``, the position of
+    # copies (``set(done or ())`` -> ``done``); with ``position``, the place of
     # this target in a tuple unpacking (``sending, recving = w.get_finished()``
-    # gives ``recving`` origin ``w.get_finished()`` and index 1).
+    # gives ``recving`` origin ``w.get_finished()`` and position 1).
     origin: str | None = None
-    index: int | None = None
+    position: int | None = None
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s

@@ -55,3 +55,13 @@ def pegaflow_analysis(vllm_root: Path, pegaflow_root: Path) -> Analysis:
                   release_roots=[(vllm_root, "vllm 0.33.0")],
                   cache_dir=release_cache_dir())
     return analyse(req)
+
+
+@pytest.fixture(scope="session")
+def vllm_connectors_analysis(vllm_root: Path) -> Analysis:
+    """vLLM 0.33.0's own KV connectors (NIXL, Mooncake, offloading...) as the
+    subject, with the rest of vLLM as context, once per session."""
+    sub = vllm_root / "vllm" / "distributed" / "kv_transfer" / "kv_connector" / "v1"
+    req = Request(sources=[str(sub)], release_roots=[(vllm_root, "vllm 0.33.0")],
+                  cache_dir=release_cache_dir())
+    return analyse(req)

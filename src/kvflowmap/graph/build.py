@@ -85,6 +85,10 @@ def add_definitions(lk: Linker) -> None:
         for c in ff.classes:
             g.add_node(f"{module}.{c.qualname}", kind="class", line=c.line, doc=c.doc,
                        signature=f"class {c.name}({', '.join(c.bases)})", **base)
+            # the analysed MRO of each class, for navigation that must stay
+            # within one class hierarchy (``nav.paths``)
+            g.graph.setdefault("mro", {})[f"{module}.{c.qualname}"] = \
+                tuple(lk.classes.mro(f"{module}.{c.qualname}"))
         for f in ff.functions:
             g.add_node(f"{module}.{f.qualname}", kind="function", line=f.line, doc=f.doc,
                        signature=_signature(f), is_async=f.is_async, **base)

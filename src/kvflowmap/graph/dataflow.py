@@ -28,19 +28,20 @@ def add_states(lk: Linker) -> None:
             if a.value and "." in a.target:
                 state = state_member(lk, (module, a.scope), a.value)
                 if state:
-                    _state_node(lk, state)
+                    add_state_node(lk, state)
                     lk.add_edge(lk.scope_node(module, a.scope), state, "sets_state", module,
                                 a.line, target=a.target)
         for c in ff.compares:
             for op in c.operands:
                 state = state_member(lk, (module, c.scope), op)
                 if state:
-                    _state_node(lk, state)
+                    add_state_node(lk, state)
                     lk.add_edge(state, lk.scope_node(module, c.scope), "reads_state", module,
                                 c.line, guard=c.text)
 
 
-def _state_node(lk: Linker, state: str) -> None:
+def add_state_node(lk: Linker, state: str) -> None:
+    """The node of a request state (made once)."""
     if state in lk.graph and lk.graph.nodes[state].get("kind") == "state":
         return
     enum = state.rpartition(".")[0]
@@ -108,15 +109,39 @@ def _with_overrides(lk: Linker, names) -> list[str]:
 
 
 def add_bridges(lk: Linker) -> None:
-    """Bridge edges across the process boundary, one per carrier."""
+    """Bridge edges across the process boundary, one per carrier.
+
+    Sources are the implementations of the protocol's source methods that the
+    analysed vLLM takes the field from: when the field has producers through
+    return values (``graph.returnflow``), only those (a class overriding
+    ``get_transfer_results`` gets no bridge from its ``get_finished``, which
+    vLLM 0.33 never calls). A target that is a method of the source's own
+    class hierarchy is that class's implementation (the metadata one
+    connector built reaches its own ``start_load_kv``, not every
+    connector's); other targets (vLLM's scheduler) are the declared ones."""
     for c in lk.protocol.carriers:
-        # Sources: each implementation (the data starts there); targets: the
-        # declared functions only, whose dispatch edges reach the overrides.
         targets = [t for t in c.targets if t in lk.model.defs]
-        for src in _with_overrides(lk, c.sources):
+        sources = _with_overrides(lk, c.sources)
+        returned = {u for u, _, d in lk.graph.in_edges(c.field, data=True)
+                    if d.get("kind") == "produces" and d.get("via") == "return"} \
+            if c.field in lk.graph else set()
+        if returned:
+            sources = [s for s in sources if s in returned]
+        for src in sources:
+            d = lk.model.defs[src]
             for dst in targets:
-                d = lk.model.defs[src]
-                lk.add_edge(src, dst, "bridge", d.module, d.fact.line, carrier=c.field)
+                lk.add_edge(src, _own(lk, src, dst), "bridge", d.module, d.fact.line,
+                            carrier=c.field)
+
+
+def _own(lk: Linker, src: str, dst: str) -> str:
+    """``dst`` as the class of method ``src`` resolves it, when both are
+    methods of one hierarchy; else ``dst``."""
+    cls, dst_cls = src.rpartition(".")[0], dst.rpartition(".")[0]
+    if not (lk.classes.is_class(cls) and lk.classes.is_class(dst_cls)) or \
+            dst_cls not in lk.classes.mro(cls):
+        return dst
+    return lk.classes.find_member(cls, dst.rpartition(".")[2]) or dst
 
 
 def check_protocol(lk: Linker, version: str | None) -> None:

@@ -105,9 +105,9 @@ def _trace(lk: Linker, scopes: _Scopes, module: str, scope: str, origin: str, wa
         src = a.origin or a.value
         if not src:
             continue
-        if a.index is not None:
+        if a.position is not None:
             if want.slot is None:
-                out += _trace(lk, scopes, module, scope, src, Want(a.index, want.field),
+                out += _trace(lk, scopes, module, scope, src, Want(a.position, want.field),
                               depth + 1, seen)
         else:
             out += _trace(lk, scopes, module, scope, src, want, depth + 1, seen)

@@ -16,6 +16,7 @@ from typing import cast
 from kvflowmap.facts import Stmt
 from kvflowmap.graph.build import Linker
 from kvflowmap.graph.dataflow import state_member
+from kvflowmap.graph.paramstates import states_through_param
 
 _EXITS = ("return", "raise", "continue", "break")
 
@@ -47,6 +48,11 @@ def extract_transitions(lk: Linker) -> list[Transition]:
                 walker.walk(fn.body, [])
                 out.extend(walker.found)
     return sorted(set(out), key=lambda t: (t.file, t.line, t.to_state))
+
+
+def _short(fqn: str) -> str:
+    """``pkg.mod.Class.method`` -> ``Class.method``."""
+    return ".".join(fqn.split(".")[-2:])
 
 
 class _Walker:
@@ -83,15 +89,22 @@ class _Walker:
             if not a.value or "." not in a.target:
                 continue
             to = state_member(self.lk, (self.module, self.scope), a.value)
-            if to is None:
-                continue
+            # ``request.status = finished_status``: each state a caller passes
+            passed = [] if to is not None or not a.value.isidentifier() else \
+                states_through_param(self.lk, self.module, self.scope, a.value)
+            targets = [(to, "")] if to is not None else [
+                (p.state, f"{a.value} = {p.text} ({_short(p.caller)}, line {p.line})")
+                for p in passed]
             attr = a.target.rpartition(".")[2]
             froms = self._from_states(conds, attr)
             sf = self.lk.model.source(self.module)
             guard = " and ".join(t if pos else f"not ({t})" for t, pos in conds if t)
-            self.found.append(Transition(
-                tuple(sorted(froms)) if froms else ("*",), to, f"{self.module}.{self.scope}",
-                sf.rel if sf else "", sf.root.label if sf else "", a.line, guard))
+            for state, via in targets:
+                self.found.append(Transition(
+                    tuple(sorted(froms)) if froms else ("*",), state,
+                    f"{self.module}.{self.scope}", sf.rel if sf else "",
+                    sf.root.label if sf else "", a.line,
+                    " and ".join(x for x in (guard, via) if x)))
 
     def _from_states(self, conds: list[tuple[str, bool]], attr: str) -> set[str]:
         known: set[str] | None = None

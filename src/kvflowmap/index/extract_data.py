@@ -78,16 +78,16 @@ class DataFactsMixin:
         return self._code(value) if isinstance(value, _LITERALS) else None
 
     def _assign_target(self, target, value, annotation, node, literal=None, key=None,
-                       origin=None, index=None) -> None:
+                       origin=None, position=None) -> None:
         line, col = self._pos(node)
         if isinstance(target, (cst.Tuple, cst.List)):
             starred = False
             for i, el in enumerate(target.elements):
                 starred |= isinstance(el, cst.StarredElement)
                 # positions after a ``*rest`` are not known
-                at = None if starred or index is not None else i
+                at = None if starred or position is not None else i
                 self._assign_target(el.value, None, None, node,
-                                    origin=origin if at is not None else None, index=at)
+                                    origin=origin if at is not None else None, position=at)
             return
         if isinstance(target, cst.Subscript):
             self._container_write(target, "setitem", node)
@@ -95,7 +95,7 @@ class DataFactsMixin:
         name = chain(target)
         if name:
             self._add_assign(AssignFact(self._scope, name, value, annotation, line, col,
-                                        literal=literal, key=key, origin=origin, index=index))
+                                        literal=literal, key=key, origin=origin, position=position))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)

@@ -75,12 +75,23 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     for fn in fns.values():
         if fn.cls:
             by_cls.setdefault(fn.cls, []).append(fn)
+    nested = _nested(fns)
     foreign = _foreign_attrs(fns)
     importers = _importers(fns)
     out: list[Unbalanced] = []
-    for leaf in sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c)):
+    leaves = sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c))
+    per_leaf: dict[str, tuple[list[FnView], dict[str, list[Use]]]] = {}
+    adders: dict[str, set[str]] = {}  # attribute -> leaves whose members add to it
+    for leaf in leaves:
         members = _members(leaf, by_cls, classes)
+        members += [n for m in members for n in nested.get(m.fqn, ())]
         uses = _uses(members)
+        per_leaf[leaf] = (members, uses)
+        for attr, us in uses.items():
+            if any(u.what == "add" for u in us):
+                adders.setdefault(attr, set()).add(leaf)
+    for leaf in leaves:
+        members, uses = per_leaf[leaf]
         reached = _foreign_to(members, foreign, importers) if uses else set()
         for attr, us in sorted(uses.items()):
             if attr in reached or "escape" in {u.what for u in us}:
@@ -88,9 +99,22 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
             if not _empty_builtin(members, attr):
                 continue
             found = _judge(leaf, attr, us, keyed, owed_attrs, id_removals)
+            if found and found.how == "never-filled" and _sibling_state(
+                    classes, leaf, us, adders.get(attr, set()) - {leaf}):
+                continue
             if found:
                 out.append(found)
     return out
+
+
+def _sibling_state(classes: ClassIndex, leaf: str, us: list[Use], fillers: set[str]) -> bool:
+    """Every use of the container is in a base class that a sibling leaf
+    (one of ``fillers``) shares and fills it through: the base serves both
+    and this leaf simply never uses it (a pull-only queue in a push
+    worker), while a leaf whose own classes take from it still counts."""
+    shared = {k for f in fillers for k in classes.mro(f)}
+    return bool(fillers) and all(u.fqn.rpartition(".")[0] in shared or u.what == "init"
+                                 for u in us)
 
 
 def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[str],
@@ -114,6 +138,7 @@ def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) ->
     """The subject functions that run on instances of ``leaf``: members its
     MRO resolves to, and defs nested in them."""
     out = []
+    chosen: set[str] = set()
     for k in classes.mro(leaf):
         for fn in by_cls.get(k, ()):
             method = fn.fact.qualname.split(".")
@@ -121,6 +146,39 @@ def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) ->
             name = method[cls_depth] if len(method) > cls_depth else fn.name
             if classes.find_member(leaf, name) == f"{k}.{name}":
                 out.append(fn)
+                chosen.add(f"{k}.{name}")
+    # overridden methods still run when an override calls ``super().m()``
+    # (the base ``__init__`` that creates the containers, above all)
+    by_fqn = {f"{fn.cls}.{fn.name}": fn for fns in by_cls.values() for fn in fns}
+    todo = list(out)
+    while todo:
+        fn = todo.pop()
+        for c in fn.all_calls:
+            callee = c.callee or ""
+            if not callee.startswith("super()."):
+                continue
+            found = classes.find_member(leaf, callee[8:], after=fn.cls)
+            if found and found not in chosen and found in by_fqn:
+                chosen.add(found)
+                out.append(by_fqn[found])
+                todo.append(by_fqn[found])
+    return out
+
+
+def _nested(fns: dict[str, FnView]) -> dict[str, list[FnView]]:
+    """Method FQN -> the defs nested in it at any depth (callbacks and
+    closures that use the method's ``self``)."""
+    out: dict[str, list[FnView]] = {}
+    for fqn, fn in fns.items():
+        if fn.cls:
+            continue
+        parent = fqn.rpartition(".")[0]
+        while parent and parent not in fns:
+            parent = parent.rpartition(".")[0]
+        while parent in fns and not fns[parent].cls:
+            parent = parent.rpartition(".")[0]
+        if parent in fns and fns[parent].cls:
+            out.setdefault(parent, []).append(fn)
     return out
 
 

@@ -64,6 +64,9 @@ class IdState:
     spec: LifecycleSpec
     fns: dict[str, FnIds] = field(default_factory=dict)
     keyed_attrs: set[str] = field(default_factory=set)
+    # names of analysed functions that return a request id taken from what
+    # they are given (``def _request_id(request): return str(request.request_id)``)
+    id_returners: set[str] = field(default_factory=set)
 
     def of(self, fqn: str) -> FnIds:
         return self.fns.setdefault(fqn, FnIds())
@@ -162,6 +165,24 @@ def seed(state: IdState, fn: FnView) -> None:
                 mine.requests.add(head)
 
 
+_ID_RETURN = re.compile(r"(?:str\()?(\w+)\.(\w+)\)?")
+
+
+def returns_id(state: IdState, fn: FnView) -> bool:
+    """Every return of ``fn`` hands back the id field of one of its
+    parameters (``return str(request.request_id)``, ``return req.req_id``),
+    or nothing."""
+    values = [r.value or "" for r in fn.all_returns if r.value not in (None, "None")]
+    if not values or fn.fact.is_async:
+        return False
+    params = set(fn.param_names) - {"self", "cls"}
+    for v in values:
+        m = _ID_RETURN.fullmatch(v.replace(" ", ""))
+        if m is None or m.group(1) not in params or m.group(2) not in state.spec.id_fields:
+            return False
+    return True
+
+
 def bind_defaults(state: IdState, fn: FnView, outer: FnView) -> bool:
     """A nested def's parameter defaulting to an id of the enclosing function
     (``def _on_done(f, rid=req_id)``, the usual way to pin a loop's id in a
@@ -213,6 +234,9 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 continue
             if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
                 mine.ids.add(a.target)
+            elif (a.value or "").endswith("()") and \
+                    (a.value or "")[:-2].rpartition(".")[2] in state.id_returners:
+                mine.ids.add(a.target)  # ``req_id = _request_id(request)``
             elif a.key in state.spec.id_fields:
                 mine.ids.add(a.target)  # ``request_id = req_meta["request_id"]``
             elif _dequeues(state, a.value):

@@ -16,7 +16,7 @@ from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
 from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
-                                     seed)
+                                     returns_id, seed)
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals
@@ -219,6 +219,7 @@ def build_lifecycle(linker) -> Lifecycle:
     state = IdState(spec)
     for fn in fns.values():
         seed(state, fn)
+    state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
     for _ in range(MAX_ROUNDS):
         changed = False
         for fn in fns.values():

@@ -210,17 +210,38 @@ class Evaluator:
             if instance and _is_property(d.fact):
                 return self.returns_of(found, depth)
             return (("func", found),)
+        # The most derived class along the MRO that types the attribute wins:
+        # ``NixlPullConnector`` assigning a pull worker is not widened by the
+        # base's ``NixlBaseConnectorWorker | None`` declaration (which would
+        # dispatch to every sibling's worker).
         values: list[Value] = []
         for k in self.classes.mro(cls):
-            values += self._attr_values(k, attr, depth)
+            values = self._attr_values(k, attr, depth)
+            if values:
+                break
         if not values:
             # Declared only in subclasses (duck-typed base): every override.
             values = [("func", f"{s}.{attr}") for s in self.classes.all_subclasses(cls)
                       if f"{s}.{attr}" in self.model.defs]
-        if not values:
+        if not values and not self._assigned(cls, attr):
+            # inherited from a base outside the analysis (``threading.Thread.start``);
+            # an attribute the analysed classes assign with an unknown value is
+            # unknown, never ``<external base>.<attr>``
             ext = self.classes.external_bases(cls)
             values = [("ext", f"{ext[0]}.{attr}")] if ext else []
         return tuple(values)
+
+    def _assigned(self, cls: str, attr: str) -> bool:
+        """Some analysed class along ``cls``'s MRO, or a subclass (``other:
+        Base`` narrowed to a subclass), assigns or declares ``attr``."""
+        for k in (*self.classes.mro(cls), *self.classes.all_subclasses(cls)):
+            if attr in self.self_attrs.get(k, {}):
+                return True
+            fact = self.classes.class_fact(k)
+            if fact is not None and (attr in fact.members or
+                                     any(name == attr for name, _ in fact.attributes)):
+                return True
+        return False
 
     def _attr_values(self, cls: str, attr: str, depth: int) -> list[Value]:
         values: list[Value] = []
@@ -229,9 +250,9 @@ class Evaluator:
         if fact is not None:
             for name, ann in fact.attributes:
                 if name == attr:
-                    values += self.from_annotation(module, ann, depth)
-            if attr in fact.members and not values:
-                values.append(("inst", cls) if self.classes.is_enum(cls) else ("ext", f"{cls}.{attr}"))
+                    values += self.from_annotation(module, ann, depth) or _container(ann)
+            if attr in fact.members and not values and self.classes.is_enum(cls):
+                values.append(("inst", cls))
         for ctx, a in self.self_attrs.get(cls, {}).get(attr, ()):
             values += self.from_assign(ctx, a, depth)
         return values
@@ -263,6 +284,25 @@ class Evaluator:
                 if _looks_like_chain(chain_text):
                     values += self.eval((d.module, fn.qualname), _strip_args(chain_text), depth + 1)
         return tuple(values)
+
+
+# Builtin containers an annotation may name, by their spellings.
+_CONTAINERS = {"dict": "dict", "Dict": "dict", "defaultdict": "dict", "DefaultDict": "dict",
+               "OrderedDict": "dict", "Mapping": "dict", "MutableMapping": "dict",
+               "list": "list", "List": "list", "Sequence": "list", "MutableSequence": "list",
+               "set": "set", "Set": "set", "frozenset": "frozenset", "FrozenSet": "frozenset",
+               "MutableSet": "set", "tuple": "tuple", "Tuple": "tuple", "deque": "deque",
+               "Deque": "deque"}
+
+
+def _container(annotation: str | None) -> tuple[Value, ...]:
+    """``dict[str, X]`` -> an instance of the builtin ``dict`` (its methods are
+    ``<builtin>.dict.get``...); nothing for other annotations."""
+    head = (annotation or "").strip().strip("'\"").partition("[")[0].rpartition(".")[2]
+    kind = _CONTAINERS.get(head)
+    if kind is None:
+        return ()
+    return (("inst", f"collections.{kind}") if kind == "deque" else ("inst", f"<builtin>.{kind}"),)
 
 
 def _is_property(fn) -> bool:

@@ -61,6 +61,9 @@ class NoPath:
     nearest: tuple[tuple[str, int], ...]  # (node, hops from A), most B-like first
     into_dst: tuple[str, ...]  # direct predecessors of B
     reverse: bool  # a path exists from B to A
+    # paths exist only through a dispatch into a sibling class of A's or B's
+    # (another connector object): left out as impossible
+    switched: bool = False
 
 
 def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
@@ -74,8 +77,12 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     simple = _simple(g, kinds)
     simple.add_edges_from((_SRC, s) for s in sources)
     simple.add_edges_from((t, _DST) for t in targets)
+    switches = _switches(g, simple, sources + targets)
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets)
+    simple.remove_edges_from(switches)
+    if not nx.has_path(simple, _SRC, _DST):
+        return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
     for p in nx.shortest_simple_paths(simple, _SRC, _DST):
         if len(found) >= max_paths and (len(p) > len(found[max_paths - 1])
@@ -86,6 +93,27 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
+
+
+def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[tuple[str, str]]:
+    """Dispatch edges into a class unrelated to the class of an end of the
+    query below the same base. A path from ``DecodeBenchConnector``'s
+    metadata to ``NixlPullConnector.start_load_kv`` through the base's
+    ``start_load_kv`` switches objects on the way: at run time one connector
+    object builds and loads, so such a path does not exist."""
+    mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
+    mine = [m for m in (mro.get(e.rpartition(".")[0]) for e in ends) if m]
+    out = []
+    for u, v in simple.edges():
+        base, cls = u.rpartition(".")[0], v.rpartition(".")[0]
+        if cls not in mro or base == cls or base not in mro[cls]:
+            continue
+        if not any(g[u][v][k].get("kind") == "dispatch" for k in g[u][v]):
+            continue
+        if any(base in m and m[0] != base and m[0] not in mro[cls] and cls not in m
+               for m in mine):
+            out.append((u, v))
+    return out
 
 
 def _simple(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> nx.DiGraph:
@@ -110,7 +138,7 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
 
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
-             targets: list[str]) -> NoPath:
+             targets: list[str], switched: bool = False) -> NoPath:
     hops = nx.single_source_shortest_path_length(simple, _SRC)
     # Hops from A (the virtual source is one hop before it); A itself and
     # externals (leaves outside the analysed code) are not useful hints.
@@ -128,7 +156,7 @@ def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
     reverse = any(nx.has_path(back, t, s) for t, s in itertools.product(targets, sources)
                   if t != s)
     return NoPath(a, b, len(reached), tuple((n, reached[n]) for n in ranked[:5]),
-                  tuple(into[:8]), reverse)
+                  tuple(into[:8]), reverse, switched)
 
 
 def paths_text(result: PathResult | NoPath) -> str:
@@ -157,6 +185,9 @@ def _no_path_text(r: NoPath) -> str:
     if r.into_dst:
         lines.append(f"{r.dst!r} is entered from:")
         lines += [f"  {n}" for n in r.into_dst]
+    if r.switched:
+        lines.append("the only paths dispatch from a base class into a sibling of the class "
+                     f"of {r.src!r} or {r.dst!r} (another object at run time): left out")
     if r.reverse:
         lines.append(f"a path exists the other way: try `kvflowmap path {r.dst} {r.src}`")
     return "\n".join(lines) + "\n"

@@ -22,6 +22,9 @@ from kvflowmap.lifecycle.effects import HANDLING
 from kvflowmap.lifecycle.cfg_paths import reaching
 from kvflowmap.lifecycle.decisions import config_test
 
+# calls followed from a connector's reporter to the worker code it delegates to
+_DELEGATION_DEPTH = 3
+
 READS = ("Reads: the returns of the protocol's delay-free hook (`lifecycle.delay_free`), "
          "the control-flow graph from its entry, and the lifecycle model's effect of each "
          "statement on the request id.")
@@ -48,7 +51,7 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
     handles = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt" and (any(
         e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt)) or
         _delegates(fn, n.stmt, lc.spec.delay_free))}
-    if not handles and _workers_track_finished(lc):
+    if not handles and _workers_track_finished(lc, fn.cls):
         return []  # never records: its workers save what finished_req_ids names
     to_handle = reaching(cfg, handles)
     out = []
@@ -91,19 +94,49 @@ def _delegates(fn, s, name: str) -> bool:
         for c in fn.calls(s))
 
 
-def _workers_track_finished(lc) -> bool:
-    """Some finished_sending reporter reads the ids of finished requests vLLM
-    passes it (``get_finished(finished_req_ids)``): a design where the
-    worker, not ``request_finished``, picks what to save."""
+def _workers_track_finished(lc, cls: str | None) -> bool:
+    """The connector's own finished_sending reporter (the method its class
+    resolves, and the subject functions it delegates to, a few calls deep)
+    reads the ids of finished requests vLLM passes it
+    (``get_finished(finished_req_ids)``): a design where the worker, not
+    ``request_finished``, picks what to save. Another connector's design says
+    nothing about this one."""
     channel = lc.spec.channel("finished_sending")
     methods = channel.methods if channel else ()
-    for fn in lc.functions.values():
-        if fn.name not in methods:
-            continue
-        params = set(lc.spec.id_params.get(fn.name, ())) & set(fn.param_names)
-        if any(p in s.names for s in fn.stmts for p in params):
-            return True
+    frontier = [m for m in (lc.classes.find_member(cls, name) for name in methods)
+                if m in lc.functions] if cls else []
+    seen = set(frontier)
+    for _ in range(_DELEGATION_DEPTH):
+        nxt = []
+        for f in frontier:
+            fn = lc.functions[f]
+            params = set(lc.spec.id_params.get(fn.name, ())) & set(fn.param_names)
+            if fn.name in methods and any(_reads(fn, s, p, methods)
+                                          for s in fn.stmts for p in params):
+                return True
+            for c in fn.all_calls:
+                name = (c.callee or "").rpartition(".")[2]
+                # ``self.get_finished(...)`` runs what the connector's class resolves
+                own = lc.classes.find_member(cls, name) if (c.callee or "").startswith(
+                    "self.") and cls else None
+                for t in ([own] if own else
+                          [t.fqn for t in lc.effects.calls.resolve(fn.ctx, c)]):
+                    if t in lc.functions and t not in seen:
+                        seen.add(t)
+                        nxt.append(t)
+        frontier = nxt
     return False
+
+
+def _reads(fn, s, param: str, methods: tuple[str, ...]) -> bool:
+    """``s`` uses ``param`` other than by passing it on to another reporter
+    (``self.get_finished(finished_req_ids)`` in a base's
+    ``get_transfer_results`` decides nothing)."""
+    if param not in s.names:
+        return False
+    forwards = [c for c in fn.calls(s) if param in c.args or param in (v for _, v in c.kwargs)]
+    return not forwards or any((c.callee or "").rpartition(".")[2] not in methods
+                               for c in forwards)
 
 
 def _lines(cfg, parent: dict[int, int | None], n: int) -> list[int]:

@@ -36,9 +36,19 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     lc = lifecycle(ctx)
     tracked = {(c.owner, c.attr) for c, info in lc.containers.items()
                if info.of_kind("add") and _flows_out(lc, c.owner, f"self.{c.attr}")}
-    fns = [f for f in functions(ctx, lc)
-           if not any(fnmatch.fnmatch(lc.functions[f].name, p) for p in opts.exempt_methods)]
+    def exempt(fqn: str) -> bool:
+        return any(fnmatch.fnmatch(fqn.rpartition(".")[2], p) for p in opts.exempt_methods)
+
+    fns = [f for f in functions(ctx, lc) if not exempt(f) and not _teardown_only(ctx, f, exempt)]
     return each_function(ctx, fns, lambda f: _check(ctx, lc, f, tracked))
+
+
+def _teardown_only(ctx: CheckContext, fqn: str, exempt) -> bool:
+    """Every caller of ``fqn`` is a teardown method (a state object's
+    ``clear()`` that only ``shutdown()`` calls)."""
+    g = ctx.graph
+    callers = [u for u, _, k in g.in_edges(fqn, data="kind") if k == "call"] if fqn in g else []
+    return bool(callers) and all(exempt(u) for u in callers)
 
 
 def _check(ctx: CheckContext, lc, fqn: str, tracked: set[tuple[str, str]]) -> list[Finding]:

@@ -1,0 +1,67 @@
+"""Values through the program on real code: per-class attribute types (the
+NIXL pull/push worker split) and carrier fields produced through returns
+(facade -> worker -> helper), on vllm 0.33.0 and pegaflow-llm 0.25.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvflowmap.api import Analysis
+from kvflowmap.nav.where import WhereResult, where
+
+pytestmark = pytest.mark.integration
+
+NIXL = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
+RECV = "vllm.v1.outputs.KVConnectorOutput.finished_recving"
+
+
+def _callees(g, fqn: str) -> set[str]:
+    return {v for _, v, k in g.out_edges(fqn, data="kind") if k == "call"}
+
+
+def test_nixl_pull_and_push_connectors_call_their_own_worker(
+        vllm_connectors_analysis: Analysis) -> None:
+    g = vllm_connectors_analysis.graph
+    pull = _callees(g, f"{NIXL}.connector.NixlPullConnector.start_load_kv")
+    push = _callees(g, f"{NIXL}.connector.NixlPushConnector.start_load_kv")
+    assert f"{NIXL}.pull_worker.NixlPullConnectorWorker.start_load_kv" in pull
+    assert f"{NIXL}.push_worker.NixlPushConnectorWorker.start_load_kv" not in pull
+    assert f"{NIXL}.push_worker.NixlPushConnectorWorker.start_load_kv" in push
+    assert f"{NIXL}.pull_worker.NixlPullConnectorWorker.start_load_kv" not in push
+
+
+def _producers(analysis: Analysis) -> set[str]:
+    found = where(analysis.graph, "finished_recving")
+    assert isinstance(found, WhereResult)
+    return {s.node for s in found.get("producers")}
+
+
+def test_nixl_produces_finished_recving_through_get_transfer_results(
+        vllm_connectors_analysis: Analysis) -> None:
+    found = _producers(vllm_connectors_analysis)
+    assert f"{NIXL}.connector.NixlBaseConnector.get_transfer_results" in found
+    assert f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results" in found
+    # vLLM 0.33.0 calls get_transfer_results, which NIXL overrides: its
+    # get_finished is never what fills the field
+    assert f"{NIXL}.connector.NixlBaseConnector.get_finished" not in found
+
+
+def test_pegaflow_facade_and_worker_produce_finished_recving(
+        pegaflow_analysis: Analysis) -> None:
+    found = _producers(pegaflow_analysis)
+    assert {"pegaflow.connector.PegaKVConnector.get_finished",
+            "pegaflow.connector.worker.WorkerConnector.get_finished",
+            "pegaflow.nixl_connector.base_worker.NixlBaseConnectorWorker._pop_done_transfers",
+            } <= found
+
+
+def test_states_follow_a_status_passed_as_an_argument(pegaflow_analysis: Analysis) -> None:
+    from kvflowmap.nav.states import state_machine
+
+    rows = state_machine(pegaflow_analysis.linker).rows
+    finish = "vllm.v1.core.sched.scheduler.Scheduler.finish_requests"
+    passed = {r.to_state: r.guard for r in rows if r.function == finish}
+    # ``request.status = finished_status``: the engine's abort passes
+    # FINISHED_ABORTED, the failed-load path FINISHED_ERROR
+    assert {"FINISHED_ABORTED", "FINISHED_ERROR"} <= set(passed)
+    assert "finished_status = RequestStatus.FINISHED_ERROR" in passed["FINISHED_ERROR"]
