@@ -75,3 +75,42 @@ def test_json_is_stable_and_written_to_file(repo, monkeypatch, capsys, tmp_path)
     assert fns["get_finished"]["resets"] == ["Tiny._loading"]
     assert main(["lifecycle", "tiny", "--context", stub_root(), "-f", "json", "-q"]) == 0
     assert capsys.readouterr().out == text
+
+
+MULTI = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Multi(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role):
+        self._connectors = []
+        self._extra_saves = {}
+
+    def request_finished(self, request, blocks):
+        self._extra_saves[request.request_id] = len(self._connectors) - 1
+        return True, None
+
+    def get_finished(self, finished_req_ids):
+        finished_sending = set()
+        for c in self._connectors:
+            sending, recving = c.get_finished(finished_req_ids)
+            for req_id in sending or ():
+                pending = self._extra_saves.get(req_id)
+                if pending == 1:
+                    del self._extra_saves[req_id]
+                    finished_sending.add(req_id)
+        return finished_sending, None
+'''
+
+
+def test_ids_a_sub_connector_reports_are_ids(tree, monkeypatch, capsys) -> None:
+    # ``sending, recving = c.get_finished(...)`` then ``for req_id in sending or ()``:
+    # what a report method returns holds ids, so the ``del`` is a removal
+    root = tree({"multi/__init__.py": "", "multi/conn.py": MULTI})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["multi"]\ncontext = ["{stub_root()}"]\n')
+    monkeypatch.chdir(root)
+    assert main(["lifecycle", "-q"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("  Multi._extra_saves"):]
+    assert "    remove   get_finished:" in block.split("\n\n")[0]

@@ -132,6 +132,10 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
             if (d.get("flow") and d.get("connector") in (None, *chosen))
             or d.get("connector") in chosen or n in chosen]
     view = _subgraph(g, flow)
+    # a state nothing in the flow sets or reads (``FINISHED_REPETITION``)
+    # says nothing about the KV flow: drawn, it only floats alone
+    view = _subgraph(view, [n for n in view if view.nodes[n].get("kind") != "state"
+                            or view.degree(n)])
     view.graph["connectors"] = sorted(chosen)
     if view.number_of_nodes() <= max_nodes:
         return view
@@ -143,6 +147,8 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
             break
         if _touches(view, n, keep):
             keep.add(n)
+    keep -= {n for n in keep if view.nodes[n].get("kind") == "state" and
+             not _touches(view, n, keep)}
     return _subgraph(view, keep)
 
 

@@ -68,6 +68,12 @@ class IdState:
     # they are given (``def _request_id(request): return str(request.request_id)``)
     id_returners: set[str] = field(default_factory=set)
 
+    @property
+    def report_methods(self) -> frozenset[str]:
+        """Names of the protocol's report-channel methods (``get_finished``)."""
+        return frozenset(m for c in self.spec.channels for m in c.methods
+                         if c.element is not None or c.keyword)  # not the blocks channel
+
     def of(self, fqn: str) -> FnIds:
         return self.fns.setdefault(fqn, FnIds())
 
@@ -131,7 +137,14 @@ def unwrap(text: str) -> str:
             if t.endswith(m):
                 t = t[: -len(m)]
                 changed = True
+        m2 = _OR_EMPTY.fullmatch(t)
+        if m2:  # ``sending or ()``: the collection, or nothing
+            t = m2.group(1).strip()
+            changed = True
     return t if IDENT.fullmatch(t) else ""
+
+
+_OR_EMPTY = re.compile(r"(.+?)\s+or\s+(?:\(\)|\[\]|\{\}|set\(\)|dict\(\)|list\(\))")
 
 
 def _zip_args(iterable: str) -> list[str]:
@@ -248,6 +261,11 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 # self._jobs.pop(job)``: the first target is an id taken out
                 mine.ids.add(a.target)
             elif state.is_coll(fn, a.value):
+                mine.colls.add(a.target)
+            elif a.origin and a.origin.endswith("()") and \
+                    a.origin[:-2].rpartition(".")[2] in state.report_methods:
+                # ``sending, recving = c.get_finished(ids)``: what a report
+                # method hands back are ids (a sub-connector's, a worker's)
                 mine.colls.add(a.target)
             elif is_outcome(a.value):
                 # what an operation answered is not the request's data

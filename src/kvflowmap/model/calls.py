@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import re
+from typing import NamedTuple, cast
 
-from kvflowmap.facts import CallFact
+from kvflowmap.facts import CallFact, FunctionFact
 from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import Model
 from kvflowmap.model.values import Ctx, Evaluator
@@ -20,6 +21,10 @@ class Target(NamedTuple):
     external: bool = False
 
 
+# ``assert isinstance(self.worker, PullWorker)`` (or a tuple of types)
+_ISINSTANCE = re.compile(r"isinstance\(\s*([A-Za-z_][\w.]*)\s*,\s*\(?\s*([\w.\s,]+?)\s*,?\s*\)?\s*\)")
+
+
 class CallResolver:
     """Turns callee chains into targets using the evaluator."""
 
@@ -31,17 +36,52 @@ class CallResolver:
         # the functions they check (on PegaFlow + vLLM: 46,304 look-ups of
         # 15,573 distinct (scope, callee) pairs, profiled).
         self._memo: dict[tuple[Ctx, str], tuple[Target, ...]] = {}
+        self._asserts: dict[Ctx, dict[str, tuple[int, tuple[str, ...]]]] = {}
 
     def resolve(self, ctx: Ctx, call: CallFact) -> list[Target]:
         """Targets of one call site; empty when it cannot be resolved."""
         callee = call.callee
         if not callee:
             return []
+        narrowed = self._narrowed(ctx, callee, call.line)
+        if narrowed is not None:
+            return narrowed
         key = (ctx, callee)
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = tuple(self._resolve(ctx, callee))
         return list(found)
+
+    def _narrowed(self, ctx: Ctx, callee: str, line: int) -> list[Target] | None:
+        """Targets of ``recv.m()`` after an ``assert isinstance(recv, T)`` at
+        the top level of the function, earlier than ``line``: methods of
+        ``T`` (and, by dispatch, its overrides); None when no assert applies."""
+        asserts = self._asserts.get(ctx)
+        if asserts is None:
+            asserts = self._asserts[ctx] = self._isinstance_asserts(ctx)
+        recv, _, method = callee.rpartition(".")
+        found = asserts.get(recv) if recv and "(" not in method else None
+        if found is None or found[0] >= line:
+            return None
+        out: list[Target] = []
+        for name in found[1]:
+            for kind, fqn in self.values.eval(ctx, name):
+                if kind == "class":
+                    for k2, f2 in self.values.member(("inst", fqn), method.rstrip("()"), 0):
+                        out.extend(self._targets_of(k2, f2))
+        return _dedupe(out) or None
+
+    def _isinstance_asserts(self, ctx: Ctx) -> dict[str, tuple[int, tuple[str, ...]]]:
+        d = self.model.defs.get(f"{ctx[0]}.{ctx[1]}") if ctx[1] else None
+        if d is None or d.is_class:
+            return {}
+        out: dict[str, tuple[int, tuple[str, ...]]] = {}
+        for s in cast(FunctionFact, d.fact).body:
+            m = _ISINSTANCE.fullmatch((s.text or "").strip()) if s.kind == "assert" else None
+            if m is not None:
+                types = tuple(n.strip() for n in m.group(2).split(",") if n.strip())
+                out.setdefault(m.group(1), (s.line, types))
+        return out
 
     def _resolve(self, ctx: Ctx, callee: str) -> list[Target]:
         if callee.startswith("super()."):
