@@ -161,6 +161,7 @@ def check(**kw) -> None:
     if diff_base:
         only = None  # a change is judged by what it causes, wherever that lands
     req, config, rep = prepare(kw)
+    from kvflowmap.commands.diff_base import commit_of
 
     def compute(analysis):
         # Rules load only when something changed: a warm run imports no engine.
@@ -182,27 +183,11 @@ def check(**kw) -> None:
                 rules, list(analysis.problems))
 
     key = ("check", select, ignore, rule_digest, sorted(only or []), sorted(baseline or []),
-           bool(write_base), diff_base, _head(diff_base, req.sources))
+           bool(write_base), diff_base, commit_of(diff_base, req.sources))
     outcome, all_findings, roots, rules, problems = run_memoised(req, config, rep, key, compute)
     cc.report(outcome, fmt=fmt, output=output, rules=rules, roots=roots, write_base=write_base,
               all_findings=all_findings, problems=problems)
     raise click.exceptions.Exit(outcome.exit_code(fail_on))
-
-
-def _head(rev: str | None, sources: Sequence[str]) -> str:
-    """The commit ``rev`` names now in the subject's repository (part of the
-    memo key: a new commit is a new base); "" without ``--diff-base``."""
-    if not rev or not sources:
-        return ""
-    import subprocess
-
-    first = Path(sources[0]).resolve()
-    try:
-        return subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                              cwd=first if first.is_dir() else first.parent,
-                              capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 @cli.command()

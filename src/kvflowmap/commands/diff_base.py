@@ -16,13 +16,27 @@ import io
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvflowmap.request import Request
 from kvflowmap.sources.errors import SourceError
 
 GIT_TIMEOUT = 120  # seconds for one git command
+
+
+def commit_of(rev: str | None, sources: Sequence[str]) -> str:
+    """The commit ``rev`` names now in the subject's repository (part of the
+    run memo's key: a new commit is a new base); "" without ``rev``, or when
+    git cannot tell (``base_fingerprints`` then reports why)."""
+    if not rev or not sources:
+        return ""
+    first = Path(sources[0]).resolve()
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                    first if first.is_dir() else first.parent, "").strip()
+    except SourceError:
+        return ""
 
 
 def base_fingerprints(req: Request, rev: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from kvflowmap.graph.build import Linker
 
@@ -51,29 +52,47 @@ def add_state_node(lk: Linker, state: str) -> None:
                       package=state.split(".")[0], subject=False, **where)
 
 
-def add_fields(lk: Linker) -> None:
-    """``produces``/``consumes`` edges for each carrier field of the protocol."""
+@dataclass(frozen=True)
+class Store:
+    """A write of a carrier field: ``o.field = value`` or ``Class(field=value)``
+    in ``module``/``scope`` at ``line``; ``value`` is where the value comes
+    from (``AssignFact.origin``, a keyword's chain), "" when unknown."""
+
+    module: str
+    scope: str
+    line: int
+    field: str
+    value: str
+
+
+def add_fields(lk: Linker) -> list[Store]:
+    """``produces``/``consumes`` edges for each carrier field of the protocol;
+    returns the writes found (``returnflow`` follows their values back)."""
     by_attr: dict[str, list] = {}
     for c in lk.protocol.carriers:
         by_attr.setdefault(c.attr, []).append(c)
+    stores: list[Store] = []
     for module in sorted(lk.model.facts):
         ff = lk.model.facts[module]
+        first = len(stores)
         for a in ff.assigns:
             base, _, attr = a.target.rpartition(".")
             for c in by_attr.get(attr, ()):
                 if base and _is_owner(lk, (module, a.scope), base, c.owner):
-                    _field_edge(lk, lk.scope_node(module, a.scope), c.field, "produces", module, a.line)
+                    stores.append(Store(module, a.scope, a.line, c.field, a.origin or ""))
         for call in ff.calls:
-            for kw, _ in call.kwargs:
+            for kw, value in call.kwargs:
                 for c in by_attr.get(kw, ()):
                     if call.callee and any(k == "class" and f == c.owner for k, f in
                                            lk.values.eval((module, call.scope), call.callee)):
-                        _field_edge(lk, lk.scope_node(module, call.scope), c.field, "produces",
-                                    module, call.line)
+                        stores.append(Store(module, call.scope, call.line, c.field, value or ""))
+        for s in stores[first:]:
+            _field_edge(lk, lk.scope_node(module, s.scope), s.field, "produces", module, s.line)
         for r in ff.reads:
             for c in by_attr.get(r.attr, ()):
                 if _is_owner(lk, (module, r.scope), r.base, c.owner):
                     _field_edge(lk, c.field, lk.scope_node(module, r.scope), "consumes", module, r.line)
+    return stores
 
 
 def _is_owner(lk: Linker, ctx, base: str, owner: str) -> bool:

@@ -57,9 +57,8 @@ def states_through_param(lk: Linker, module: str, scope: str, name: str) -> list
 
 
 def _calls_at(lk: Linker, module: str, scope: str, line: int, name: str) -> list[CallFact]:
-    ff = lk.model.facts.get(module)
-    return [c for c in ff.calls if c.scope == scope and c.line == line and
-            (c.callee or "").rpartition(".")[2] == name] if ff is not None else []
+    return [c for c in lk.model.scope_calls(module, scope)
+            if c.line == line and (c.callee or "").rpartition(".")[2] == name]
 
 
 def _argument(call: CallFact, positional: list[str], name: str, method: bool) -> str | None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvflowmap.facts import AssignFact, CallFact, ReturnFact
+from kvflowmap.facts import CallFact, ReturnFact
 from kvflowmap.graph.build import Linker
+from kvflowmap.graph.dataflow import Store
 
 MAX_DEPTH = 8
 
@@ -37,52 +38,21 @@ class Want:
     field: str | None = None
 
 
-class _Scopes:
-    """Facts of each function scope, indexed once."""
-
-    def __init__(self, lk: Linker) -> None:
-        self.assigns: dict[tuple[str, str], list[AssignFact]] = {}
-        self.returns: dict[tuple[str, str], list[ReturnFact]] = {}
-        self.calls: dict[tuple[str, str], list[CallFact]] = {}
-        for module, ff in lk.model.facts.items():
-            for a in ff.assigns:
-                self.assigns.setdefault((module, a.scope), []).append(a)
-            for r in ff.returns:
-                self.returns.setdefault((module, r.scope), []).append(r)
-            for c in ff.calls:
-                self.calls.setdefault((module, c.scope), []).append(c)
-
-
-def add_return_producers(lk: Linker) -> None:
-    """``produces`` edges from the functions whose return values a carrier
-    field is filled from (see the module docstring)."""
-    scopes = _Scopes(lk)
-    carriers = {c.attr: c for c in lk.protocol.carriers}
-    stored: list[tuple[str, str, str, str]] = []  # module, scope, value, field
-    for (module, scope), assigns in sorted(scopes.assigns.items()):
-        for a in assigns:
-            base, _, attr = a.target.rpartition(".")
-            if attr in carriers and base and a.origin:
-                stored.append((module, scope, a.origin, carriers[attr].field))
-    for (module, scope), calls in sorted(scopes.calls.items()):
-        for call in calls:  # ``KVConnectorOutput(finished_recving=results.finished_recving)``
-            for kw, value in call.kwargs:
-                c = carriers.get(kw)
-                if c is not None and value and call.callee and any(
-                        k == "class" and f == c.owner
-                        for k, f in lk.values.eval((module, scope), call.callee)):
-                    stored.append((module, scope, value, c.field))
+def add_return_producers(lk: Linker, stores: list[Store]) -> None:
+    """``produces`` edges from the functions whose return values the carrier
+    writes ``stores`` (``dataflow.add_fields``) are filled from (see the
+    module docstring)."""
     found: dict[tuple[str, str], int] = {}
-    for module, scope, value, field in stored:
-        if field in lk.graph:
-            for fqn, line in _trace(lk, scopes, module, scope, value, Want(), 0, set()):
-                found.setdefault((fqn, field), line)
+    for s in stores:
+        if s.value and s.field in lk.graph:
+            for fqn, line in _trace(lk, s.module, s.scope, s.value, Want(), 0, set()):
+                found.setdefault((fqn, s.field), line)
     for (fqn, field), line in sorted(found.items()):
         d = lk.model.defs[fqn]
         lk.add_edge(fqn, field, "produces", d.module, line, via="return")
 
 
-def _trace(lk: Linker, scopes: _Scopes, module: str, scope: str, origin: str, want: Want,
+def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
            depth: int, seen: set) -> list[tuple[str, int]]:
     """(function, return line) of every analysed function whose return the
     value ``origin`` (read in ``module``/``scope``) comes from."""
@@ -91,46 +61,45 @@ def _trace(lk: Linker, scopes: _Scopes, module: str, scope: str, origin: str, wa
         return []
     seen.add(key)
     if origin.endswith("()"):
-        return _through_call(lk, scopes, module, scope, origin[:-2], want, depth, seen)
+        return _through_call(lk, module, scope, origin[:-2], want, depth, seen)
     head, _, attr = origin.partition(".")
     if attr and "." not in attr and head != "self" and want.field is None:
         # ``results.finished_recving``: that attribute of what ``results`` holds
-        return _trace(lk, scopes, module, scope, head, Want(want.slot, attr), depth + 1, seen)
+        return _trace(lk, module, scope, head, Want(want.slot, attr), depth + 1, seen)
     if attr:
         return []
     out = []
-    for a in scopes.assigns.get((module, scope), ()):
-        if a.target != origin or a.aug:
+    for a in lk.model.assigns.get((module, scope), {}).get(origin, ()):
+        if a.aug:
             continue
         src = a.origin or a.value
         if not src:
             continue
         if a.position is not None:
             if want.slot is None:
-                out += _trace(lk, scopes, module, scope, src, Want(a.position, want.field),
+                out += _trace(lk, module, scope, src, Want(a.position, want.field),
                               depth + 1, seen)
         else:
-            out += _trace(lk, scopes, module, scope, src, want, depth + 1, seen)
+            out += _trace(lk, module, scope, src, want, depth + 1, seen)
     return out
 
 
-def _through_call(lk: Linker, scopes: _Scopes, module: str, scope: str, callee: str,
+def _through_call(lk: Linker, module: str, scope: str, callee: str,
                   want: Want, depth: int, seen: set) -> list[tuple[str, int]]:
-    call = next((c for c in scopes.calls.get((module, scope), ()) if c.callee == callee), None)
+    call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == callee), None)
     if call is None:
         return []
     out = []
     for target in _targets(lk, module, scope, call):
         d = lk.model.defs[target]
-        for r in scopes.returns.get((d.module, d.fact.qualname), ()):
+        for r in lk.model.scope_returns(d.module, d.fact.qualname):
             nxt = _part(r, want)
             if nxt is None:
                 continue
             origin, rest = nxt
             out.append((target, r.line))
             if origin:
-                out += _trace(lk, scopes, d.module, d.fact.qualname, origin, rest, depth + 1,
-                              seen)
+                out += _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen)
     return out
 
 

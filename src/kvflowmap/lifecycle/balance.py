@@ -83,7 +83,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     per_leaf: dict[str, tuple[list[FnView], dict[str, list[Use]]]] = {}
     adders: dict[str, set[str]] = {}  # attribute -> leaves whose members add to it
     for leaf in leaves:
-        members = _members(leaf, by_cls, classes)
+        members = _members(leaf, by_cls, classes, fns)
         members += [n for m in members for n in nested.get(m.fqn, ())]
         uses = _uses(members)
         per_leaf[leaf] = (members, uses)
@@ -134,9 +134,10 @@ def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[
     return None
 
 
-def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) -> list[FnView]:
+def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex,
+             fns: dict[str, FnView]) -> list[FnView]:
     """The subject functions that run on instances of ``leaf``: members its
-    MRO resolves to, and defs nested in them."""
+    MRO resolves to, and the overridden ones their ``super()`` calls reach."""
     out = []
     chosen: set[str] = set()
     for k in classes.mro(leaf):
@@ -149,7 +150,6 @@ def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) ->
                 chosen.add(f"{k}.{name}")
     # overridden methods still run when an override calls ``super().m()``
     # (the base ``__init__`` that creates the containers, above all)
-    by_fqn = {f"{fn.cls}.{fn.name}": fn for fns in by_cls.values() for fn in fns}
     todo = list(out)
     while todo:
         fn = todo.pop()
@@ -158,10 +158,10 @@ def _members(leaf: str, by_cls: dict[str, list[FnView]], classes: ClassIndex) ->
             if not callee.startswith("super()."):
                 continue
             found = classes.find_member(leaf, callee[8:], after=fn.cls)
-            if found and found not in chosen and found in by_fqn:
+            if found and found not in chosen and found in fns:
                 chosen.add(found)
-                out.append(by_fqn[found])
-                todo.append(by_fqn[found])
+                out.append(fns[found])
+                todo.append(fns[found])
     return out
 
 

@@ -265,17 +265,8 @@ def failure_sites(fns: dict[str, FnView], cls: str) -> list[tuple[str, int]]:
     an ``except`` that neither re-raises nor catches an absence, and an
     ``if``/``else`` body that logs an error. Where a failed-blocks container
     is never filled, these are the places that should fill it."""
-    out = []
-    for fqn, fn in sorted(fns.items()):
-        if fn.cls != cls:
-            continue
-        for s in fn.stmts:
-            if s.kind == "try":
-                out += [(fqn, h.line) for h in s.handlers if not benign(h) and not _reraises(h)]
-            elif s.kind == "if" and any(b and _logs_error(fn, b) and not _reraises_in(b)
-                                        for b in (s.body, s.orelse)):
-                out.append((fqn, s.line))
-    return out
+    return [(fqn, line) for fqn, fn in sorted(fns.items()) if fn.cls == cls
+            for line in dict.fromkeys(b.line for b, _ in _failure_branches(fn, None))]
 
 
 def _writers(fns: dict[str, FnView], attrs: set[str], resolve: Resolve) -> set[str]:
@@ -325,14 +316,14 @@ def _unconditional(fn: FnView, body: tuple[Stmt, ...], lines: set[int]) -> bool:
     return False
 
 
-def _failure_branches(fn: FnView, names: set[str]
+def _failure_branches(fn: FnView, names: set[str] | None
                       ) -> Iterator[tuple[Stmt, tuple[Stmt, ...]]]:
     """(statement, body) of each ``except`` of ``fn`` that is not for an
     absence (``KeyError``, ``queue.Empty``) and whose ``try`` works on the
-    request (a call given one of ``names``), and each ``if``/``else`` body
-    that logs an error."""
+    request (a call given one of ``names``; any ``try`` when ``names`` is
+    None), and each ``if``/``else`` body that logs an error."""
     for s in fn.stmts:
-        if s.kind == "try" and works_on(fn, s.body, names):
+        if s.kind == "try" and (names is None or works_on(fn, s.body, names)):
             for h in s.handlers:
                 if not benign(h) and not _reraises(h):
                     yield h, h.body

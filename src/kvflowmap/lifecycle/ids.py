@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kvflowmap.facts import CallFact
 from kvflowmap.index.text import split_commas
@@ -68,9 +69,10 @@ class IdState:
     # they are given (``def _request_id(request): return str(request.request_id)``)
     id_returners: set[str] = field(default_factory=set)
 
-    @property
+    @cached_property
     def report_methods(self) -> frozenset[str]:
-        """Names of the protocol's report-channel methods (``get_finished``)."""
+        """Names of the protocol's report-channel methods (``get_finished``)
+        that hand back request ids (asked for every assignment: built once)."""
         return frozenset(m for c in self.spec.channels for m in c.methods
                          if c.element is not None or c.keyword)  # not the blocks channel
 

@@ -53,7 +53,7 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
             continue
         attr, rid = walked
         reports = sorted(n for n in region(cfg, loop) if cfg.nodes[n].kind == "stmt"
-                         and (st := cfg.nodes[n].stmt) and _reports(fn, st, rid, returned))
+                         and (st := cfg.nodes[n].stmt) and reported_into(fn, st, rid, returned))
         if not reports:
             continue
         clears = {n.id for n in cfg.nodes if n.stmt is not None and (
@@ -107,10 +107,10 @@ def returned_names(fn: FnView, values: list[str] | None = None) -> set[str]:
     return out - {"self"}
 
 
-def _reports(fn: FnView, s: Stmt, rid: str, returned: set[str]) -> bool:
-    """``done.add(rid)`` into a returned local."""
-    return any(op.container in returned and op.op in COLLECT and op.key == rid
-               for op in fn.containers(s))
+def reported_into(fn: FnView, s: Stmt, rid: str, returned: set[str]) -> str | None:
+    """The returned local ``s`` adds ``rid`` to (``done.add(rid)``), if any."""
+    return next((op.container for op in fn.containers(s) if op.container in returned
+                 and op.op in COLLECT and op.key == rid), None)
 
 
 def _takes_out(fn: FnView, eff: Effects, s: Stmt, attr: str) -> bool:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import REMOVE_OPS, RESET_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effects
-from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
-from kvflowmap.lifecycle.pending import returned_names
+from kvflowmap.lifecycle.ids import loop_targets, unwrap
+from kvflowmap.lifecycle.pending import reported_into, returned_names
 from kvflowmap.lifecycle.view import FnView, walk
 
 # What else may become of an id taken out: it leaves with a call, a thread or
@@ -105,16 +105,17 @@ def _slots(fn: FnView, local: str) -> set[int]:
 def removals(fn: FnView, eff: Effects, returned: set[str],
              keyed: Collection[Container] = ()) -> list[Removal]:
     """Every place ``fn`` takes an id out of a request-keyed container, with
-    whether the id is reported (or handed on) in the scope that binds it."""
+    whether the id is reported (or handed on) in the scope that binds it:
+    the innermost ``for`` loop around the removal, else the function body."""
     out = []
-    for scope, binder in _scopes(fn):
-        for s in walk(scope):
-            for op in fn.containers(s):
-                c = container_of(op.container, fn, eff.values) if op.op in REMOVE_OPS else None
-                if c is not None and op.key and (eff.state.is_id(fn, op.key) or (
-                        c in keyed and op.key.isidentifier() and op.key != "self")):
-                    into = _reports_in(fn, eff, binder, scope, op.key, returned)
-                    out.append(Removal(fn.fqn, c, op.key, s.line, into is not None, into or ""))
+    for s, loop in _with_loop(fn.fact.body, None):
+        for op in fn.containers(s):
+            c = container_of(op.container, fn, eff.values) if op.op in REMOVE_OPS else None
+            if c is not None and op.key and (eff.state.is_id(fn, op.key) or (
+                    c in keyed and op.key.isidentifier() and op.key != "self")):
+                scope = loop.body if loop is not None else fn.fact.body
+                into = _reports_in(fn, eff, loop, scope, op.key, returned)
+                out.append(Removal(fn.fqn, c, op.key, s.line, into is not None, into or ""))
     for block in _blocks(fn.fact.body):
         for i, s in enumerate(block):
             for op in fn.containers(s):
@@ -124,15 +125,17 @@ def removals(fn: FnView, eff: Effects, returned: set[str],
                     rid = loop_targets(walker.text)[0][0]
                     into = _reports_in(fn, eff, walker, walker.body, rid, returned)
                     out.append(Removal(fn.fqn, c, rid, s.line, into is not None, into or ""))
-    return _innermost(out)
+    return out
 
 
-def _scopes(fn: FnView) -> Iterator[tuple[tuple[Stmt, ...], Stmt | None]]:
-    """The body of the function and of every ``for`` loop in it, with the loop."""
-    yield fn.fact.body, None
-    for s in walk(fn.fact.body):
-        if s.kind == "for":
-            yield s.body, s
+def _with_loop(body: tuple[Stmt, ...], loop: Stmt | None) -> Iterator[tuple[Stmt, Stmt | None]]:
+    """Every statement of ``body``, nested ones included, with the innermost
+    ``for`` loop whose body holds it (``loop`` for the top level)."""
+    for s in body:
+        yield s, loop
+        yield from _with_loop(s.body, s if s.kind == "for" else loop)
+        for part in (s.handlers, s.orelse, s.final):
+            yield from _with_loop(part, loop)
 
 
 def _blocks(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, ...]]:
@@ -166,20 +169,11 @@ def _reports_in(fn: FnView, eff: Effects, binder: Stmt | None, scope: tuple[Stmt
     if walked in returned:
         return walked
     for s in walk(scope):
-        for op in fn.containers(s):
-            if op.container in returned and op.op in COLLECT and op.key == rid:
-                return op.container
+        into = reported_into(fn, s, rid, returned)
+        if into is not None:
+            return into
         if rid in s.names and any(e.kind in _ONWARD for e in eff.of(fn, s)):
             return ""
         if any(re.search(rf"\b{re.escape(rid)}\b", r.value or "") for r in fn.returns(s)):
             return ""
     return None
-
-
-def _innermost(rs: list[Removal]) -> list[Removal]:
-    """One removal per (container, line): the innermost scope's verdict (the
-    loop that binds the id), which the walk yields last."""
-    keep: dict[tuple[Container, int], Removal] = {}
-    for r in rs:
-        keep[(r.container, r.line)] = r
-    return list(keep.values())

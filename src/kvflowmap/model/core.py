@@ -12,7 +12,8 @@ import builtins
 from collections import defaultdict
 from typing import NamedTuple
 
-from kvflowmap.facts import AssignFact, ClassFact, FileFacts, FunctionFact, ImportFact
+from kvflowmap.facts import (AssignFact, CallFact, ClassFact, FileFacts, FunctionFact, ImportFact,
+                             ReturnFact)
 from kvflowmap.sources.roots import ModuleTable, SourceFile
 
 BUILTINS = frozenset(dir(builtins))
@@ -39,6 +40,8 @@ class Model:
         self.imports: dict[tuple[str, str], list[ImportFact]] = defaultdict(list)
         self.assigns: dict[tuple[str, str], dict[str, list[AssignFact]]] = defaultdict(
             lambda: defaultdict(list))
+        self._by_scope: tuple[dict[tuple[str, str], list[CallFact]],
+                              dict[tuple[str, str], list[ReturnFact]]] | None = None
         self._lookup_memo: dict[tuple[str, str], str | None] = {}
         self._star_memo: dict[str, frozenset[str]] = {}
         self._bindings: dict[tuple[str, str], dict[str, str]] = {}
@@ -54,6 +57,28 @@ class Model:
             self.imports[(module, imp.scope)].append(imp)
         for a in ff.assigns:
             self.assigns[(module, a.scope)][a.target].append(a)
+
+    def scope_calls(self, module: str, scope: str) -> list[CallFact]:
+        """The call sites of one scope (a function's own, not its nested defs')."""
+        return self._scopes()[0].get((module, scope), [])
+
+    def scope_returns(self, module: str, scope: str) -> list[ReturnFact]:
+        """The returns of one scope."""
+        return self._scopes()[1].get((module, scope), [])
+
+    def _scopes(self) -> tuple[dict[tuple[str, str], list[CallFact]],
+                               dict[tuple[str, str], list[ReturnFact]]]:
+        # built on first use: only the passes that follow values ask
+        if self._by_scope is None:
+            calls: dict[tuple[str, str], list[CallFact]] = defaultdict(list)
+            returns: dict[tuple[str, str], list[ReturnFact]] = defaultdict(list)
+            for module, ff in self.facts.items():
+                for c in ff.calls:
+                    calls[(module, c.scope)].append(c)
+                for r in ff.returns:
+                    returns[(module, r.scope)].append(r)
+            self._by_scope = (dict(calls), dict(returns))
+        return self._by_scope
 
     # -- modules -------------------------------------------------------------
     def source(self, module: str) -> SourceFile | None:
