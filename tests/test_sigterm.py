@@ -58,3 +58,31 @@ def test_sigterm_exits_143_and_kills_the_pool(tmp_path: Path) -> None:
         os.kill(pid, signal.SIGKILL)
     assert rc == 143, log.read_text(errors="replace")
     assert left == [], "pool workers outlived the run"
+
+
+def _handlers() -> tuple[object, object]:
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise RuntimeError("the parent's handler")
+
+
+def test_pool_workers_do_not_inherit_the_parents_sigterm_handler(tmp_path: Path) -> None:
+    # A worker that inherits the CLI's raising handler catches the exception
+    # around its job and lives on, blocked on the queue, after the parent died.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from kvflowmap.index.cache import FactCache
+    from kvflowmap.index.runner import _start_worker
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_start_worker,
+                                 initargs=(FactCache(tmp_path),)) as pool:
+            term, intr = pool.submit(_handlers).result(timeout=60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert term == signal.SIG_DFL and intr == signal.SIG_IGN

@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
+import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -61,6 +62,13 @@ def _start_worker(cache: FactCache) -> None:
     # a forked worker inherits from the parent's faulthandler (pytest enables it)
     # would only be noise on stderr.
     faulthandler.disable()
+    # A forked worker inherits the CLI's SIGTERM handler, which raises an
+    # exception: the pool's worker loop catches it around a job, reports it and
+    # waits for the next one, so a worker mid-job outlived the parent (parent 1,
+    # blocked on the call queue). Workers die on SIGTERM; Ctrl-C is the
+    # parent's to handle (it terminates the workers).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = (cache, gc_tuning.BetweenFiles())
 
 
