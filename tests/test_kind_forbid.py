@@ -246,3 +246,43 @@ def test_probe_writes_strict_and_follow_attrs(tree):
     assert lines(strict) == [line_of(PROBE, w) for w in writes]
     wide = check(tree, PROBE, **{**WRITES, "follow_attrs": True})
     assert lines(wide) == [line_of(PROBE, w) for w in (writes[3], writes[5], "self.seen = rid")]
+
+
+COMMITTED = """
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._specs = {}
+        self._states = {}
+        self._hits = {}
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        rid = request.request_id
+        self._specs[rid] = None
+        state = self._states.get(rid)
+        if state is None:
+            self._states[rid] = [0]
+        if rid not in self._hits:
+            self._hits[rid] = 16
+        return self._hits[rid], True
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._specs[request.request_id] = blocks
+        self._states[request.request_id] = [num_external_tokens]
+        self._hits[request.request_id] = num_external_tokens
+
+    def request_finished(self, request, block_ids):
+        for d in (self._specs, self._states, self._hits):
+            d.pop(request.request_id, None)
+        self._specs.pop(request.request_id, None)
+        self._states.pop(request.request_id, None)
+        self._hits.pop(request.request_id, None)
+        return False, None
+"""
+
+
+def test_probe_overwriting_committed_state(tree):
+    # without committed_by, request_finished's removals make every write a memo
+    assert check(tree, COMMITTED, **WRITES) == []
+    found = check(tree, COMMITTED, **{**WRITES, "committed_by": ["update_state_after_alloc"]})
+    assert lines(found) == [line_of(COMMITTED, "self._specs[rid] = None")]
+    assert "C.update_state_after_alloc fills self._specs too" in found[0].message

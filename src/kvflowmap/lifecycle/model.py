@@ -194,7 +194,8 @@ class Lifecycle:
     def unreported(self) -> list[Unreported]:
         """Removals in report functions that report nothing where other
         removals of the same container do (``lifecycle.unreported``)."""
-        return unreported(self.functions, self.effects, list(self.reporters), self.containers)
+        return unreported(self.functions, self.effects, list(self.reporters), self.containers,
+                          self.owed, self.spec.hooks)
 
     def _cleanup(self, fn: FnView) -> tuple[str, ...]:
         """Parameters holding ids of finished requests, for this hook."""

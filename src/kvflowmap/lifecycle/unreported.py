@@ -10,6 +10,13 @@ report function, the id is taken out and not reported (nor handed on), the
 second place loses the request: nothing will ever report it again, and vLLM
 waits for it forever (``WAITING_FOR_REMOTE_KVS``, or blocks never freed).
 
+A tracker object reports the same way without returning anything: it
+*moves* the id out of one container into an owed one (a container a report
+function reads, ``self.finished_requests``), and the report function later
+returns what the owed one holds. The methods of such a helper class (one
+with no protocol hook) that return nothing are judged like report
+functions, and such a move counts as the report.
+
 The judgement is by deviance from the code's own pairing, not by names: a
 container none of whose removals is paired with a report is cleanup state,
 and is left alone.
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import REMOVE_OPS, RESET_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effects
-from kvflowmap.lifecycle.ids import loop_targets, unwrap
+from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
 from kvflowmap.lifecycle.pending import reported_into, returned_names
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -56,18 +63,25 @@ class Unreported:
 
 
 def unreported(fns: dict[str, FnView], eff: Effects, reporters: list[str],
-               keyed: Collection[Container]) -> list[Unreported]:
+               keyed: Collection[Container],
+               owed: Collection[Container] = (),
+               hooks: Collection[str] = ()) -> list[Unreported]:
     """Removals in report functions that report nothing, for containers whose
     removals elsewhere in report functions do report the id. A removal key
     counts as an id when the model knows it is one, or when it is a plain
-    name taken out of a container ``keyed`` by request ids."""
+    name taken out of a container ``keyed`` by request ids. Methods of the
+    helper classes owning an ``owed`` container are judged too
+    (``tracker_methods``), and moving the id into an owed container reports it."""
     by_container: dict[Container, list[Removal]] = {}
-    for f in reporters:
+    # a report function reports into what it returns; a tracker by a move
+    # (in a report function, a move is side state following the report)
+    trackers = set(tracker_methods(fns, owed, hooks))
+    for f in sorted(set(reporters) | trackers):
         fn = fns.get(f)
         returned = returned_names(fn) if fn is not None else set()
-        if fn is None or not returned:
+        if fn is None or not (returned or f in trackers):
             continue
-        for r in removals(fn, eff, returned, keyed):
+        for r in removals(fn, eff, returned, keyed, owed if f in trackers else ()):
             by_container.setdefault(r.container, []).append(r)
     out = []
     for rs in by_container.values():
@@ -82,6 +96,19 @@ def unreported(fns: dict[str, FnView], eff: Effects, reporters: list[str],
             if paired is not None:
                 out.append(Unreported(r, paired))
     return sorted(out, key=lambda u: (u.removal.fqn, u.removal.line))
+
+
+def tracker_methods(fns: dict[str, FnView], owed: Collection[Container],
+                    hooks: Collection[str]) -> list[str]:
+    """Methods of helper classes (no protocol hook among their methods) that
+    own an owed container, returning nothing: where a tracker moves ids. One
+    that returns a value hands what it took out back to its caller, which
+    decides (``req = self.waits.pop(rid); return req``)."""
+    owners = {c.owner for c in owed}
+    hooked = {v.cls for v in fns.values() if v.cls in owners and v.name in hooks}
+    return sorted(f for f, v in fns.items() if v.cls in owners - hooked and
+                  v.name != "__init__" and all((r.value or "None") == "None"
+                                               for r in v.all_returns))
 
 
 def _may_report(paired: FnView, into: str, fn: FnView) -> bool:
@@ -103,10 +130,12 @@ def _slots(fn: FnView, local: str) -> set[int]:
 
 
 def removals(fn: FnView, eff: Effects, returned: set[str],
-             keyed: Collection[Container] = ()) -> list[Removal]:
+             keyed: Collection[Container] = (),
+             owed: Collection[Container] = ()) -> list[Removal]:
     """Every place ``fn`` takes an id out of a request-keyed container, with
-    whether the id is reported (or handed on) in the scope that binds it:
-    the innermost ``for`` loop around the removal, else the function body."""
+    whether the id is reported (or handed on, or moved into another ``owed``
+    container) in the scope that binds it: the innermost ``for`` loop around
+    the removal, else the function body."""
     out = []
     for s, loop in _with_loop(fn.fact.body, None):
         for op in fn.containers(s):
@@ -114,7 +143,8 @@ def removals(fn: FnView, eff: Effects, returned: set[str],
             if c is not None and op.key and (eff.state.is_id(fn, op.key) or (
                     c in keyed and op.key.isidentifier() and op.key != "self")):
                 scope = loop.body if loop is not None else fn.fact.body
-                into = _reports_in(fn, eff, loop, scope, op.key, returned)
+                into = _reports_in(fn, eff, loop, scope, op.key, returned,
+                                   [o for o in owed if o != c])
                 out.append(Removal(fn.fqn, c, op.key, s.line, into is not None, into or ""))
     for block in _blocks(fn.fact.body):
         for i, s in enumerate(block):
@@ -123,7 +153,8 @@ def removals(fn: FnView, eff: Effects, returned: set[str],
                 if walker is not None and \
                         (c := container_of(op.container, fn, eff.values)) is not None:
                     rid = loop_targets(walker.text)[0][0]
-                    into = _reports_in(fn, eff, walker, walker.body, rid, returned)
+                    into = _reports_in(fn, eff, walker, walker.body, rid, returned,
+                                       [o for o in owed if o != c])
                     out.append(Removal(fn.fqn, c, rid, s.line, into is not None, into or ""))
     return out
 
@@ -161,10 +192,10 @@ def _walker(before: tuple[Stmt, ...], chain: str) -> Stmt | None:
 
 
 def _reports_in(fn: FnView, eff: Effects, binder: Stmt | None, scope: tuple[Stmt, ...],
-                rid: str, returned: set[str]) -> str | None:
+                rid: str, returned: set[str], owed: Collection[Container] = ()) -> str | None:
     """How ``rid`` is reported where it is bound: the returned local the loop
     walks or a statement of the scope adds it to, "" when a statement hands it
-    on or returns it, None when nothing does."""
+    on, returns it or adds it to an ``owed`` container, None when nothing does."""
     walked = unwrap(loop_targets(binder.text)[1]) if binder is not None else ""
     if walked in returned:
         return walked
@@ -173,6 +204,10 @@ def _reports_in(fn: FnView, eff: Effects, binder: Stmt | None, scope: tuple[Stmt
         if into is not None:
             return into
         if rid in s.names and any(e.kind in _ONWARD for e in eff.of(fn, s)):
+            return ""
+        if owed and any(op.op in COLLECT and op.key == rid and
+                        container_of(op.container, fn, eff.values) in owed
+                        for op in fn.containers(s)):
             return ""
         if any(re.search(rf"\b{re.escape(rid)}\b", r.value or "") for r in fn.returns(s)):
             return ""

@@ -37,7 +37,8 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.forbid_calls import calls_from
 from kvflowmap.check.kinds.forbid_contexts import contexts
 from kvflowmap.check.kinds.forbid_options import READS, Options
-from kvflowmap.check.kinds.forbid_writes import handed_attrs, released_writes, writes_from
+from kvflowmap.check.kinds.forbid_writes import (committed_attrs, handed_attrs, released_writes,
+                                                  writes_from)
 from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding
 
@@ -46,7 +47,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if opts.forbid_writes:
         released = released_writes(ctx, opts)
         handed = handed_attrs(ctx, opts)
-        one = lambda start: writes_from(ctx, opts, start, released, handed)  # noqa: E731
+        committed = committed_attrs(ctx, opts)
+        one = lambda start: writes_from(ctx, opts, start, released, handed,  # noqa: E731
+                                        committed)
     else:
         one = lambda start: calls_from(ctx, opts, start)  # noqa: E731
     found: dict[tuple[str, int, int], Finding] = {}

@@ -52,6 +52,11 @@ class Options:
                                           "keyed writes, removals) make a write acceptable "
                                           "(request_finished, build_connector_meta)")
     ignore_removals: bool = option(False, "writes mode: pops, del and discard are not reported")
+    committed_by: tuple[str, ...] = option((), "writes mode: methods that commit per-request "
+                                           "state (update_state_after_alloc); a keyed write "
+                                           "into a container they also fill overwrites "
+                                           "committed state and is reported whatever releases "
+                                           "it, unless it only fills a missing key")
     handed_by: tuple[str, ...] = option((), "writes mode: methods that hand containers to the "
                                         "workers (build_connector_meta); a keyed write into one "
                                         "is reported even when a reset undoes it, unless the "

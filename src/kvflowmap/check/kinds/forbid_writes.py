@@ -84,6 +84,20 @@ def released_writes(ctx: CheckContext, opts: Options) -> set[tuple[str, str, str
     return out
 
 
+def committed_attrs(ctx: CheckContext, opts: Options) -> dict[tuple[str, str], str]:
+    """(class, attribute) of the containers that what the ``committed_by``
+    methods reach fills by key (``self._load[rid] = spec``, ``.add(rid)``),
+    with the first such method: per-request state the scheduler committed."""
+    out: dict[tuple[str, str], str] = {}
+    for start in contexts(ctx, opts, set(opts.committed_by)):
+        for fqn in _self_reach(ctx, opts, start):
+            cls = fqn.rpartition(".")[0]
+            for target, _, _, op, key in _writes(ctx, fqn):
+                if op in KEYED and key and target.count(".") == 1:
+                    out.setdefault((cls, _attr(target)), start)
+    return out
+
+
 def handed_attrs(ctx: CheckContext, opts: Options) -> set[tuple[str, str]]:
     """(class, attribute) of containers that what the ``handed_by`` methods
     reach puts into something else (``meta.reqs_in_batch = self._reqs_in_batch``,
@@ -119,12 +133,16 @@ def _reads_back(ctx: CheckContext, fqns, target: str) -> bool:
 
 def writes_from(ctx: CheckContext, opts: Options, start: str,
                 released: set[tuple[str, str, str]],
-                handed: set[tuple[str, str]] | None = None) -> list[Finding]:
+                handed: set[tuple[str, str]] | None = None,
+                committed: dict[tuple[str, str], str] | None = None) -> list[Finding]:
     """Writes on ``self.*`` in what context function ``start`` reaches on
     ``self``, unless allowed or undone by the ``released`` resets/removals.
     A keyed write into a container that is ``handed`` to the workers is
     committed work for this step, whatever resets it later, unless it is
-    read back first (a memo)."""
+    read back first (a memo). One into a container a ``committed`` method
+    also fills overwrites what that method recorded when the probe is asked
+    again (after a preemption, a failed allocation), unless it only fills a
+    missing key (``if rid not in self._d: self._d[rid] = ...``)."""
     out: list[Finding] = []
     ignore_removals = opts.ignore_removals
     reach = _self_reach(ctx, opts, start)
@@ -140,15 +158,23 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             sent = op in KEYED and key and target.count(".") == 1 and any(
                 a == _attr(target) and ctx.classes.related(cls, k) for k, a in handed or ()) and \
                 not _reads_back(ctx, reach, target)
-            if not sent and any(a == _attr(target) and how in ok and ctx.classes.related(cls, k)
-                                for k, a, how in released):
+            clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
+                (by for (k, a), by in (committed or {}).items()
+                 if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
+            if clobbers and _fills_missing(ctx, fqn, target, key or "", line):
+                clobbers = ""
+            if not sent and not clobbers and any(
+                    a == _attr(target) and how in ok and ctx.classes.related(cls, k)
+                    for k, a, how in released):
                 continue
             what = {"=": f"{target} = ...", "+=": f"{target} += ...",
                     "setitem": f"{target}[{key or '...'}] = ...",
                     "delitem": f"del {target}[{key or '...'}]"}.get(op, f"{target}.{op}(...)")
             path = (*chain, ctx.step(fqn, line, f"writes {what}"))
+            why = (f"{short(clobbers)} fills {target} too, so asking again overwrites the "
+                   "state it committed" if clobbers else "not memo state")
             out.append(ctx.finding(fqn, line, f"the probe {short(start)} writes {what} in "
-                                   f"{short(fqn)}: not memo state", column=col, path=path,
+                                   f"{short(fqn)}: {why}", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
     return out
 
@@ -163,6 +189,30 @@ def _lazy_init(body, target: str, line: int) -> bool:
                 any(b.line == line for b in s.body):
             return True
     return False
+
+
+def _fills_missing(ctx: CheckContext, fqn: str, target: str, key: str, line: int) -> bool:
+    """The keyed write at ``line`` sits in ``if key not in target`` (or, after
+    ``x = target.get(key)``, in ``if x is None`` / ``if not x``): it only
+    fills a key nothing recorded yet."""
+    fn = ctx.function(fqn)
+    member = re.compile(rf"^\(?\s*{re.escape(key)}\s+not\s+in\s+{re.escape(target)}\s*\)?$")
+    ff = ctx.facts(fqn)
+    lookups = {c.line for c in ff.calls if c.scope == fn.qualname and
+               c.callee == f"{target}.get" and c.args[:1] == (key,)}
+    got = {a.target for a in ff.assigns if a.scope == fn.qualname and a.line in lookups}
+    for s in walk(fn.body):
+        if s.kind != "if" or not any(b.line <= line <= _last_line(b) for b in s.body):
+            continue
+        test = (s.text or "").strip()
+        if member.match(test) or any(test in (f"{g} is None", f"not {g}") for g in got):
+            return True
+    return False
+
+
+def _last_line(s) -> int:
+    """The last line of a statement and its nested blocks."""
+    return max([s.line, *(_last_line(b) for b in (*s.body, *s.orelse, *s.final))])
 
 
 def _allowed(opts: Options, attr: str) -> bool:
