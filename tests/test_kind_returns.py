@@ -129,4 +129,4 @@ class C(KVConnectorBase_V1):
     assert lines(check(tree, source, forbid=[[0, True]])) == []
     assert lines(check(tree, source, forbid=[["*", True]])) == [6, 7]
     assert lines(check(tree, source, forbid=[[None, "True"]])) == [7]
-    assert lines(check(tree, source, method="other", forbid=[["*", True]])) == []
+    assert lines(check(tree, source, methods=["other"], forbid=[["*", True]])) == []

@@ -19,7 +19,7 @@ from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaul
                                      returns_id, seed)
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
-from kvflowmap.lifecycle.taken import Taken, lost_locals
+from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
 from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
@@ -75,6 +75,7 @@ class Lifecycle:
     _unbalanced: list[Unbalanced] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
+    _takers: dict[str, str] | None = None
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -186,10 +187,16 @@ class Lifecycle:
                          ids.request_names()) if names else []
 
     def lost(self, fqn: str) -> list[Taken]:
-        """Locals of ``fqn`` that take ids out of owed state and drop them."""
+        """Locals of ``fqn`` that take ids out of owed state (directly or
+        through a helper returning what it takes) and drop them."""
+        if self._takers is None:
+            by_cls: dict[str, set[str]] = {}
+            for c in self.owed:
+                by_cls.setdefault(c.owner, set()).add(c.attr)
+            self._takers = takers(self.functions, self.effects, by_cls)
         fn = self.functions[fqn]
         attrs = {c.attr for c in self.owed if c.owner == fn.cls}
-        return lost_locals(fn, self.effects, attrs) if attrs else []
+        return lost_locals(fn, self.effects, attrs, self._takers)
 
     def unreported(self) -> list[Unreported]:
         """Removals in report functions that report nothing where other

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from kvflowmap.lifecycle.containers import ADD_OPS, resets, self_attr
-from kvflowmap.lifecycle.effects import HANDLING, Effects, escapes
+from kvflowmap.lifecycle.effects import HANDLING, Effects, hands_on_at
+from kvflowmap.lifecycle.pending import returned_names
 from kvflowmap.lifecycle.view import FnView, walk
 
 _TAKE = re.compile(r"self\.(\w+)\.(?:get_nowait|get|pop|popleft|popitem)\(")
@@ -30,8 +31,57 @@ class Taken:
     line: int
 
 
-def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> list[Taken]:
-    """Locals of ``fn`` filled from owed containers that never hand their ids on."""
+def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str],
+                takers: dict[str, str] | None = None) -> list[Taken]:
+    """Locals of ``fn`` filled from owed containers, or from a call to one of
+    the ``takers`` (fqn -> the owed attribute it takes from), that never
+    hand their ids on."""
+    out = taken_locals(fn, eff, owed_attrs)
+    for s in fn.stmts:
+        for a in fn.assigns(s):
+            if not a.target.isidentifier() or a.aug or not (a.value or "").endswith("()"):
+                continue
+            hits = [takers[t.fqn] for c in fn.calls(s) if c.callee == (a.value or "")[:-2]
+                    for t in eff.calls.resolve(fn.ctx, c) if t.fqn in (takers or {})]
+            if hits:
+                out.setdefault(a.target, Taken(fn.fqn, a.target, hits[0], a.line))
+    return [t for _, t in sorted(out.items()) if not _escapes_from(fn, eff, t)]
+
+
+def _escapes_from(fn: FnView, eff: Effects, t: Taken) -> bool:
+    """The ids ``t.local`` took at ``t.line`` leave before the local is
+    assigned again (``dropped = self._a; ...; dropped = self._b``: the second
+    value's hand-over does not carry the first)."""
+    again = min((a.line for a in fn.all_assigns if a.target == t.local and a.line > t.line),
+                default=None)
+    hands_on = _hands_on(fn, eff)
+    return any(hands_on_at(fn, s, t.local, hands_on) for s in fn.stmts
+               if s.line >= t.line and (again is None or s.line < again))
+
+
+def takers(fns: dict[str, FnView], eff: Effects,
+           owed_attrs: dict[str, set[str]]) -> dict[str, str]:
+    """Functions that return ids they take out of an owed container of their
+    class (``owed_attrs``: class -> attributes), with that attribute:
+    ``expired = set(); ... self._delayed.pop(rid) ... return expired``, or a
+    swap ``done = self._done; self._done = set(); return done``. A caller
+    that drops what such a call returns drops those requests."""
+    out: dict[str, str] = {}
+    for f, fn in fns.items():
+        attrs = owed_attrs.get(fn.cls or "")
+        if not attrs:
+            continue
+        returned = returned_names(fn)
+        for name, t in sorted(taken_locals(fn, eff, attrs).items()):
+            if name in returned:
+                out[f] = t.attr
+                break
+    return out
+
+
+def taken_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> dict[str, Taken]:
+    """Every local of ``fn`` filled with ids taken out of an owed container,
+    whether or not it hands them on."""
     out: dict[str, Taken] = {}
     for s in fn.stmts:
         for op in fn.containers(s):
@@ -53,7 +103,7 @@ def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> list[Taken]:
         attr = self_attr(a.value or "") if (a.value or "").count(".") == 1 else None
         if a.target.isidentifier() and not a.aug and attr in owed_attrs and attr in reset:
             out.setdefault(a.target, Taken(fn.fqn, a.target, attr, a.line))
-    return [t for name, t in sorted(out.items()) if not escapes(fn, name, _hands_on(fn, eff))]
+    return out
 
 
 def _hands_on(fn: FnView, eff: Effects):

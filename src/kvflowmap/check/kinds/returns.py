@@ -1,6 +1,6 @@
 """Rule kind ``returns``: literal return shapes a protocol method must never produce.
 
-For each method called ``method`` in the target classes, every ``return`` is
+For each method named in ``methods`` in the target classes, every ``return`` is
 looked at: a tuple display (``return 0, True``), a conditional expression of
 tuples, a local variable assigned a literal tuple (``result = (0, True)`` ...
 ``return result``, from the assignment's ``literal`` fact), and a returned
@@ -38,7 +38,8 @@ READS = ("Reads: the return statements of the method in the target classes, the 
 class Options:
     """Parameters of the ``returns`` kind."""
 
-    method: str = option("get_num_new_matched_tokens", "method name of the target classes")
+    methods: tuple[str, ...] = option(("get_num_new_matched_tokens",),
+                                      "method names of the target classes")
     forbid: tuple[tuple[Any, ...], ...] = option((), "forbidden tuples, each a list of literal "
                                                   "texts ('*' = any), e.g. [['0', 'True']]")
     require_tuple_len: int | None = option(None, "every literal return must be a tuple of "
@@ -54,8 +55,8 @@ Site = tuple[str, ReturnFact]  # the root's ``return <delegate call>``
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
-    """Findings for forbidden literal return shapes of ``method``."""
-    roots = ctx.methods_named(opts.method)
+    """Findings for forbidden literal return shapes of the ``methods``."""
+    roots = sorted({f for m in opts.methods for f in ctx.methods_named(m)})
     seen: set[str] = set(roots)
     found = each_function(ctx, roots, lambda f: _check_function(ctx, opts, f, (), seen, None))
     unique = {(f.file, f.line, f.anchor.partition(":")[0]) if f.anchor.startswith("via")
