@@ -540,6 +540,43 @@ def rewrite_finally_out(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return cst.FlattenSentinel([*head, *tail])
 
 
+def find_drop_lock(module: cst.Module) -> Iterator[Ctx]:
+    """``with self.X:`` (a plain attribute chain, no ``as``) in a class method,
+    outside constructors, whose body adds an id to or takes one out of a
+    ``self`` container: the lock guarding request state."""
+    for c in walk(module):
+        n = c.node
+        if not (isinstance(n, cst.With) and len(n.items) == 1 and n.items[0].asname is None
+                and isinstance(n.items[0].item, cst.Attribute)
+                and code(n.items[0].item).startswith("self.") and _in_class_method(c)
+                and c.func is not None and c.func.name.value not in INIT_METHODS):
+            continue
+        if any(_self_id_change(x.node) for x in walk(n.body)):
+            yield c
+
+
+def _self_id_change(node: cst.CSTNode) -> bool:
+    """A statement line that adds an id to, or removes one from, ``self.X``."""
+    if not isinstance(node, cst.SimpleStatementLine):
+        return False
+    if self_container_add(node):
+        return True
+    small = _single(node)
+    call = small.value if isinstance(small, cst.Expr) else None
+    return (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in REMOVE_METHODS
+            and code(call.func.value).startswith("self.")
+            and any(_id_expr(a.value) for a in call.args))
+
+
+def rewrite_drop_lock(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The body runs without the lock (dedented in place of the ``with``)."""
+    assert isinstance(node, cst.With)
+    body = _stmts(node.body)
+    body[0] = body[0].with_changes(leading_lines=node.leading_lines)
+    return cst.FlattenSentinel(body)
+
+
 def _timeout_arg(call: cst.Call) -> int | None:
     """Index of the argument that is the call's timeout, else None."""
     for i, a in enumerate(call.args):
@@ -1032,6 +1069,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_return_report, _to_pass),
     Operator("drop-remove", "an id is never removed from its self container",
              find_drop_remove, _to_pass),
+    Operator("drop-lock", "request state changes without the lock guarding it",
+             find_drop_lock, rewrite_drop_lock),
 )}
 
 

@@ -9,6 +9,7 @@ and the report channels (``reports``). Rules of kind ``lifecycle`` read it.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 
 from kvflowmap.check.cfg import CFG, build_cfg
@@ -17,6 +18,7 @@ from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
                                      returns_id, seed)
+from kvflowmap.lifecycle.locks import Unlocked, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
@@ -71,6 +73,9 @@ class Lifecycle:
     # report hooks and the subject functions they call (``reports.report_functions``)
     reporters: tuple[str, ...] = ()
     _connected: frozenset[str] = frozenset()
+    # what runs because a function runs (``_run_edges``), and where vLLM enters
+    _runs: dict[str, list[str]] = field(default_factory=dict)
+    _starts: tuple[str, ...] = ()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
@@ -204,6 +209,29 @@ class Lifecycle:
         return unreported(self.functions, self.effects, list(self.reporters), self.containers,
                           self.owed, self.spec.hooks)
 
+    def unlocked(self, teardown: tuple[str, ...] = ()) -> list[Unlocked]:
+        """Changes of request-keyed containers, in connected code, made
+        without the lock other changes of the same container hold, racing
+        with another thread (``locks``). Methods named like a ``teardown``
+        glob are left out on both sides (they run when the threads stop)."""
+        judged = [f for f in self.functions if f in self._connected and not any(
+            fnmatch.fnmatch(self.functions[f].name, p) for p in teardown)]
+        return unlocked(self.functions, self.effects, self.containers, judged,
+                        self.thread_roots(), self.classes.overrides)
+
+    def thread_roots(self) -> dict[str, frozenset[str]]:
+        """Per connected function, the threads it can run on: ``"hooks"``
+        (vLLM's calls into the connector) and each spawned target or thread
+        ``run`` (by its FQN), following calls but not spawns."""
+        spawns = {(sp.spawner, sp.target) for sp in (*self.spawned, *self.constructed_threads)}
+        runs = {f: [g for g in gs if (f, g) not in spawns] for f, gs in self._runs.items()}
+        out: dict[str, set[str]] = {}
+        for root, starts in (("hooks", list(self._starts)),
+                             *((t, [t]) for t in sorted({t for _, t in spawns}))):
+            for f in _reach(runs, starts):
+                out.setdefault(f, set()).add(root)
+        return {f: frozenset(r) for f, r in out.items()}
+
     def _cleanup(self, fn: FnView) -> tuple[str, ...]:
         """Parameters holding ids of finished requests, for this hook."""
         return tuple(p for p in self.spec.finished_params if p in fn.param_names)
@@ -245,15 +273,16 @@ def build_lifecycle(linker) -> Lifecycle:
     owed = owed_containers(linker.graph, fns, spec, containers)
     spawned = tuple(spawns(fns, spec.spawners, calls))
     runs, threads = _run_edges(linker, fns, list(spawned))
+    starts = _entries(linker, fns, spec)
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
                      _sides(fns, spec, runs), owed, spawned, tuple(threads),
                      tuple(report_functions(linker.graph, fns, spec)),
-                     _connected(linker, fns, spec, runs))
+                     frozenset(_reach(runs, starts)), runs, tuple(starts))
 
 
-def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec,
-               runs: dict[str, list[str]]) -> frozenset[str]:
-    """See ``Lifecycle.connected``."""
+def _entries(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> list[str]:
+    """Where vLLM enters the subject: its hooks, and the constructors of
+    classes with one (see ``Lifecycle.connected``)."""
     hooks = set(spec.hooks)
     # every method of the analysed connector base class is called by vLLM
     # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not
@@ -261,8 +290,8 @@ def _connected(linker, fns: dict[str, FnView], spec: LifecycleSpec,
     hooks |= {d.rpartition(".")[2] for d in linker.model.defs
               if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
     hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
-    return frozenset(_reach(runs, [f for f, v in fns.items() if v.name in hooks or (
-        v.name == "__init__" and v.cls in hooked)]))
+    return [f for f, v in fns.items() if v.name in hooks or (
+        v.name == "__init__" and v.cls in hooked)]
 
 
 def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]

@@ -9,14 +9,15 @@
 - ``parked_recorded``: a request the probe can park is recorded by the commit hook;
 - ``failed_blocks``: failed loads reach the failed-blocks hook;
 - ``reported_left``: an id reported finished leaves the container it was pending in;
-- ``unreported``: an id a report function takes out of pending state is reported.
+- ``unreported``: an id a report function takes out of pending state is reported;
+- ``unlocked``: request-keyed state is changed under the lock its other changes hold.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, failed_blocks,
                                              parked_recorded, reported_left, reset_forwards,
-                                             thread_loop, unreported)
+                                             thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -31,6 +32,7 @@ MODES: dict[str, KindSpec] = {
     "failed_blocks": KindSpec(failed_blocks.Options, failed_blocks.check, failed_blocks.READS),
     "reported_left": KindSpec(reported_left.Options, reported_left.check, reported_left.READS),
     "unreported": KindSpec(unreported.Options, unreported.check, unreported.READS),
+    "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,63 @@
+"""``lifecycle`` mode ``unlocked``: request-keyed state is changed under the
+lock its other changes hold (``kvflowmap.lifecycle.locks``).
+
+Where the code guards a container's changes with a lock in one place, a
+change made elsewhere without it races with them (a transfer thread's add
+against the report hook's swap): an id is lost, or a walk of the container
+dies with ``changed size during iteration``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.model import Finding
+from kvflowmap.check.options import option
+
+READS = ("Reads: in every connected subject function but constructors, the statement "
+         "tree's `with` blocks entered on a plain attribute chain (the locks), the changes "
+         "of request-keyed containers under them (adds, removals, resets, rebinding), and "
+         "the locks every analysed caller holds around its calls (3 calls deep).")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``unlocked``."""
+
+    containers: tuple[str, ...] = option((), "container labels judged (`Class.attr`); empty: "
+                                             "every one with a change under a lock")
+    teardown_methods: tuple[str, ...] = option(
+        ("__del__", "__exit__", "*shutdown*", "*close*", "stop", "stop_*"),
+        "teardown methods (globs), left out on both sides: they run when the threads stop")
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per change made without the lock another change holds."""
+    lc = lifecycle(ctx)
+    wanted = set(functions(ctx, lc))
+    by_fn: dict[str, list] = {}
+    for u in lc.unlocked(opts.teardown_methods):
+        if u.change.fqn in wanted and (not opts.containers or
+                                       u.change.container.label in opts.containers):
+            by_fn.setdefault(u.change.fqn, []).append(u)
+
+    def one(f: str) -> list[Finding]:
+        out = []
+        for u in by_fn[f]:
+            ch, g = u.change, u.guarded
+            what = "rebinds" if ch.op == "=" else f"changes ({ch.op})"
+            out.append(ctx.finding(
+                f, ch.line,
+                f"{short(f)} {what} {ch.container.label} without holding {u.lock.label}, "
+                f"which {short(g.fqn)} holds to change it (line {g.line}): the two race, so "
+                "an id can be lost between a copy and a clear, or a walk of the container "
+                f"fails with 'changed size during iteration'. Take `{u.lock.label}` here too.",
+                path=steps(ctx, f, [(ch.line, f"changes {ch.container.label}, no lock")]) +
+                steps(ctx, g.fqn, [(g.line, f"changes it holding {u.lock.label}")]),
+                anchor=f"unlocked:{ch.container.label}"))
+        return out
+
+    return each_function(ctx, sorted(by_fn), one)

@@ -1,0 +1,193 @@
+"""Request-keyed state changed without the lock its other changes hold.
+
+Connector state is shared between vLLM's threads and the connector's own
+(a transfer thread fills ``self._done`` while ``get_finished`` swaps it out),
+and the code says which lock guards a container by taking it around the
+changes: ``with self._lock: self._done.add(rid)``. A change of the same
+container made without that lock races with them: an id added between the
+copy and the clear of a swap is lost (the request is never reported), a
+``dict changed size during iteration`` kills the thread that walks it.
+
+A lock is what a ``with`` statement enters as a plain attribute chain
+(``with self._lock:``, ``with self._tracker.cv:``), named like a container
+(``Tracker.cv``), so the same lock reached through a helper object is the
+same. A function every analysed caller calls with a lock held holds it
+too (``_mark_failed_unlocked``, called under the lock). Constructors run
+before any thread exists and are left out. The judgement is by the code's
+own discipline, never by names: a container none of whose changes holds a
+lock is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
+from kvflowmap.lifecycle.effects import Effects
+from kvflowmap.lifecycle.ids import loop_targets, unwrap
+from kvflowmap.lifecycle.view import FnView
+
+_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_CHANGES = ADD_OPS | REMOVE_OPS | RESET_OPS
+_SETUP = frozenset({"__init__", "__post_init__", "__new__"})
+# changes that act on the whole container (not atomic against a locked walk or swap)
+_WHOLE = frozenset({"=", "clear"})
+_VIEWS = frozenset({"items", "keys", "values", "copy"})
+_COPIERS = frozenset({"list", "set", "dict", "tuple", "sorted", "frozenset"})
+ROUNDS = 3  # caller-held locks are followed this many calls deep
+
+Locks = frozenset[Container]
+
+
+@dataclass(frozen=True)
+class Change:
+    """``fqn`` changes ``container`` at ``line`` (``op``) holding ``locks``."""
+
+    fqn: str
+    container: Container
+    line: int
+    op: str
+    locks: Locks
+
+
+@dataclass(frozen=True)
+class Unlocked:
+    """A change made without ``lock``, which ``guarded`` (another change of
+    the same container) holds."""
+
+    change: Change
+    lock: Container
+    guarded: Change
+
+
+def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
+             judged: Collection[str], roots: dict[str, frozenset[str]],
+             overrides: Callable[[str], list[str]] = lambda f: []) -> list[Unlocked]:
+    """Changes of request-keyed containers (``keyed``) in the ``judged``
+    functions that hold no lock, where a change of the same container on
+    another thread (``roots``: function -> the threads it runs on) holds one,
+    and the unlocked change can break the other side: it rebinds or clears
+    the container, or another thread walks it or clears it (an id added
+    between its copy and its clear is lost). (A lone ``add`` or ``pop`` of
+    one key is atomic in CPython; racing a locked check-then-act or a swap
+    ``done, self._d = self._d, set()``, it behaves as some serial order
+    would.) ``overrides(fqn)``: the overrides
+    of a method, which a base class's ``self.m()`` may run."""
+    held = _held_by_callers(fns, eff, overrides)
+    by_container: dict[Container, list[Change]] = {}
+    walks: dict[Container, set[str]] = {}
+    for f in sorted(judged):
+        fn = fns.get(f)
+        if fn is None or fn.name in _SETUP:
+            continue
+        for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
+            for c in _changes(fn, eff, s, keyed):
+                by_container.setdefault(c, []).append(
+                    Change(f, c, s.line, _op(fn, s, c, eff), locks | held.get(f, frozenset())))
+            for c in _walked(fn, eff, s, keyed):
+                walks.setdefault(c, set()).add(f)
+    out = []
+    for c, changes in by_container.items():
+        for ch in changes:
+            mine = roots.get(ch.fqn, frozenset())
+            if ch.locks or not mine:
+                continue
+            guarded = next((g for g in changes if g.locks and _other_thread(
+                mine, roots.get(g.fqn, frozenset()))), None)
+            if guarded is None:
+                continue
+            walked = any(_other_thread(mine, roots.get(w, frozenset())) for w in walks.get(c, ()))
+            # a locked ``copy(); clear()`` elsewhere loses what lands in between
+            cleared = any(g.op == "clear" and g.locks and
+                          _other_thread(mine, roots.get(g.fqn, frozenset())) for g in changes)
+            if ch.op in _WHOLE or walked or cleared:
+                out.append(Unlocked(ch, sorted(guarded.locks)[0], guarded))
+    return sorted(out, key=lambda u: (u.change.fqn, u.change.line))
+
+
+def _other_thread(mine: frozenset[str], theirs: frozenset[str]) -> bool:
+    """Some thread of ``theirs`` is not one of ``mine`` (or the other way)."""
+    return bool(theirs) and any(a != b for a in mine for b in theirs)
+
+
+def _with_locks(fn: FnView, eff: Effects, body: tuple[Stmt, ...],
+                locks: Locks) -> Iterator[tuple[Stmt, Locks]]:
+    """Every statement of ``body`` (nested included) with the locks held there."""
+    for s in body:
+        inner = locks | _entered(fn, eff, s) if s.kind == "with" else locks
+        yield s, locks
+        for part in (s.body, s.orelse, s.final):
+            yield from _with_locks(fn, eff, part, inner if part is s.body else locks)
+        for h in s.handlers:
+            yield from _with_locks(fn, eff, (h,), locks)
+
+
+def _entered(fn: FnView, eff: Effects, s: Stmt) -> Locks:
+    """The locks a ``with`` enters: its items that are plain attribute chains."""
+    out = set()
+    for item in (s.text or "").split(","):
+        item = item.strip()
+        if _CHAIN.fullmatch(item) and (c := container_of(item, fn, eff.values)) is not None:
+            out.add(c)
+    return frozenset(out)
+
+
+def _changes(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
+    """Request-keyed containers statement ``s`` itself changes: an add, a
+    removal, a reset, or rebinding the attribute (a swap)."""
+    out = set()
+    for op in fn.containers(s):
+        if op.op in _CHANGES and (c := container_of(op.container, fn, eff.values)) in keyed:
+            out.add(c)
+    for a in fn.assigns(s):
+        if a.target.count(".") >= 1 and "[" not in a.target and \
+                (c := container_of(a.target, fn, eff.values)) in keyed:
+            out.add(c)
+    return out
+
+
+def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
+    """Request-keyed containers statement ``s`` walks: a ``for`` over it (or
+    its ``items()``/``list(...)``), a copy, or a view of its entries."""
+    chains = [unwrap(loop_targets(s.text)[1])] if s.kind == "for" else []
+    for c in fn.calls(s):
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in _VIEWS and base:
+            chains.append(base)
+        elif c.callee in _COPIERS and c.args and c.args[0]:
+            chains.append(c.args[0] or "")
+    return {c for ch in chains if ch and (c := container_of(ch, fn, eff.values)) in keyed}
+
+
+def _op(fn: FnView, s: Stmt, c: Container, eff: Effects) -> str:
+    """How ``s`` changes ``c``: the container operation, or ``=`` for a rebinding."""
+    return next((op.op for op in fn.containers(s)
+                 if container_of(op.container, fn, eff.values) == c), "=")
+
+
+def _held_by_callers(fns: dict[str, FnView], eff: Effects,
+                     overrides: Callable[[str], list[str]]) -> dict[str, Locks]:
+    """Locks every analysed call of a function is made with, a few calls
+    deep; a call resolved to a method also calls its overrides (a base
+    class's template method calling ``self._finish_locked()``)."""
+    sites: dict[str, list[tuple[str, Locks]]] = {}
+    for f, fn in sorted(fns.items()):
+        for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
+            for c in fn.calls(s):
+                for t in eff.calls.resolve(fn.ctx, c):
+                    for callee in (t.fqn, *(overrides(t.fqn) if t.fqn in fns else ())):
+                        if callee in fns and callee != f:
+                            sites.setdefault(callee, []).append((f, locks))
+    held: dict[str, Locks] = {}
+    for _ in range(ROUNDS):
+        nxt = {t: frozenset.intersection(*(locks | held.get(caller, frozenset())
+                                           for caller, locks in calls))
+               for t, calls in sites.items()}
+        nxt = {t: v for t, v in nxt.items() if v}
+        if nxt == held:
+            break
+        held = nxt
+    return held

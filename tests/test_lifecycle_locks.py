@@ -1,0 +1,141 @@
+"""The lock discipline of request-keyed state (``lifecycle.locks``): which
+unlocked changes race, by thread and by what the other side does."""
+
+from __future__ import annotations
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.lifecycle.model import build_lifecycle
+
+HEAD = """import threading
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._lock = threading.Lock()
+        self._done = set()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        with self._lock:
+            self._done.add(request.request_id)
+
+    def _next(self):
+        raise NotImplementedError
+"""
+
+
+def line_of(body: str, text: str) -> int:
+    return next(i for i, ln in enumerate((HEAD + body).splitlines(), 1) if text in ln)
+
+
+def unlocked(tree, body: str) -> list[tuple[str, int, str]]:
+    root = tree({"conn/__init__.py": HEAD + body})
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    lc = build_lifecycle(a.linker)
+    return [(u.change.fqn.rpartition(".")[2], u.change.line, u.change.op) for u in lc.unlocked()]
+
+
+def test_unlocked_add_races_a_locked_walk_on_another_thread(tree):
+    body = """
+    def _loop(self):
+        while True:
+            self._done.add(self._next())
+
+    def get_finished(self, finished_req_ids):
+        with self._lock:
+            done = {r for r in self._done}
+            for req_id in list(self._done):
+                self._done.discard(req_id)
+        return None, done
+"""
+    assert unlocked(tree, body) == [("_loop", line_of(body, "self._done.add(self._next"), "add")]
+
+
+def test_unlocked_add_against_locked_point_changes_is_atomic(tree):
+    body = """
+    def _loop(self):
+        while True:
+            self._done.add(self._next())
+
+    def get_finished(self, finished_req_ids):
+        for req_id in finished_req_ids:
+            with self._lock:
+                if req_id in self._done:
+                    self._done.discard(req_id)
+        return None, None
+"""
+    assert unlocked(tree, body) == []
+
+
+def test_same_thread_changes_do_not_race(tree):
+    # both run on vLLM's calls into the connector: no other thread touches _done
+    body = """
+    def _loop(self):
+        pass
+
+    def start_load_kv(self, forward_context, **kwargs):
+        with self._lock:
+            for req_id in self._ids():
+                self._done.add(req_id)
+
+    def get_finished(self, finished_req_ids):
+        for req_id in finished_req_ids:
+            self._done.discard(req_id)
+        self._done.clear()
+        return None, None
+
+    def _ids(self):
+        return []
+"""
+    assert unlocked(tree, body) == []
+
+
+TEMPLATE = """
+    def _loop(self):
+        while True:
+            self._sender.run(self._next())
+
+    def get_finished(self, finished_req_ids):
+        self._sender.cancel_many(finished_req_ids)
+        return None, None
+
+
+class Runner:
+    def __init__(self):
+        self._condition = threading.Condition()
+
+    def run(self, req_id):
+        with self._condition:
+            self._finish_locked(req_id)
+
+    def _finish_locked(self, req_id):
+        pass
+
+
+class Sender(Runner):
+    def __init__(self):
+        super().__init__()
+        self._cancelled = set()
+
+    def cancel_many(self, req_ids):
+        with self._condition:
+            for req_id in req_ids:
+                self._cancelled.add(req_id)
+
+    def _finish_locked(self, req_id):
+        self._cancelled.clear()  # the override
+"""
+
+
+def test_a_base_template_method_holds_the_lock_for_an_override(tree):
+    head = "        threading.Thread(target=self._loop, daemon=True).start()\n"
+    body = TEMPLATE.replace("    def get_finished", "    def _init_sender(self):\n"
+                            "        self._sender = Sender()\n\n    def get_finished")
+    assert unlocked(tree, body) == []
+    bare = body.replace("        with self._condition:\n            self._finish_locked(req_id)",
+                        "        self._finish_locked(req_id)")
+    assert bare != body and head in HEAD
+    assert unlocked(tree, bare) == [("_finish_locked", line_of(bare, "# the override"), "clear")]
