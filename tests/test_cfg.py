@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections import deque
 
-from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.index.parse import facts_from_bytes
 
 

@@ -64,7 +64,7 @@ def test_corrupt_and_foreign_cache_entries_are_rebuilt(tmp_path: Path) -> None:
     cache = FactCache(tmp_path)
     ff = facts_from_bytes("a.py", b"x = 1\n")
     cache.put(ff)
-    entry = next((tmp_path / "facts").rglob("*.pkl"))
+    entry = next((tmp_path / "facts").rglob("*.msgpack"))
     entry.write_bytes(entry.read_bytes()[:20])
     assert cache.get(ff.sha, "a.py") is None
     entry.write_bytes(b"some other tool\n" + b"\0" * 40)

@@ -234,7 +234,7 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
               show_default=True)
 def where(name: str, fmt: str, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
-    from kvflowmap.nav.commands import run_where
+    from kvflowmap.commands.nav_cmd import run_where
 
     raise click.exceptions.Exit(run_where(run_analysis(kw)[0], name, fmt))
 
@@ -249,7 +249,7 @@ def where(name: str, fmt: str, **kw) -> None:
               show_default=True)
 def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -> None:
     """Paths from A to B, shortest first; file:line per step."""
-    from kvflowmap.nav.commands import run_path
+    from kvflowmap.commands.nav_cmd import run_path
 
     raise click.exceptions.Exit(run_path(run_analysis(kw)[0], a, b, max_paths, fmt, calls_only))
 
@@ -261,7 +261,7 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -
 @click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
 def states(fmt: str, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
-    from kvflowmap.nav.commands import run_states
+    from kvflowmap.commands.nav_cmd import run_states
 
     raise click.exceptions.Exit(run_states(run_analysis(kw)[0], fmt, out))
 
@@ -275,7 +275,7 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
     """Request ids per connector package: containers, hooks, hand-offs, reports."""
     from kvflowmap.commands.lifecycle_cmd import run_lifecycle
 
-    raise click.exceptions.Exit(run_lifecycle(kw, fmt, out))
+    raise click.exceptions.Exit(run_lifecycle(*prepare(kw), fmt, out))
 
 
 @cli.command()

@@ -1,17 +1,20 @@
 """Run groups of rules in forked processes (Linux and macOS), one group here.
 
 A forked child shares the linked analysis copy-on-write, so nothing is sent
-to it; it sends back only its findings (pickled over a pipe). A child that
-fails in any way costs nothing but time: its group is run here instead.
+to it; it sends back only its findings, as plain data over a pipe
+(``index.plain_codec``, as the run memo stores them: nothing in the process
+unpickles). A child that fails in any way (a result that is not plain data
+too) costs nothing but time: its group is run here instead.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
+
+from kvflowmap.index import plain_codec
 
 G = TypeVar("G")
 R = TypeVar("R")
@@ -35,7 +38,7 @@ def run_groups(groups: Sequence[G], run: Callable[[G], R]) -> list[R]:
             os.close(read)
             code = 0
             try:
-                data = pickle.dumps(run(group), protocol=pickle.HIGHEST_PROTOCOL)
+                data = plain_codec.encode(run(group))
                 with os.fdopen(write, "wb") as out:
                     out.write(data)
             except BaseException:
@@ -50,7 +53,7 @@ def run_groups(groups: Sequence[G], run: Callable[[G], R]) -> list[R]:
         _, status = os.waitpid(pid, 0)
         try:
             ok = os.waitstatus_to_exitcode(status) == 0 and data
-            results.append(pickle.loads(data) if ok else run(group))
+            results.append(plain_codec.decode(data) if ok else run(group))
         except Exception:  # a truncated message: do it here
             results.append(run(group))
     return results

@@ -29,12 +29,11 @@ def render(packages: list[PackageLifecycle], fmt: str) -> str:
     return lifecycle_json(packages) if fmt == "json" else lifecycle_text(packages)
 
 
-def run_lifecycle(kw: dict, fmt: str, out: str | None) -> int:
-    """The command: source options in ``kw``; writes stdout or ``out``; exit 0."""
-    from kvflowmap.cli import prepare
+def run_lifecycle(req, config, rep, fmt: str, out: str | None) -> int:
+    """The command for a prepared request (``cli.prepare``); writes stdout or
+    ``out``; exit 0."""
     from kvflowmap.commands.memo_run import run_memoised
 
-    req, config, rep = prepare(kw)
     packages = run_memoised(req, config, rep, ("lifecycle",), compute)
     text = render(packages, fmt)
     if out:

@@ -29,9 +29,10 @@ def summary(ctx: DocContext) -> list[PackageLifecycle] | None:
     lifecycle model cannot be built here (it is developed separately; the
     other pages must still be written)."""
     try:
-        from kvflowmap.commands.lifecycle_cmd import compute
+        from kvflowmap.lifecycle.model import build_lifecycle
+        from kvflowmap.nav.lifecycle_summary import summarise
 
-        return compute(ctx.analysis)
+        return summarise(build_lifecycle(ctx.analysis.linker))
     except Exception:  # noqa: BLE001 - any failure there only empties this page
         return None
 

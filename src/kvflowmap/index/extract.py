@@ -63,8 +63,8 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
 
     @property
     def _scope(self) -> str:
-        # One string object per scope: every fact of a scope shares it, so
-        # the pickle stores it once (pickle memoises by object identity).
+        # One string object per scope: every fact of a scope shares it in
+        # memory while the file is extracted.
         key = tuple(self.scope)
         found = self._scope_names.get(key)
         if found is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -20,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from kvflowmap import __version__
-from kvflowmap.index import safe_pickle
+from kvflowmap.index import plain_codec
 from kvflowmap.index.readfile import read_regular
 
 PACKAGE = Path(__file__).resolve().parent.parent
+SUFFIX = ".msgpack"
 
 
 @lru_cache(maxsize=1)
@@ -69,7 +69,9 @@ class Manifest:
 
 
 class RunMemo:
-    """Stores results under ``<cache>/runs/<key>.pkl``; ``None`` cache: off."""
+    """Stores results under ``<cache>/runs/<key>.msgpack`` (``plain_codec``:
+    loading builds only plain data and kvflowmap's data classes); ``None``
+    cache: off."""
 
     def __init__(self, cache_root: Path | None) -> None:
         self.root = None if cache_root is None else Path(cache_root) / "runs"
@@ -87,8 +89,8 @@ class RunMemo:
         if self.root is None:
             return None
         try:
-            manifest, payload = safe_pickle.loads(
-                zlib.decompress((self.root / f"{key}.pkl").read_bytes()))
+            manifest, payload = plain_codec.decode(
+                zlib.decompress((self.root / f"{key}{SUFFIX}").read_bytes()))
         except Exception:  # missing, truncated or foreign: analyse again
             return None
         return payload if isinstance(manifest, Manifest) and manifest.unchanged(listing) else None
@@ -99,10 +101,10 @@ class RunMemo:
             return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            blob = zlib.compress(pickle.dumps((manifest, payload), pickle.HIGHEST_PROTOCOL), 3)
+            blob = zlib.compress(plain_codec.encode((manifest, payload)), 3)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)
-            os.replace(tmp, self.root / f"{key}.pkl")
-        except OSError:
+            os.replace(tmp, self.root / f"{key}{SUFFIX}")
+        except (OSError, TypeError):  # TypeError: a result that is not plain data
             return

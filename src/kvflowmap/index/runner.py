@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import faulthandler
 import os
-import pickle
 import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 
 from kvflowmap import gc_tuning
 from kvflowmap.facts import FileFacts, ProblemFact
+from kvflowmap.index import facts_codec
 from kvflowmap.index.cache import FactCache, content_sha, dump
 from kvflowmap.index.readfile import read_regular
 from kvflowmap.sources.roots import SourceFile
@@ -50,8 +50,8 @@ Progress = Callable[[int, int, int], None]  # (done, total, cached)
 
 
 # Pool workers store what they parse themselves: the main process then only
-# unpickles (measured: storing in the main process serialised ~0.8 s of
-# pickling and compression per 240 files behind the workers).
+# decodes (measured: storing in the main process serialised ~0.8 s of
+# encoding and compression per 240 files behind the workers).
 _WORKER: tuple[FactCache, gc_tuning.BetweenFiles] | None = None  # set in each worker
 
 
@@ -81,10 +81,10 @@ def _parse_job(job: tuple[str, str, bool]) -> bytes:
     cache, collector = _WORKER
     path, display, screen = job
     facts = facts_from_path(path, display, screen=screen)
-    pickled = dump(facts)
-    cache.put_pickled(facts.sha, pickled)
+    encoded = dump(facts)
+    cache.put_encoded(facts.sha, encoded)
     collector.after_file()
-    return pickled
+    return encoded
 
 
 class Indexer:
@@ -203,7 +203,7 @@ class Indexer:
         try:
             for fut in sorted(done, key=lambda f: self._running[f].rel):
                 sf = self._running[fut]
-                facts = pickle.loads(fut.result())
+                facts = facts_codec.decode(fut.result())
                 del self._running[fut]
                 self._parsed(sf, facts)
         except BrokenProcessPool:

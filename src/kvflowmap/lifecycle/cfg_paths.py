@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from kvflowmap.check.cfg import CFG
+from kvflowmap.model.cfg import CFG
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.view import FnView, walk
 

@@ -12,7 +12,7 @@ asks these questions at the last turn of a dropping path.
 
 from __future__ import annotations
 
-from kvflowmap.check.cfg import CFG
+from kvflowmap.model.cfg import CFG
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.effects import Effects, is_logging
 from kvflowmap.lifecycle.ids import is_outcome

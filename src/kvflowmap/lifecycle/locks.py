@@ -138,28 +138,24 @@ def _entered(fn: FnView, eff: Effects, s: Stmt) -> Locks:
 def _changes(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
     """Request-keyed containers statement ``s`` itself changes: an add, a
     removal, a reset, or rebinding the attribute (a swap)."""
-    out = set()
-    for op in fn.containers(s):
-        if op.op in _CHANGES and (c := container_of(op.container, fn, eff.values)) in keyed:
-            out.add(c)
-    for a in fn.assigns(s):
-        if a.target.count(".") >= 1 and "[" not in a.target and \
-                (c := container_of(a.target, fn, eff.values)) in keyed:
-            out.add(c)
-    return out
+    chains = [op.container for op in fn.containers(s) if op.op in _CHANGES]
+    chains += [a.target for a in fn.assigns(s) if "." in a.target and "[" not in a.target]
+    found = (container_of(ch, fn, eff.values) for ch in chains)
+    return {c for c in found if c is not None and c in keyed}
 
 
 def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
     """Request-keyed containers statement ``s`` walks: a ``for`` over it (or
     its ``items()``/``list(...)``), a copy, or a view of its entries."""
     chains = [unwrap(loop_targets(s.text)[1])] if s.kind == "for" else []
-    for c in fn.calls(s):
-        base, _, meth = (c.callee or "").rpartition(".")
+    for call in fn.calls(s):
+        base, _, meth = (call.callee or "").rpartition(".")
         if meth in _VIEWS and base:
             chains.append(base)
-        elif c.callee in _COPIERS and c.args and c.args[0]:
-            chains.append(c.args[0] or "")
-    return {c for ch in chains if ch and (c := container_of(ch, fn, eff.values)) in keyed}
+        elif call.callee in _COPIERS and call.args and call.args[0]:
+            chains.append(call.args[0] or "")
+    found = (container_of(ch, fn, eff.values) for ch in chains if ch)
+    return {c for c in found if c is not None and c in keyed}
 
 
 def _op(fn: FnView, s: Stmt, c: Container, eff: Effects) -> str:

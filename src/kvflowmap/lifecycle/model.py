@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
 from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub

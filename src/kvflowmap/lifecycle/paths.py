@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.cfg_paths import (bound_line, can_handle, first_handling, first_nodes,
                                            in_flight, last_line, path_to, region, steps)

@@ -16,7 +16,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from kvflowmap.check.cfg import CFG
+from kvflowmap.model.cfg import CFG
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.cfg_paths import first_nodes, region
 from kvflowmap.lifecycle.effects import Effects

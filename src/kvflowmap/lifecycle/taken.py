@@ -37,12 +37,13 @@ def lost_locals(fn: FnView, eff: Effects, owed_attrs: set[str],
     the ``takers`` (fqn -> the owed attribute it takes from), that never
     hand their ids on."""
     out = taken_locals(fn, eff, owed_attrs)
+    takers = takers or {}
     for s in fn.stmts:
         for a in fn.assigns(s):
             if not a.target.isidentifier() or a.aug or not (a.value or "").endswith("()"):
                 continue
             hits = [takers[t.fqn] for c in fn.calls(s) if c.callee == (a.value or "")[:-2]
-                    for t in eff.calls.resolve(fn.ctx, c) if t.fqn in (takers or {})]
+                    for t in eff.calls.resolve(fn.ctx, c) if t.fqn in takers]
             if hits:
                 out.setdefault(a.target, Taken(fn.fqn, a.target, hits[0], a.line))
     return [t for _, t in sorted(out.items()) if not _escapes_from(fn, eff, t)]

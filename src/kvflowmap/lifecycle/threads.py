@@ -14,7 +14,7 @@ import fnmatch
 from collections import deque
 from dataclasses import dataclass
 
-from kvflowmap.check.cfg import CFG
+from kvflowmap.model.cfg import CFG
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.spec import Spawner
 from kvflowmap.lifecycle.view import FnView, walk

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kvflowmap.check.cfg import CFG, build_cfg
+from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.check.kinds._paired_alias import call_resource
 from kvflowmap.check.kinds._paired_match import call_matches, chain_matches
 from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace, walk

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvflowmap.check.cfg import build_cfg
+from kvflowmap.model.cfg import build_cfg
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
