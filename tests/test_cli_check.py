@@ -175,3 +175,20 @@ def test_a_changed_helper_reports_what_it_causes_in_its_caller(tree, monkeypatch
             f'[tool.kvflowmap]\nsources = ["conn"]\ncontext = ["{stub_root()}"]\n')
         assert run(root, monkeypatch, "--select", "kvc-thread-loop-survives",
                    "conn/helpers.py", "-q") == want, helper
+
+
+@pytest.mark.parametrize("args", [["where", "Hangs"], ["path", "Hangs.get_num_new_matched_tokens",
+                                                       "Hangs.start_load_kv"],
+                                  ["states", "-f", "json"]])
+def test_queries_reuse_their_answer(repo, monkeypatch, capsys, args) -> None:
+    root = repo()
+    monkeypatch.chdir(root)
+    first = main([*args, "-v"])
+    out1, err1 = capsys.readouterr()
+    assert "result reused" not in err1
+    assert main([*args, "-v"]) == first
+    out2, err2 = capsys.readouterr()
+    assert "result reused" in err2 and out2 == out1 and out1
+    (root / "conn/clean.py").write_text(CLEAN + "\n\ndef other():\n    return 2\n")
+    assert main([*args, "-v"]) == first
+    assert "result reused" not in capsys.readouterr().err

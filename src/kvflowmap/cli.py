@@ -234,9 +234,10 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
               show_default=True)
 def where(name: str, fmt: str, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
-    from kvflowmap.commands.nav_cmd import run_where
+    from kvflowmap.commands.nav_cmd import answer, where_answer
 
-    raise click.exceptions.Exit(run_where(run_analysis(kw)[0], name, fmt))
+    raise click.exceptions.Exit(answer(*prepare(kw), ("where", name, fmt),
+                                       lambda a: where_answer(a, name, fmt)))
 
 
 @cli.command("path")
@@ -249,9 +250,11 @@ def where(name: str, fmt: str, **kw) -> None:
               show_default=True)
 def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -> None:
     """Paths from A to B, shortest first; file:line per step."""
-    from kvflowmap.commands.nav_cmd import run_path
+    from kvflowmap.commands.nav_cmd import answer, path_answer
 
-    raise click.exceptions.Exit(run_path(run_analysis(kw)[0], a, b, max_paths, fmt, calls_only))
+    raise click.exceptions.Exit(answer(
+        *prepare(kw), ("path", a, b, max_paths, fmt, calls_only),
+        lambda an: path_answer(an, a, b, max_paths, fmt, calls_only)))
 
 
 @cli.command()
@@ -261,9 +264,11 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -
 @click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
 def states(fmt: str, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
-    from kvflowmap.commands.nav_cmd import run_states
+    from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
 
-    raise click.exceptions.Exit(run_states(run_analysis(kw)[0], fmt, out))
+    width = states_width(fmt, out)
+    raise click.exceptions.Exit(answer(*prepare(kw), ("states", fmt, width),
+                                       lambda a: states_answer(a, fmt, width), out))
 
 
 @cli.command()

@@ -25,19 +25,32 @@ def _emit(text: str | bytes, out: str | None) -> None:
         sys.stdout.flush()
 
 
-def run_where(analysis: Analysis, name: str, fmt: str) -> int:
+Answer = tuple[bytes, int]  # output and exit code: plain data, memoised like check's result
+
+
+def answer(req, config, rep, key: tuple, compute, out: str | None = None) -> int:
+    """Run a query for a prepared request (``cli.prepare``), or reuse its
+    stored answer when no input changed (``memo_run.run_memoised``); print or
+    write it; its exit code."""
+    from kvflowmap.commands.memo_run import run_memoised
+
+    data, code = run_memoised(req, config, rep, key, compute)
+    _emit(data, out)
+    return code
+
+
+def where_answer(analysis: Analysis, name: str, fmt: str) -> Answer:
     """``kvflowmap where NAME``."""
     try:
         result = where(analysis.graph, name)
     except SelectError as exc:
         raise click.UsageError(str(exc)) from exc
-    _emit(where_render.where_json(result) if fmt == "json" else where_render.where_text(result),
-          None)
-    return 1 if isinstance(result, Ambiguous) else 0
+    text = where_render.where_json(result) if fmt == "json" else where_render.where_text(result)
+    return text.encode("utf-8"), 1 if isinstance(result, Ambiguous) else 0
 
 
-def run_path(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
-             calls_only: bool) -> int:
+def path_answer(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
+                calls_only: bool) -> Answer:
     """``kvflowmap path A B``."""
     if max_paths < 1:
         raise click.UsageError("--max must be 1 or more")
@@ -46,25 +59,27 @@ def run_path(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
         result = paths.find_paths(analysis.graph, a, b, max_paths, kinds)
     except SelectError as exc:
         raise click.UsageError(str(exc)) from exc
-    _emit(paths.paths_json(result) if fmt == "json" else paths.paths_text(result), None)
-    return 1 if isinstance(result, paths.NoPath) else 0
+    text = paths.paths_json(result) if fmt == "json" else paths.paths_text(result)
+    return text.encode("utf-8"), 1 if isinstance(result, paths.NoPath) else 0
 
 
-def run_states(analysis: Analysis, fmt: str, out: str | None) -> int:
+def states_width(fmt: str, out: str | None) -> int | None:
+    """The terminal width the text table fits (None: a file or a pipe)."""
+    if fmt == "svg" and not out:
+        raise click.UsageError("--format svg needs --out FILE")
+    return None if out or not sys.stdout.isatty() else shutil.get_terminal_size()[0]
+
+
+def states_answer(analysis: Analysis, fmt: str, width: int | None) -> Answer:
     """``kvflowmap states``."""
     from kvflowmap.render.dot import RenderError, render
 
     sm = states.state_machine(analysis.linker)
     if fmt == "svg":
-        if not out:
-            raise click.UsageError("--format svg needs --out FILE")
         try:
-            _emit(render(states.states_dot(sm, title="Request lifecycle"), "svg"), out)
+            return render(states.states_dot(sm, title="Request lifecycle"), "svg"), 0
         except RenderError as exc:
             raise click.ClickException(str(exc)) from exc
-        return 0
-    width = None if out or not sys.stdout.isatty() else shutil.get_terminal_size()[0]
     text = {"json": states.states_json, "mermaid": states.states_mermaid}.get(
         fmt, lambda m: states.states_text(m, width=width))(sm)
-    _emit(text, out)
-    return 0
+    return text.encode("utf-8"), 0
