@@ -179,7 +179,7 @@ def test_a_changed_helper_reports_what_it_causes_in_its_caller(tree, monkeypatch
 
 @pytest.mark.parametrize("args", [["where", "Hangs"], ["path", "Hangs.get_num_new_matched_tokens",
                                                        "Hangs.start_load_kv"],
-                                  ["states", "-f", "json"]])
+                                  ["states", "-f", "json"], ["docs", "-o", "pages"]])
 def test_queries_reuse_their_answer(repo, monkeypatch, capsys, args) -> None:
     root = repo()
     monkeypatch.chdir(root)
@@ -188,7 +188,7 @@ def test_queries_reuse_their_answer(repo, monkeypatch, capsys, args) -> None:
     assert "result reused" not in err1
     assert main([*args, "-v"]) == first
     out2, err2 = capsys.readouterr()
-    assert "result reused" in err2 and out2 == out1 and out1
+    assert "result reused" in err2 and out2 == out1 and (out1 or args[0] == "docs")
     (root / "conn/clean.py").write_text(CLEAN + "\n\ndef other():\n    return 2\n")
     assert main([*args, "-v"]) == first
     assert "result reused" not in capsys.readouterr().err

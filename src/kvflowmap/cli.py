@@ -64,17 +64,6 @@ def prepare(kw: dict):
     return req, config, rep
 
 
-def run_analysis(kw: dict):
-    """Options -> (Analysis, ProjectConfig, Reporter); prints warnings."""
-    from kvflowmap.commands.memo_run import analyse_reported
-
-    req, config, rep = prepare(kw)
-    analysis = analyse_reported(req, rep)
-    for w in analysis.warnings:
-        rep.warn(w)
-    return analysis, config, rep
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kvflowmap")
 def cli() -> None:
@@ -291,11 +280,14 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
               help="Source links from {root} (label), {path}, {file}, {line}.")
 def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
     """Onboarding pages generated from the code (Markdown + SVG)."""
-    from kvflowmap.docs.command import run_docs
+    from kvflowmap.commands.memo_run import run_memoised
+    from kvflowmap.docs.command import docs_key, docs_pages, run_docs
 
-    analysis, config, rep = run_analysis(kw)
-    code = run_docs(analysis, out, check, link_template or config.link_template, say=rep.note)
-    raise click.exceptions.Exit(code)
+    req, config, rep = prepare(kw)
+    template = link_template or config.link_template
+    pages = run_memoised(req, config, rep, docs_key(out, template),
+                         lambda a: docs_pages(a, out, template))
+    raise click.exceptions.Exit(run_docs(pages, out, check, say=rep.note))
 
 
 def _register_rule_commands() -> None:

@@ -11,15 +11,27 @@ from kvflowmap.docs.write import DocsOptions, check_pages, generate, write_pages
 from kvflowmap.sources.errors import SourceError
 
 
-def run_docs(analysis: Analysis, out: str, check: bool, link_template: str | None,
-             say=click.echo) -> int:
+def docs_key(out: str, link_template: str | None) -> tuple:
+    """What the pages depend on besides the analysis: where they go (links are
+    relative to it), the template, and whether SVGs can be drawn."""
+    from kvflowmap.docs.write import graphviz_available
+
+    return ("docs", str(Path(out).resolve()), link_template, graphviz_available())
+
+
+def docs_pages(analysis: Analysis, out: str, link_template: str | None) -> dict[str, bytes]:
+    """Every page for ``out``, as ``{relative path: bytes}`` (plain data, so
+    the run memo can keep it)."""
+    try:
+        return generate(analysis, DocsOptions(out_dir=Path(out), link_template=link_template))
+    except ValueError as exc:  # a bad --link-template
+        raise click.UsageError(str(exc)) from exc
+
+
+def run_docs(pages: dict[str, bytes], out: str, check: bool, say=click.echo) -> int:
     """Write the pages to ``out`` (0), or with ``check`` compare them and
     return 1 listing the stale ones."""
     out_dir = Path(out)
-    try:
-        pages = generate(analysis, DocsOptions(out_dir=out_dir, link_template=link_template))
-    except ValueError as exc:  # a bad --link-template
-        raise click.UsageError(str(exc)) from exc
     if check:
         problems = check_pages(pages, out_dir)
         for p in problems:

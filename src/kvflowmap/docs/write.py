@@ -79,7 +79,7 @@ def load_default_rules() -> list | None:
 def generate(analysis: Analysis, opts: DocsOptions) -> dict[str, bytes]:
     """Every page, as ``{path relative to out_dir: bytes}``, sorted by path."""
     rules = load_default_rules() if opts.rules is _LOAD_RULES else opts.rules
-    svg = opts.svg and _graphviz_available()
+    svg = opts.svg and graphviz_available()
     ctx = DocContext(analysis, Links(analysis.roots, opts.out_dir, opts.link_template),
                      rules, svg=svg)
     pages: dict[str, bytes] = {}
@@ -100,7 +100,7 @@ def generate(analysis: Analysis, opts: DocsOptions) -> dict[str, bytes]:
     return dict(sorted(pages.items()))
 
 
-def _graphviz_available() -> bool:
+def graphviz_available() -> bool:
     try:
         render("digraph { }", "svg")
     except RenderError:
