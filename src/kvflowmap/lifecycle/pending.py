@@ -48,7 +48,7 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
         return []
     out = []
     for loop in walk(fn.fact.body):
-        walked = _walked(fn, loop)
+        walked = walked_container(fn, loop)
         if walked is None:
             continue
         attr, rid = walked
@@ -68,7 +68,7 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
     return out
 
 
-def _walked(fn: FnView, loop: Stmt) -> tuple[str, str] | None:
+def walked_container(fn: FnView, loop: Stmt) -> tuple[str, str] | None:
     """(attribute, id name) for ``for rid in self.X`` (``.items()``, wrappers)
     and for ``while self.X:`` whose body first binds ``rid`` from ``self.X``
     (``rid, t = next(iter(self.X.items()))``)."""

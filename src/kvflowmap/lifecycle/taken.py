@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.containers import ADD_OPS, resets, self_attr
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, resets, self_attr
 from kvflowmap.lifecycle.effects import HANDLING, Effects, hands_on_at
-from kvflowmap.lifecycle.pending import returned_names
+from kvflowmap.lifecycle.pending import returned_names, walked_container
 from kvflowmap.lifecycle.view import FnView, walk
 
 _TAKE = re.compile(r"self\.(\w+)\.(?:get_nowait|get|pop|popleft|popitem)\(")
@@ -97,6 +97,22 @@ def taken_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> dict[str, Ta
                     c.callee == (a.value or "")[:-2] and not c.args and not c.kwargs
                     for c in fn.calls(s)):
                 out.setdefault(a.target, Taken(fn.fqn, a.target, m.group(1), a.line))
+    # ``while self._delayed: rid = next(iter(self._delayed)); ...
+    # self._delayed.popitem(); expired.add(rid)``: a walk that takes each id
+    # out (by key or not) and collects it
+    for loop in walk(fn.fact.body):
+        walked = walked_container(fn, loop)
+        if walked is None or walked[0] not in owed_attrs:
+            continue
+        attr, rid = walked
+        body = list(walk(loop.body))
+        if not any(op.container == f"self.{attr}" and op.op in REMOVE_OPS
+                   for st in body for op in fn.containers(st)):
+            continue
+        for st in body:
+            for op in fn.containers(st):
+                if "." not in op.container and op.op in ADD_OPS and op.key == rid:
+                    out.setdefault(op.container, Taken(fn.fqn, op.container, attr, op.line))
     # ``dropped = self._dropped; self._dropped = set()``: a swap in two
     # statements leaves the local as the only holder of the ids
     reset = {attr for s in fn.stmts for attr, _ in resets(fn, s)}
