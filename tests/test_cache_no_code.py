@@ -87,8 +87,9 @@ def test_results_round_trip_and_callables_are_refused() -> None:
     assert plain_codec.decode(plain_codec.encode(value)) == value
     back = plain_codec.decode(plain_codec.encode(value))
     assert type(back["a"][0]) is Param and type(back[7][0]) is Step
-    for name in ("os:system", "builtins:eval", "kvflowmap.cli:main",
-                 "kvflowmap.never_loaded_module:X"):
+    for name in ("os:system", "builtins:eval", "kvflowmap.cli:main", "kvflowmap.__main__:run",
+                 "kvflowmap.no_such_module:X", "kvflowmap.check.model:field",
+                 "kvflowmap.cli:dataclass"):
         with pytest.raises(ValueError):
             plain_codec.decode(msgpack.packb(_named(name, {})))
     with pytest.raises(TypeError):

@@ -192,3 +192,18 @@ def test_queries_reuse_their_answer(repo, monkeypatch, capsys, args) -> None:
     (root / "conn/clean.py").write_text(CLEAN + "\n\ndef other():\n    return 2\n")
     assert main([*args, "-v"]) == first
     assert "result reused" not in capsys.readouterr().err
+
+
+def test_a_new_process_reuses_the_stored_result(repo) -> None:
+    # a fresh interpreter loads the memo before any rule kind is imported: the
+    # stored classes must load there too (in-process runs have them loaded)
+    import subprocess
+    import sys
+
+    root = repo()
+    cmd = [sys.executable, "-m", "kvflowmap", "check", *RULE, "-v"]
+    first = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    assert first.returncode == again.returncode == 1
+    assert "result reused" not in first.stderr and "result reused" in again.stderr
+    assert again.stdout == first.stdout

@@ -3,24 +3,27 @@
 A result is plain data: builtin containers, strings and numbers, paths, and
 kvflowmap's own data classes (NamedTuples, dataclasses, enums: findings,
 rules, problems). Each non-msgpack value is tagged (a msgpack extension
-type); a data class by its ``module:qualname``. Loading imports nothing and
-calls nothing but the constructors of kvflowmap's data classes, looked up
-among the modules already imported: a planted entry that names anything
-else (``os:system``) fails the load with ``ValueError``, and the caller
-treats it as a miss.
+type); a data class by its ``module:qualname``. Loading calls nothing but
+kvflowmap's own module imports and the constructors of its NamedTuples and
+enums (dataclasses are filled field by field, without ``__init__``): a
+planted entry that names anything else (``os:system``, a kvflowmap
+function, ``kvflowmap.__main__``) fails the load with ``ValueError``, and
+the caller treats it as a miss.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
+import importlib
+import re
 from pathlib import Path, PurePath
 from typing import Any
 
 import msgpack
 
 _TUPLE, _SET, _FROZENSET, _PATH, _NAMEDTUPLE, _DATACLASS, _ENUM = range(1, 8)
+_MODULE = re.compile(r"kvflowmap(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def encode(value: Any) -> bytes:
@@ -92,14 +95,21 @@ def _ext(code: int, data: bytes) -> Any:
 
 
 def _data_class(name: str) -> type:
-    """A kvflowmap data class by ``module:qualname``, among loaded modules."""
+    """A kvflowmap data class by ``module:qualname``. The module is imported
+    if needed (a warm run loads the memo before the rule kinds): only
+    kvflowmap's own modules, never ``__main__`` (importing it runs the CLI),
+    so an entry can choose which of kvflowmap's definitions load, nothing else."""
     module, _, qualname = name.partition(":")
-    if not (module == "kvflowmap" or module.startswith("kvflowmap.")) or module not in sys.modules:
-        raise ValueError(f"entry names {name}: not a kvflowmap module already loaded")
-    obj: Any = sys.modules[module]
+    if not _MODULE.fullmatch(module) or module.endswith(".__main__"):
+        raise ValueError(f"entry names {name}: not one of kvflowmap's modules")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"entry names {name}: {e}") from e
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
-    if not (isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)
-                                       or (issubclass(obj, tuple) and hasattr(obj, "_fields")))):
+    if not (isinstance(obj, type) and obj.__module__ == module and (
+            dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)
+            or (issubclass(obj, tuple) and hasattr(obj, "_fields")))):
         raise ValueError(f"entry names {name}: not a data class")
     return obj
