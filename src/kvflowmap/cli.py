@@ -6,6 +6,8 @@ or a stale check) and 2 (usage, configuration or environment error).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import sys
@@ -168,8 +170,10 @@ def check(**kw) -> None:
                 analyse_reported(base, rep), rules, known_rule_ids=known_ids).findings)
         outcome = apply_baseline(everything, known) if baseline is not None or diff_base \
             else everything
+        # the reports need the rules' metadata, not the kinds' Options: without
+        # them a warm run loads no rule kind (and no LibCST behind them)
         return (outcome, everything.findings, {r.label: str(r.path) for r in analysis.roots},
-                rules, list(analysis.problems))
+                [dataclasses.replace(r, options=None) for r in rules], list(analysis.problems))
 
     key = ("check", select, ignore, rule_digest, sorted(only or []), sorted(baseline or []),
            bool(write_base), diff_base, commit_of(diff_base, req.sources))

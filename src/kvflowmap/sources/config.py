@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kvflowmap.sources.errors import ConfigError, SourceError
-from kvflowmap.sources.fetch import parse_spec
+from kvflowmap.sources.release_spec import parse_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 from kvflowmap.sources.errors import SourceError
-from kvflowmap.sources.fetch_sdist import fetch_sdist
 from kvflowmap.sources.release_spec import ReleaseSpec, parse_spec
 
 MARKER = ".kvflowmap-complete"
@@ -119,6 +118,9 @@ def _download(rs: ReleaseSpec, dest: Path, *, quiet: bool) -> Path:
         if wheels:
             return wheels[0]
         wheel_error = f"pip reported success but left no wheel in {dest}"
+    # only a download needs it (urllib, certifi: 30 ms of every run's start-up)
+    from kvflowmap.sources.fetch_sdist import fetch_sdist
+
     try:
         return fetch_sdist(rs, dest, os.environ.get(FIND_LINKS_ENV), _pip_env())
     except SourceError as exc:
