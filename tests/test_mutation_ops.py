@@ -1,0 +1,42 @@
+"""The ``drop-lock`` mutation operator (``bench/mutation_ops.py``) on a toy:
+it finds the lock around request state, and its mutant is valid Python
+without it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from mutation_ops import find_sites, mutate  # noqa: E402
+
+TOY = '''\
+import threading
+
+
+class Worker:
+    def __init__(self):
+        self._lock = threading.Lock()
+        with self._lock:
+            self._done = set()
+
+    def finish(self, req_id):
+        with self._lock:
+            self._done.add(req_id)
+            self._count = 1
+
+    def stats(self):
+        with self._lock:
+            return len(self._done)
+'''
+
+
+def test_drop_lock_takes_the_lock_away_from_request_state_only() -> None:
+    sites = find_sites(["drop-lock"], TOY, "w.py", "w")["drop-lock"]
+    assert [(s.function, s.line) for s in sites] == [("w.Worker.finish", 11)]
+    text = mutate(TOY, sites[0])
+    compile(text, "w.py", "exec")
+    assert "    def finish(self, req_id):\n        self._done.add(req_id)\n        self._count = 1\n" \
+        in text
+    assert text.count("with self._lock:") == 2  # the constructor's and the reader's stay
