@@ -78,7 +78,30 @@ def test_a_fifo_named_py_is_skipped_not_waited_on(tree) -> None:
     signal.alarm(60)
     try:
         a = analyse(Request(sources=[str(root)]))
+        # check reports the skipped file and reads its suppressions: no open() on it
+        from kvflowmap.cli import main
+
+        assert main(["check", str(root), "-q", "-f", "json"]) in (0, 1)
     finally:
         signal.alarm(0)
     assert "pkg.good.ok" in a.graph
     assert any("f.py" in w and "FIFO" in w for w in a.warnings)
+
+
+@pytest.mark.parametrize("args", [["check", "-o", "{missing}/x.sarif"],
+                                  ["check", "--write-baseline", "{missing}/b.json"],
+                                  ["graph", "-o", "{missing}/x.svg"],
+                                  ["states", "-o", "{missing}/s.txt"],
+                                  ["lifecycle", "-o", "{missing}/l.txt"],
+                                  ["docs", "-o", "{file}"]])
+def test_unwritable_outputs_fail_before_any_analysis(tmp_path, monkeypatch, capsys, args) -> None:
+    import kvflowmap.commands.memo_run as memo_run
+
+    (tmp_path / "a_file").write_text("x")
+    fill = {"missing": str(tmp_path / "nowhere"), "file": str(tmp_path / "a_file")}
+    monkeypatch.setattr(memo_run, "run_memoised", lambda *a, **k: pytest.fail("analysed"))
+    from kvflowmap.cli import main
+
+    assert main([args[0], str(tmp_path), *(a.format(**fill) for a in args[1:])]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and (fill["missing"] in err or fill["file"] in err)

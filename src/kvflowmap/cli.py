@@ -18,6 +18,7 @@ import click
 
 from kvflowmap import __version__
 from kvflowmap.cli_sources import SourceOptions, make_request
+from kvflowmap.commands.output import check_writable
 from kvflowmap.console import Reporter
 from kvflowmap.gc_tuning import fewer_collections
 from kvflowmap.sources.errors import SourceError
@@ -98,6 +99,7 @@ def graph(**kw) -> None:
     from kvflowmap.commands.graph_emit import emit_graph
     from kvflowmap.commands.memo_run import run_memoised
 
+    check_writable(kw["out"])
     req, config, rep = prepare(kw)
     options = tuple(sorted((k, repr(v)) for k, v in kw.items()))
     result = run_memoised(req, config, rep, ("graph", options),
@@ -148,6 +150,8 @@ def check(**kw) -> None:
     kw["src"] = src
     fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("output")
     baseline, write_base = cc.baseline_set(kw.pop("baseline")), kw.pop("write_baseline")
+    check_writable(output)
+    check_writable(write_base)
     diff_base = kw.pop("diff_base")
     if diff_base:
         only = None  # a change is judged by what it causes, wherever that lands
@@ -259,6 +263,7 @@ def states(fmt: str, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
     from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
 
+    check_writable(out)
     width = states_width(fmt, out)
     raise click.exceptions.Exit(answer(*prepare(kw), ("states", fmt, width),
                                        lambda a: states_answer(a, fmt, width), out))
@@ -273,6 +278,7 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
     """Request ids per connector package: containers, hooks, hand-offs, reports."""
     from kvflowmap.commands.lifecycle_cmd import run_lifecycle
 
+    check_writable(out)
     raise click.exceptions.Exit(run_lifecycle(*prepare(kw), fmt, out))
 
 
@@ -287,6 +293,7 @@ def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
     from kvflowmap.commands.memo_run import run_memoised
     from kvflowmap.docs.command import docs_key, docs_pages, run_docs
 
+    check_writable(out, folder=True)
     req, config, rep = prepare(kw)
     template = link_template or config.link_template
     pages = run_memoised(req, config, rep, docs_key(out, template),

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvflowmap.check.model import Finding
+from kvflowmap.index.readfile import read_regular
 
 BAD_SUPPRESSION = "bad-suppression"
 MARKER = re.compile(r"#\s*kvflowmap\s*:\s*ignore\b(?P<rest>.*)$")
@@ -100,8 +101,7 @@ def parse_suppressions(text: str) -> list[Suppression]:
 def read_suppressions(abspath: str) -> list[Suppression]:
     """The suppressions of the file at ``abspath``; none if it cannot be read."""
     try:
-        with open(abspath, "rb") as fh:
-            data = fh.read()
+        data = read_regular(abspath)  # a FIFO named like a source would block an open()
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding, errors="replace")
     except (OSError, SyntaxError, LookupError):

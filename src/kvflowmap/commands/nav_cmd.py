@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from kvflowmap.api import Analysis
+from kvflowmap.commands.output import write_output
 from kvflowmap.graph.select import SelectError
 from kvflowmap.nav import paths, states, where_render
 from kvflowmap.nav.where import Ambiguous, where
@@ -19,7 +20,7 @@ from kvflowmap.nav.where import Ambiguous, where
 def _emit(text: str | bytes, out: str | None) -> None:
     data = text.encode("utf-8") if isinstance(text, str) else text
     if out:
-        Path(out).write_bytes(data)
+        write_output(out, data)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -3,6 +3,7 @@ that names the path (exit 2), never a traceback."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kvflowmap.sources.errors import SourceError
@@ -20,3 +21,25 @@ def write_output(path: str | Path, data: str | bytes, make_parents: bool = False
             Path(path).write_text(data, encoding="utf-8")
     except OSError as exc:
         raise SourceError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def check_writable(path: str | Path | None, folder: bool = False) -> None:
+    """Before any analysis: ``path`` can be written (its folder exists and is
+    writable; with ``folder``, ``path`` is a folder that may be created
+    under a writable one); ``SourceError`` naming it otherwise."""
+    if not path:
+        return
+    target = Path(path)
+    if not folder and target.is_dir():
+        raise SourceError(f"cannot write {path}: it is a folder")
+    if folder and target.exists() and not target.is_dir():
+        raise SourceError(f"cannot write pages into {path}: it is a file, not a folder")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise SourceError(f"cannot write {path}: permission denied")
+    parent = target if folder else target.parent
+    while folder and not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the folder is created under its nearest existing ancestor
+    if not parent.is_dir():
+        raise SourceError(f"cannot write {path}: no folder {parent}")
+    if not target.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise SourceError(f"cannot write {path}: {parent} is not writable")

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kvflowmap.check.model import SEVERITIES, Finding, Step
 from kvflowmap.report.json_out import ordered, summarize
+from kvflowmap.index.readfile import read_regular
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 
@@ -38,8 +39,7 @@ class _Sources:
 def _read_lines(abspath: str) -> list[str]:
     """The file's lines decoded as Python source would be; [] when unreadable."""
     try:
-        with open(abspath, "rb") as fh:
-            data = fh.read()
+        data = read_regular(abspath)  # a FIFO or device would block an open()
     except OSError:
         return []
     try:

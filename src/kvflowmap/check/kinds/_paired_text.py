@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from kvflowmap.facts import Stmt
+from kvflowmap.index.readfile import read_regular
 
 _STRING = re.compile(r"""("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
 _ASSIGN = re.compile(r"(?<![=!<>:+\-*/%&|^@])=(?!=)")
@@ -23,7 +23,7 @@ MAX_LINES = 60
 @lru_cache(maxsize=256)
 def _lines(path: str) -> tuple[str, ...]:
     try:
-        return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+        return tuple(read_regular(path).decode("utf-8", errors="replace").splitlines())
     except OSError:
         return ()
 
