@@ -291,7 +291,7 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
 def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
     """Onboarding pages generated from the code (Markdown + SVG)."""
     from kvflowmap.commands.memo_run import run_memoised
-    from kvflowmap.docs.command import docs_key, docs_pages, run_docs
+    from kvflowmap.commands.docs_cmd import docs_key, docs_pages, run_docs
 
     check_writable(out, folder=True)
     req, config, rep = prepare(kw)

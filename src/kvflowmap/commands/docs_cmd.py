@@ -1,4 +1,4 @@
-"""Glue between the CLI and the pages: generate, then write or check."""
+"""``kvflowmap docs``: generate the pages (``docs.write``), then write or check them."""
 
 from __future__ import annotations
 
