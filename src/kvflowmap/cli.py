@@ -233,7 +233,8 @@ def where(name: str, fmt: str, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
     from kvflowmap.commands.nav_cmd import answer, where_answer
 
-    raise click.exceptions.Exit(answer(*prepare(kw), ("where", name, fmt),
+    req, config, rep = prepare(kw)
+    raise click.exceptions.Exit(answer(req, config, rep, ("where", name, fmt),
                                        lambda a: where_answer(a, name, fmt)))
 
 
@@ -249,8 +250,9 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -
     """Paths from A to B, shortest first; file:line per step."""
     from kvflowmap.commands.nav_cmd import answer, path_answer
 
+    req, config, rep = prepare(kw)
     raise click.exceptions.Exit(answer(
-        *prepare(kw), ("path", a, b, max_paths, fmt, calls_only),
+        req, config, rep, ("path", a, b, max_paths, fmt, calls_only),
         lambda an: path_answer(an, a, b, max_paths, fmt, calls_only)))
 
 
@@ -265,7 +267,8 @@ def states(fmt: str, out: str | None, **kw) -> None:
 
     check_writable(out)
     width = states_width(fmt, out)
-    raise click.exceptions.Exit(answer(*prepare(kw), ("states", fmt, width),
+    req, config, rep = prepare(kw)
+    raise click.exceptions.Exit(answer(req, config, rep, ("states", fmt, width),
                                        lambda a: states_answer(a, fmt, width), out))
 
 
@@ -279,7 +282,8 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
     from kvflowmap.commands.lifecycle_cmd import run_lifecycle
 
     check_writable(out)
-    raise click.exceptions.Exit(run_lifecycle(*prepare(kw), fmt, out))
+    req, config, rep = prepare(kw)
+    raise click.exceptions.Exit(run_lifecycle(req, config, rep, fmt, out))
 
 
 @cli.command()

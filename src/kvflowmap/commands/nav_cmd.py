@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 
 import click
 

@@ -104,15 +104,16 @@ def taken_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> dict[str, Ta
         walked = walked_container(fn, loop)
         if walked is None or walked[0] not in owed_attrs:
             continue
-        attr, rid = walked
+        walked_attr, rid = walked
         body = list(walk(loop.body))
-        if not any(op.container == f"self.{attr}" and op.op in REMOVE_OPS
+        if not any(op.container == f"self.{walked_attr}" and op.op in REMOVE_OPS
                    for st in body for op in fn.containers(st)):
             continue
         for st in body:
             for op in fn.containers(st):
                 if "." not in op.container and op.op in ADD_OPS and op.key == rid:
-                    out.setdefault(op.container, Taken(fn.fqn, op.container, attr, op.line))
+                    out.setdefault(op.container,
+                                   Taken(fn.fqn, op.container, walked_attr, op.line))
     # ``dropped = self._dropped; self._dropped = set()``: a swap in two
     # statements leaves the local as the only holder of the ids
     reset = {attr for s in fn.stmts for attr, _ in resets(fn, s)}
