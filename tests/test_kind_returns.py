@@ -130,3 +130,22 @@ class C(KVConnectorBase_V1):
     assert lines(check(tree, source, forbid=[["*", True]])) == [6, 7]
     assert lines(check(tree, source, forbid=[[None, "True"]])) == [7]
     assert lines(check(tree, source, methods=["other"], forbid=[["*", True]])) == []
+
+
+def test_falls_through_follows_the_statement_tree() -> None:
+    from kvflowmap.check.kinds.returns import falls_through
+    from kvflowmap.facts import Stmt
+
+    ret, rai, simple = Stmt("return", 1), Stmt("raise", 1), Stmt("simple", 1)
+    brk = Stmt("break", 1)
+    assert falls_through(()) and falls_through((simple,))
+    assert not falls_through((simple, ret)) and not falls_through((rai,))
+    assert not falls_through((Stmt("if", 1, "x", body=(ret,), orelse=(rai,)),))
+    assert falls_through((Stmt("if", 1, "x", body=(ret,)),))  # no else
+    assert not falls_through((Stmt("while", 1, "True", body=(simple,)),))
+    assert falls_through((Stmt("while", 1, "True", body=(Stmt("if", 1, "x", body=(brk,)),)),))
+    inner = Stmt("for", 1, "x in y", body=(brk,))  # its break ends the inner loop only
+    assert not falls_through((Stmt("while", 1, "True", body=(inner,)),))
+    assert not falls_through((Stmt("try", 1, body=(ret,), handlers=(Stmt("except", 1, body=(rai,)),)),))
+    assert falls_through((Stmt("try", 1, body=(ret,), handlers=(Stmt("except", 1, body=(simple,)),)),))
+    assert not falls_through((Stmt("with", 1, "lock", body=(ret,)),))

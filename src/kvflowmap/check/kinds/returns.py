@@ -26,7 +26,7 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding, Step
 from kvflowmap.check.options import option
-from kvflowmap.facts import ReturnFact
+from kvflowmap.facts import ReturnFact, Stmt
 from kvflowmap.model.annotations import dotted_name
 
 READS = ("Reads: the return statements of the method in the target classes, the "
@@ -84,7 +84,47 @@ def _check_function(ctx: CheckContext, opts: Options, fqn: str, prefix: tuple[St
                 seen.add(target)
                 step = ctx.step(fqn, r.line, f"returns the result of {target}")
                 out += _check_function(ctx, opts, target, (*prefix, step), seen, site or (fqn, r))
+    if opts.require_tuple_len is not None and falls_through(fn.body):
+        # the end of the body is reachable: the call returns None
+        end = ReturnFact(fn.qualname, None, None, fn.end_line, 0)
+        out += _judge(ctx, opts, fqn, end, "None",
+                      (*prefix, ctx.step(fqn, fn.end_line, "reaches the end: returns None")),
+                      site)
     return out
+
+
+def falls_through(body: tuple[Stmt, ...]) -> bool:
+    """The end of ``body`` can be reached (it does not always return or
+    raise): an empty body, a last statement that is not a ``return`` or
+    ``raise``, an ``if`` with a branch (or a missing ``else``) that falls
+    through, a ``try`` whose body or a handler falls through, a ``with``
+    whose body does; a loop can always end, except ``while True`` with no
+    ``break``. A stub (only a docstring, ``...`` or ``pass``) falls through."""
+    if not body:
+        return True
+    last = body[-1]
+    if last.kind in ("return", "raise"):
+        return False
+    if last.kind == "if":
+        return falls_through(last.body) or falls_through(last.orelse)
+    if last.kind == "try":
+        return (falls_through(last.orelse) if last.orelse else falls_through(last.body)) or \
+            any(falls_through(h.body) for h in last.handlers)
+    if last.kind == "with":
+        return falls_through(last.body)
+    if last.kind == "while" and (last.text or "").strip() in ("True", "1"):
+        return any(s.kind == "break" for s in _walk_loop(last.body))
+    return True
+
+
+def _walk_loop(body: tuple[Stmt, ...]):
+    """Statements of a loop body, not those of loops nested in it (their
+    ``break`` ends them, not this one)."""
+    for s in body:
+        yield s
+        if s.kind not in ("for", "while", "def", "class"):
+            for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+                yield from _walk_loop(part)
 
 
 def _parse(text: str) -> ast.expr | None:
