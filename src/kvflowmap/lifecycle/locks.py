@@ -84,9 +84,9 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
         if fn is None or fn.name in _SETUP:
             continue
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
-            for c in _changes(fn, eff, s, keyed):
+            for c, op in _changes(fn, eff, s, keyed).items():
                 by_container.setdefault(c, []).append(
-                    Change(f, c, s.line, _op(fn, s, c, eff), locks | held.get(f, frozenset())))
+                    Change(f, c, s.line, op, locks | held.get(f, frozenset())))
             for c in _walked(fn, eff, s, keyed):
                 walks.setdefault(c, set()).add(f)
     out = []
@@ -135,13 +135,19 @@ def _entered(fn: FnView, eff: Effects, s: Stmt) -> Locks:
     return frozenset(out)
 
 
-def _changes(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
-    """Request-keyed containers statement ``s`` itself changes: an add, a
-    removal, a reset, or rebinding the attribute (a swap)."""
-    chains = [op.container for op in fn.containers(s) if op.op in _CHANGES]
-    chains += [a.target for a in fn.assigns(s) if "." in a.target and "[" not in a.target]
-    found = (container_of(ch, fn, eff.values) for ch in chains)
-    return {c for c in found if c is not None and c in keyed}
+def _changes(fn: FnView, eff: Effects, s: Stmt,
+             keyed: Collection[Container]) -> dict[Container, str]:
+    """Request-keyed containers statement ``s`` itself changes, each with how:
+    an add, a removal or a reset (the operation), or ``=`` for rebinding the
+    attribute (a swap)."""
+    found = [(op.container, op.op) for op in fn.containers(s) if op.op in _CHANGES]
+    found += [(a.target, "=") for a in fn.assigns(s) if "." in a.target and "[" not in a.target]
+    out: dict[Container, str] = {}
+    for chain, how in found:
+        c = container_of(chain, fn, eff.values)
+        if c is not None and c in keyed:
+            out.setdefault(c, how)
+    return out
 
 
 def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
@@ -156,12 +162,6 @@ def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> 
             chains.append(call.args[0] or "")
     found = (container_of(ch, fn, eff.values) for ch in chains if ch)
     return {c for c in found if c is not None and c in keyed}
-
-
-def _op(fn: FnView, s: Stmt, c: Container, eff: Effects) -> str:
-    """How ``s`` changes ``c``: the container operation, or ``=`` for a rebinding."""
-    return next((op.op for op in fn.containers(s)
-                 if container_of(op.container, fn, eff.values) == c), "=")
 
 
 def _held_by_callers(fns: dict[str, FnView], eff: Effects,

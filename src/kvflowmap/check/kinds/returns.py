@@ -27,6 +27,7 @@ from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding, Step
 from kvflowmap.check.options import option
 from kvflowmap.facts import ReturnFact, Stmt
+from kvflowmap.model.cfg import build_cfg
 from kvflowmap.model.annotations import dotted_name
 
 READS = ("Reads: the return statements of the method in the target classes, the "
@@ -95,36 +96,10 @@ def _check_function(ctx: CheckContext, opts: Options, fqn: str, prefix: tuple[St
 
 def falls_through(body: tuple[Stmt, ...]) -> bool:
     """The end of ``body`` can be reached (it does not always return or
-    raise): an empty body, a last statement that is not a ``return`` or
-    ``raise``, an ``if`` with a branch (or a missing ``else``) that falls
-    through, a ``try`` whose body or a handler falls through, a ``with``
-    whose body does; a loop can always end, except ``while True`` with no
-    ``break``. A stub (only a docstring, ``...`` or ``pass``) falls through."""
-    if not body:
-        return True
-    last = body[-1]
-    if last.kind in ("return", "raise"):
-        return False
-    if last.kind == "if":
-        return falls_through(last.body) or falls_through(last.orelse)
-    if last.kind == "try":
-        return (falls_through(last.orelse) if last.orelse else falls_through(last.body)) or \
-            any(falls_through(h.body) for h in last.handlers)
-    if last.kind == "with":
-        return falls_through(last.body)
-    if last.kind == "while" and (last.text or "").strip() in ("True", "1"):
-        return any(s.kind == "break" for s in _walk_loop(last.body))
-    return True
-
-
-def _walk_loop(body: tuple[Stmt, ...]):
-    """Statements of a loop body, not those of loops nested in it (their
-    ``break`` ends them, not this one)."""
-    for s in body:
-        yield s
-        if s.kind not in ("for", "while", "def", "class"):
-            for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-                yield from _walk_loop(part)
+    raise): its control-flow graph has an edge that falls into the exit (a
+    missing ``else``, a handler that carries on, a loop that can end, a stub)."""
+    cfg = build_cfg(body)
+    return any(d == cfg.exit and label == "end" for _, d, label in cfg.edges())
 
 
 def _parse(text: str) -> ast.expr | None:
