@@ -234,13 +234,28 @@ def test_pycg_includes_dispatch_targets_and_externals() -> None:
     assert cg[f"{SCHED}.schedule"] == [f"{PEGA}.get_num_new_matched_tokens",  # via dispatch
                                        f"{BASE}.get_num_new_matched_tokens"]
     assert cg[f"{PEGA}.get_num_new_matched_tokens"] == ["<builtin>.len"]
-    assert cg["<builtin>.len"] == [] and cg[PEGA] == []
-    assert cg["pegaflow.vllm_plugin"] == [PEGA, f"{WORKER}.get_finished"]
+    assert cg["<builtin>.len"] == []
+    # PyCG's conventions: ``C()`` with no ``__init__`` is no edge, and a
+    # function only referenced (``ref``) is not called
+    assert cg["pegaflow.vllm_plugin"] == [] and PEGA not in cg
     assert cg[f"{WORKER}.get_finished"] == []  # bridges and produces are not calls
     assert cg[f"{BASE}.get_num_new_matched_tokens"] == []  # dispatch edges are not calls
     assert STATE not in cg and FIELD not in cg
     assert list(cg) == sorted(cg)
     assert json.loads(render_graph(make_graph(), "pycg-json")) == cg
+
+
+def test_pycg_class_targets_and_relative_names() -> None:
+    g = nx.MultiDiGraph(roots=[{"label": "snip", "path": "/x", "subject": True,
+                                "prefix": "snip"}],
+                        mro={"snip.main.A": ("snip.main.A", "ext.Parent")})
+    g.add_node("snip.main", kind="function")
+    g.add_node("snip.main.A", kind="class")
+    g.add_node("snip.main.f", kind="function")
+    g.add_edge("snip.main", "snip.main.A", kind="call", line=3)
+    g.add_edge("snip.main", "snip.main.f", kind="call", line=4)
+    assert to_pycg(g) == {"ext.Parent.__init__": [], "main": ["ext.Parent.__init__", "main.f"],
+                          "main.f": []}
 
 
 def test_node_link_json() -> None:

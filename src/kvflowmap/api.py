@@ -47,6 +47,14 @@ class Analysis:
         return self.linker.unresolved
 
 
+def _package_prefix(root: Root) -> str:
+    """``a.b`` when the one folder asked for is package ``a/b`` inside the
+    import root (its modules are named ``a.b.*``); else empty."""
+    if len(root.only) != 1 or not root.only[0].is_dir():
+        return ""
+    return ".".join(root.only[0].relative_to(root.path).parts)
+
+
 def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     """Index, link and build the graph for ``req``."""
     timings: dict[str, float] = {}
@@ -72,8 +80,8 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     version = _vllm_version(roots, protocol.package)
     _link(lk, version)
     timings["link"] = time.perf_counter() - t0
-    lk.graph.graph["roots"] = [{"label": r.label, "path": str(r.path), "subject": r.subject}
-                               for r in roots]
+    lk.graph.graph["roots"] = [{"label": r.label, "path": str(r.path), "subject": r.subject,
+                                "prefix": _package_prefix(r)} for r in roots]
     lk.graph.graph["vllm_version"] = version
     problems += [Problem(w) for w in lk.warnings]
     return Analysis(lk.graph, lk, roots, stats, [p.text for p in problems], timings, version,

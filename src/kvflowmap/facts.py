@@ -184,6 +184,22 @@ class ReturnFact(NamedTuple):
     fields: tuple[tuple[str, str | None], ...] = ()
 
 
+class ElementFact(NamedTuple):
+    """A value put into a container: an element of a display bound to a
+    target (``x = [f, g]``, ``self.cbs = {"a": f}``), of a display returned
+    (``group`` ``@return``), ``x.append(f)``, ``x.add(f)``, ``x.insert(i, f)``,
+    ``x.setdefault(k, f)``, ``x.update({k: f})``, ``x.extend([f])`` and
+    ``x[k] = f``. ``group`` is the container's dotted chain in ``scope``, or
+    ``@N`` for the N-th nested display of the file; ``value`` is the dotted
+    chain of the element, or ``@N`` when it is itself a display. The call
+    graph reads values back through subscripts, ``get``/``pop`` and loops."""
+
+    scope: str
+    group: str
+    value: str
+    line: int
+
+
 class RefFact(NamedTuple):
     """A function or class used as a value (callback, dict entry, return)."""
 
@@ -240,5 +256,10 @@ class FileFacts:
     refs: list[RefFact] = field(default_factory=list)
     logs: list[LogFact] = field(default_factory=list)
     imports: list[ImportFact] = field(default_factory=list)
+    elements: list[ElementFact] = field(default_factory=list)
+    # Names bound by ``for``/comprehension targets (value ``xs[]``: an element
+    # of ``xs``) and by matched tuple unpacking, kept apart from ``assigns``
+    # (which rules read as statements): only the value evaluator reads them.
+    binds: list[AssignFact] = field(default_factory=list)
     dunder_all: tuple[str, ...] | None = None
     problem: ProblemFact | None = None

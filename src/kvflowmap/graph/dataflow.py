@@ -98,7 +98,7 @@ def add_fields(lk: Linker) -> list[Store]:
 def _is_owner(lk: Linker, ctx, base: str, owner: str) -> bool:
     """True when ``base`` is an instance of ``owner`` (or of unknown type:
     carrier names are specific enough that an untyped receiver counts)."""
-    values = lk.values.eval(ctx, base)
+    values = [v for v in lk.values.eval(ctx, base) if v[0] != "elems"]
     if not values:
         return True
     for kind, fqn in values:

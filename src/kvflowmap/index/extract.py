@@ -42,6 +42,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self.facts = facts
         self._init_lines(module, source)
         self._pending_refs: dict[int, str] = {}
+        self._displays: list[str] = []  # ids of nested displays (``ElementFact.group``)
         self._classes: list[dict] = []
         self.scope: list[str] = []  # qualname parts
         self._scope_names: dict[tuple[str, ...], str] = {}
@@ -118,7 +119,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         deco_line = self.line + len(node.leading_lines)
         for d in node.decorators:
             deco_line += len(d.leading_lines)
-            self._record_decorator_call(d.decorator, deco_line)
+            self._record_decorator_call(d.decorator, deco_line, node.name.value)
             deco_line += self.module.code_for_node(d).count("\n") - len(d.leading_lines)
         self.func_stack.append({"qual": qual, "node": node, "line": line, "col": col,
                                 "decorators": decorators, "generator": False,
@@ -239,6 +240,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
                 key = self._code(pos_args[0].value) if pos_args else None
                 self.facts.containers.append(ContainerOpFact(self._scope, base, meth, key, line, col))
                 self._event("container", len(self.facts.containers) - 1)
+                self._container_puts(base, meth, node)
             if meth in LOG_LEVELS and "log" in base.split(".")[-1].lower() and node.args:
                 msg = literal_string(node.args[0].value)
                 if msg is not None:
@@ -247,14 +249,16 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             self._record_value_refs(a.value)
         return True
 
-    def _record_decorator_call(self, deco: cst.BaseExpression, line: int) -> None:
+    def _record_decorator_call(self, deco: cst.BaseExpression, line: int, func: str) -> None:
         # A decorator runs at definition time: record it as a call from the
-        # enclosing scope so ``@wraps``-style wrappers are linked.
+        # enclosing scope so ``@wraps``-style wrappers are linked. A bare
+        # ``@dec`` is ``dec(func)``: its parameter takes the function.
         target = deco.func if isinstance(deco, cst.Call) else deco
         name = chain(target)
         if name:
             col = self.col_of(line, name.split(".")[0])
-            self.facts.calls.append(CallFact(self._scope, name, line, col))
+            args = () if isinstance(deco, cst.Call) else (func,)
+            self.facts.calls.append(CallFact(self._scope, name, line, col, args=args))
 
     def _record_value_refs(self, value: cst.BaseExpression) -> None:
         """Names used as values may be functions handed on as callbacks."""

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from kvflowmap.facts import AssignFact, AttrReadFact, CompareFact, ContainerOpFact, ReturnFact
+from kvflowmap.facts import (AssignFact, AttrReadFact, CompareFact, ContainerOpFact,
+                             ElementFact, ReturnFact)
 from kvflowmap.index.text import chain, literal_string
 
 if TYPE_CHECKING:
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
 
 
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
+_DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+# ``x.m(value)``: which argument a container method puts into ``x``; for
+# ``update``/``extend`` the argument is itself a container of elements.
+_PUTS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "setdefault": 1}
+_PUTS_ALL = frozenset({"update", "extend"})
 _LITERALS = (cst.Tuple, cst.IfExp, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
              cst.ConcatenatedString, cst.Ellipsis)
 
@@ -30,6 +36,8 @@ class DataFactsMixin:
         called: set[int]
         attr_names: set[int]
         _pending_refs: dict[int, str]
+        _displays: list[str]
+        line: int
 
         @property
         def _scope(self) -> str: ...
@@ -51,6 +59,7 @@ class DataFactsMixin:
         origin = origin_of(node.value)
         for t in node.targets:
             self._assign_target(t.target, value, None, node, literal, key, origin)
+            self._value_flow(t.target, node.value)
         if not self.scope:
             self._maybe_all(node)
         return True
@@ -61,7 +70,120 @@ class DataFactsMixin:
             self._record_value_refs(node.value)
         literal = self._literal(node.value) if value is None else None
         self._assign_target(node.target, value, self._annotation(node.annotation), node, literal)
+        if node.value is not None:
+            self._value_flow(node.target, node.value)
         return True
+
+    # -- values for the call graph: elements and bindings --------------------
+    def _value_flow(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """Elements and bindings ``target = value`` gives the evaluator:
+        a display's elements under the target's chain (``x = [f, g]``, and
+        ``x[k] = f`` puts ``f`` into ``x``), and each name of a tuple
+        unpacking bound to the matching element (``a, (b, c) = f, (g, h)``)."""
+        if isinstance(target, cst.Subscript):
+            container = chain(target.value)
+            if container:
+                self._element(container, value)
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if isinstance(value, (cst.Tuple, cst.List)):
+                self._unpack(target, value)
+            return
+        name = chain(target)
+        if name and isinstance(value, _DISPLAYS):
+            self._elements(name, value)
+
+    def _unpack(self, target: cst.Tuple | cst.List, value: cst.Tuple | cst.List) -> None:
+        values = [e for e in value.elements]
+        if any(isinstance(e, cst.StarredElement) for e in values):
+            return  # lengths unknown
+        targets = list(target.elements)
+        star = next((i for i, e in enumerate(targets) if isinstance(e, cst.StarredElement)), None)
+        if star is None and len(targets) != len(values):
+            return
+        if star is not None and len(values) < len(targets) - 1:
+            return
+        after = len(targets) - 1 - star if star is not None else 0
+        for i, t in enumerate(targets):
+            if star is not None and i == star:
+                name = chain(t.value)
+                if name:  # ``*rest`` holds the middle elements as a list
+                    for v in values[star:len(values) - after]:
+                        self._element(name, v.value)
+                continue
+            v = values[i] if star is None or i < star else values[len(values) - (len(targets) - i)]
+            if isinstance(t.value, (cst.Tuple, cst.List)):
+                if isinstance(v.value, (cst.Tuple, cst.List)):
+                    self._unpack(t.value, v.value)
+                continue
+            name = chain(t.value)
+            if not name:
+                continue
+            if isinstance(v.value, _DISPLAYS):
+                self._elements(name, v.value)
+            elif chain(v.value):
+                self._bind(name, chain(v.value) or "")
+
+    def _bind(self, name: str, value: str) -> None:
+        self.facts.binds.append(AssignFact(self._scope, name, value, None, self.line, 0))
+
+    def _element(self, group: str, value: cst.BaseExpression) -> None:
+        """``value`` put into container ``group``: a chain, or a display of its own."""
+        if isinstance(value, _DISPLAYS):
+            nested = f"@{len(self._displays)}"
+            self._displays.append(nested)
+            self.facts.elements.append(ElementFact(self._scope, group, nested, self.line))
+            self._elements(nested, value)
+            return
+        text = chain(value)
+        if text and text not in ("None", "True", "False"):
+            self.facts.elements.append(ElementFact(self._scope, group, text, self.line))
+
+    def _elements(self, group: str, display: cst.BaseExpression) -> None:
+        """Each element (a dict's values) of a display, put into ``group``."""
+        if isinstance(display, cst.Dict):
+            for e in display.elements:
+                if isinstance(e, cst.DictElement):
+                    self._element(group, e.value)
+                elif isinstance(e, cst.StarredDictElement) and chain(e.value):
+                    self.facts.elements.append(ElementFact(self._scope, group,
+                                                           f"{chain(e.value)}[]", self.line))
+            return
+        if isinstance(display, (cst.List, cst.Tuple, cst.Set)):
+            for el in display.elements:
+                if isinstance(el, cst.StarredElement):
+                    if chain(el.value):
+                        self.facts.elements.append(ElementFact(self._scope, group,
+                                                               f"{chain(el.value)}[]", self.line))
+                else:
+                    self._element(group, el.value)
+
+    def _container_puts(self, base: str, meth: str, node: cst.Call) -> None:
+        """``base.append(f)``, ``base.update({k: f})``...: the elements put into ``base``."""
+        pos = [a for a in node.args if a.keyword is None and not a.star]
+        at = _PUTS.get(meth)
+        if at is not None and len(pos) > at:
+            self._element(base, pos[at].value)
+        elif meth in _PUTS_ALL and pos:
+            arg = pos[0].value
+            if isinstance(arg, _DISPLAYS):
+                self._elements(base, arg)
+            elif chain(arg):
+                self.facts.elements.append(ElementFact(self._scope, base, f"{chain(arg)}[]",
+                                                       self.line))
+
+    def _loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """``for x in xs`` (and comprehensions) bind ``x`` to an element of ``xs``."""
+        name = chain(target) if isinstance(target, cst.Name) else None
+        if name is None:
+            return
+        source = chain(iterable)
+        if source is None and isinstance(iterable, _DISPLAYS):
+            source = f"@{len(self._displays)}"
+            self._displays.append(source)
+            self._elements(source, iterable)
+        if source:
+            self._bind(name, f"{source}[]")
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
         target = chain(node.target)
@@ -143,6 +265,11 @@ class DataFactsMixin:
 
     def visit_For(self, node: cst.For) -> bool:
         self._record_value_refs(node.iter)
+        self._loop_target(node.target, node.iter)
+        return True
+
+    def visit_CompFor(self, node: cst.CompFor) -> bool:
+        self._loop_target(node.target, node.iter)
         return True
 
     # -- reads, comparisons, returns ----------------------------------------
@@ -186,10 +313,17 @@ class DataFactsMixin:
     def visit_Yield(self, node: cst.Yield) -> bool:
         if self.func_stack:
             self.func_stack[-1]["generator"] = True
+        if isinstance(node.value, cst.BaseExpression):  # not ``yield from``
+            self._element("@yield", node.value)
+        elif node.value is not None and chain(node.value.item):
+            self.facts.elements.append(ElementFact(self._scope, "@yield",
+                                                   f"{chain(node.value.item)}[]", self.line))
         return True
 
     def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
         line, col = self._pos(node)
+        if isinstance(value, _DISPLAYS):
+            self._elements("@return", value)
         elements = None
         origins: tuple[str | None, ...] = ()
         fields: tuple[tuple[str, str | None], ...] = ()

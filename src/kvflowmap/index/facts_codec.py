@@ -15,14 +15,14 @@ from typing import Any
 import msgpack
 
 from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, ClassFact, CompareFact,
-                             ContainerOpFact, FileFacts, FunctionFact, ImportFact, LogFact, Param,
+                             ContainerOpFact, ElementFact, FileFacts, FunctionFact, ImportFact, LogFact, Param,
                              ProblemFact, RefFact, ReturnFact, Stmt)
 
 # FileFacts list fields and the flat NamedTuple each element is
 _FLAT = (("classes", ClassFact), ("calls", CallFact), ("assigns", AssignFact),
          ("containers", ContainerOpFact), ("reads", AttrReadFact), ("compares", CompareFact),
          ("returns", ReturnFact), ("refs", RefFact), ("logs", LogFact),
-         ("imports", ImportFact))
+         ("imports", ImportFact), ("elements", ElementFact), ("binds", AssignFact))
 _PARAMS = FunctionFact._fields.index("params")
 _BODY = FunctionFact._fields.index("body")
 

@@ -87,7 +87,7 @@ class CallResolver:
         if callee.startswith("super()."):
             return self._super(ctx, callee[len("super()."):])
         if callee == "super":
-            return []
+            return [Target("<builtin>.super", external=True)]
         out: list[Target] = []
         for kind, fqn in self.values.eval(ctx, callee):
             out.extend(self._targets_of(kind, fqn))
@@ -98,7 +98,7 @@ class CallResolver:
             return [Target(fqn)]
         if kind == "class":
             return [Target(self.constructor(fqn))]
-        if kind == "ext":
+        if kind in ("ext", "extattr"):
             return [Target(fqn, external=True)]
         if kind == "inst" and self.classes.is_class(fqn):
             call = self.classes.find_member(fqn, "__call__")
@@ -124,7 +124,14 @@ class CallResolver:
         return [Target(f"{ext[0]}.{name}", external=True)] if ext else []
 
     def reference(self, ctx: Ctx, name: str) -> list[Target]:
-        """A name used as a value: analysed functions only (callbacks)."""
+        """A name used as a value: analysed functions only (callbacks). A
+        parameter passed on is not a reference of this scope: the function
+        was named by the caller that passed it."""
+        fn = self.values.function(ctx)
+        head = name.partition(".")[0]
+        if fn is not None and any(p.name == head for p in fn.params) and \
+                not self.values.is_self(ctx, head):
+            return []
         out = []
         for kind, fqn in self.values.eval(ctx, name):
             if kind == "func":

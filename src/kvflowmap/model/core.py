@@ -12,11 +12,12 @@ import builtins
 from collections import defaultdict
 from typing import NamedTuple
 
-from kvflowmap.facts import (AssignFact, CallFact, ClassFact, FileFacts, FunctionFact, ImportFact,
-                             ReturnFact)
+from kvflowmap.facts import (AssignFact, CallFact, ClassFact, ElementFact, FileFacts, FunctionFact,
+                             ImportFact, ReturnFact)
 from kvflowmap.sources.roots import ModuleTable, SourceFile
 
 BUILTINS = frozenset(dir(builtins))
+_EMPTY: dict = {}
 
 
 class Def(NamedTuple):
@@ -40,6 +41,13 @@ class Model:
         self.imports: dict[tuple[str, str], list[ImportFact]] = defaultdict(list)
         self.assigns: dict[tuple[str, str], dict[str, list[AssignFact]]] = defaultdict(
             lambda: defaultdict(list))
+        # what the value evaluator reads besides ``assigns``: loop and
+        # unpacking bindings, and what is put into containers, by scope
+        self.binds: dict[tuple[str, str], dict[str, list[AssignFact]]] = defaultdict(
+            lambda: defaultdict(list))
+        self.elements: dict[tuple[str, str], dict[str, list[ElementFact]]] = defaultdict(
+            lambda: defaultdict(list))
+        self._merged: dict[tuple[str, str], dict[str, list[AssignFact]]] | None = None
         self._by_scope: tuple[dict[tuple[str, str], list[CallFact]],
                               dict[tuple[str, str], list[ReturnFact]]] | None = None
         self._lookup_memo: dict[tuple[str, str], str | None] = {}
@@ -57,6 +65,23 @@ class Model:
             self.imports[(module, imp.scope)].append(imp)
         for a in ff.assigns:
             self.assigns[(module, a.scope)][a.target].append(a)
+        for a in ff.binds:
+            self.binds[(module, a.scope)][a.target].append(a)
+        for e in ff.elements:
+            self.elements[(module, e.scope)][e.group].append(e)
+
+    def value_assigns(self, module: str, scope: str, name: str) -> list[AssignFact] | tuple[()]:
+        """Assignments and bindings of ``name`` in a scope (the evaluator's view)."""
+        if self._merged is None:  # scopes with bindings, merged once
+            self._merged = {}
+            for key, names in self.binds.items():
+                own = self.assigns.get(key, _EMPTY)
+                merged = dict(own)
+                for n, v in names.items():
+                    merged[n] = [*own.get(n, ()), *v]
+                self._merged[key] = merged
+        key = (module, scope)
+        return (self._merged.get(key) or self.assigns.get(key, _EMPTY)).get(name, ())
 
     def scope_calls(self, module: str, scope: str) -> list[CallFact]:
         """The call sites of one scope (a function's own, not its nested defs')."""
@@ -160,8 +185,13 @@ class Model:
         return bound.get(name)
 
     def _alias(self, module: str, name: str) -> str | None:
-        """``A = B`` at module level, where B is a plain name chain."""
-        for a in self.assigns.get((module, ""), {}).get(name, ()):
+        """``A = B`` at module level, where B is a plain name chain and the
+        name's only binding (a name bound twice is a variable: the evaluator
+        unions its values, the first no longer wins)."""
+        found = self.value_assigns(module, "", name)
+        if len(found) != 1:
+            return None
+        for a in found:
             if a.value and "(" not in a.value and "[" not in a.value and a.value != name:
                 head, _, rest = a.value.partition(".")
                 target = self.lookup(module, head) if head != name else None

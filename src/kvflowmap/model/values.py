@@ -2,8 +2,13 @@
 
 A ``Value`` is ``(kind, fqn)`` with kind one of ``module``, ``class`` (the
 class object), ``func`` (a function, or a method found through an instance or
-class), ``inst`` (an instance of an analysed or external class) and ``ext``
-(something outside the analysed code, by dotted name). Evaluation unions all
+class), ``inst`` (an instance of an analysed or external class), ``ext``
+(something outside the analysed code, by dotted name), ``extattr`` (an
+attribute of an external instance: callable as a method of that name, but
+with nothing known about its own members, so no ``<Base>.<attr>.<method>``
+name is ever made up) and ``elems`` (a
+container whose elements are known: ``fqn`` is the key of what was put into
+it, see ``elements``; a subscript, ``get``/``pop`` or a loop reads them). Evaluation unions all
 possibilities: ``self._worker`` assigned a ``WorkerConnector`` in ``__init__``
 and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``.
 """
@@ -13,10 +18,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import cast
 
-from kvflowmap.facts import AssignFact, FunctionFact
+from kvflowmap.facts import AssignFact, CallFact, FunctionFact, Param
 from kvflowmap.model.annotations import annotation_names
 from kvflowmap.model.classes import ClassIndex
-from kvflowmap.model.core import Model
+from kvflowmap.model.core import BUILTINS, Model
 
 Value = tuple[str, str]
 # Names whose values say nothing about a type (``self._w = None`` then later
@@ -29,19 +34,37 @@ MAX_DEPTH = 12
 class Evaluator:
     """Evaluates chains in a (module, scope) context; memoised, cycle-safe."""
 
-    def __init__(self, model: Model, classes: ClassIndex) -> None:
+    def __init__(self, model: Model, classes: ClassIndex, *, bind_params: bool = True) -> None:
         self.model = model
         self.classes = classes
+        # A parameter with no type from its annotation takes the values its
+        # callers pass (``func(param_func)``). The callers are found once, by
+        # an evaluator that does not bind parameters, so no value this one
+        # stores was computed while the index was half built.
+        self.bind_params = bind_params
+        self._callers: CallSites | None = None
         self.self_attrs: dict[str, dict[str, list[tuple[Ctx, AssignFact]]]] = defaultdict(
             lambda: defaultdict(list))
         self._memo: dict[tuple[Ctx, str], tuple[Value, ...]] = {}
         self._self_memo: dict[Ctx, tuple[str, str, bool] | None] = {}
+        # ``self.x.append(f)`` and ``self.x = [f]`` in a method, by class and attribute
+        self.self_elems: dict[str, dict[str, list[tuple[Ctx, str]]]] = defaultdict(
+            lambda: defaultdict(list))
+        self._elems_memo: dict[tuple[str, str], tuple[Value, ...]] = {}
+        # queries in progress (eval chains and element keys) -> stack position
+        self._onstack: dict = {}
+        self._low = 1 << 30
         self._index_self_attrs()
 
     # -- context -------------------------------------------------------------
     def function(self, ctx: Ctx) -> FunctionFact | None:
         d = self.model.defs.get(f"{ctx[0]}.{ctx[1]}") if ctx[1] else None
         return cast(FunctionFact, d.fact) if d is not None and not d.is_class else None
+
+    def is_self(self, ctx: Ctx, name: str) -> bool:
+        """``name`` is the ``self``/``cls`` parameter of the method ``ctx``."""
+        info = self._self_class(ctx)
+        return info is not None and info[0] == name
 
     def _self_class(self, ctx: Ctx) -> tuple[str, str, bool] | None:
         """(self name, class fqn, is classmethod) for a method scope."""
@@ -69,44 +92,99 @@ class Evaluator:
                 head, _, attr = target.partition(".")
                 if head == selfname and attr and "." not in attr:
                     self.self_attrs[cls][attr].extend(((module, scope), a) for a in assigns)
+        for (module, scope), groups in self.model.elements.items():
+            info = self._self_class((module, scope))
+            if info is None:
+                continue
+            for group, elems in groups.items():
+                head, _, attr = group.partition(".")
+                if head == info[0] and attr and "." not in attr:
+                    self.self_elems[info[1]][attr].extend(((module, scope), e.value)
+                                                          for e in elems)
 
     # -- evaluation ----------------------------------------------------------
     def eval(self, ctx: Ctx, chain: str, depth: int = 0) -> tuple[Value, ...]:
         """All values ``chain`` may have in ``ctx``."""
         key = (ctx, chain)
-        if key in self._memo:
-            return self._memo[key]
+        found = self._memo.get(key)
+        if found is not None:
+            return found
         if depth > MAX_DEPTH:
             return ()
-        self._memo[key] = ()  # cycle guard
+        return self._guarded(key, self._memo, lambda: self._eval(ctx, chain, depth))
+
+    def _eval(self, ctx: Ctx, chain: str, depth: int) -> tuple[Value, ...]:
         parts = chain.split(".")
         values = self._eval_part(ctx, parts[0], depth, first=True)
         for part in parts[1:]:
             values = self._eval_part(ctx, part, depth, base=values)
-        result = tuple(dict.fromkeys(values))
-        self._memo[key] = result
+        return tuple(dict.fromkeys(values))
+
+    def _guarded(self, key, memo: dict, compute) -> tuple[Value, ...]:
+        """``compute()``, stored in ``memo`` only when it did not read a value
+        still being computed further up (a cycle): that partial answer would
+        make later queries depend on the order they were asked in. The
+        outermost query of a cycle stores its answer; the inner ones are
+        recomputed when asked again on their own."""
+        at = self._onstack.get(key)
+        if at is not None:  # a cycle: this query is in progress further up
+            self._low = min(self._low, at)
+            return ()
+        here = self._onstack[key] = len(self._onstack)
+        outer_low, self._low = self._low, here + 1
+        try:
+            result = compute()
+        finally:
+            del self._onstack[key]
+        if self._low > here:  # read nothing in progress below it
+            memo[key] = result
+            self._low = outer_low
+        else:
+            self._low = min(outer_low, self._low)
         return result
 
     def _eval_part(self, ctx: Ctx, part: str, depth: int, *, first: bool = False,
                    base: tuple[Value, ...] = ()) -> tuple[Value, ...]:
         name = part.rstrip("()[]")
         suffix = part[len(name):]
+        steps = suffix.replace("()", "C").replace("[]", "S")
         if first:
             values = self.name(ctx, name, depth)
+        elif name in _GETTERS and steps[:1] == "C" and any(b[0] == "elems" for b in base):
+            # ``d.get(k)``, ``q.pop()``: an element
+            values = self._element_values(base, depth)
+            values += tuple(v for b in base if b[0] != "elems" for v in self.member(b, name, depth)
+                            for v in self.call_result(v, depth))
+            steps = steps[1:]
         else:
             values = tuple(v for b in base for v in self.member(b, name, depth))
-        for s in suffix.replace("()", "C").replace("[]", "S"):
+        for s in steps:
             if s == "C":
                 values = tuple(v for b in values for v in self.call_result(b, depth))
             else:
-                values = ()  # element types are not tracked
+                values = self._element_values(values, depth)
         return values
+
+    def _element_values(self, values: tuple[Value, ...], depth: int) -> tuple[Value, ...]:
+        """What subscripting or iterating ``values`` gives: the elements of
+        known containers, and ``__getitem__``'s result for analysed classes."""
+        out: list[Value] = []
+        for kind, fqn in values:
+            if kind == "elems":
+                out += self.elements(fqn, depth)
+            elif kind == "inst" and self.classes.is_class(fqn):
+                get = self.classes.find_member(fqn, "__getitem__")
+                if get is not None:
+                    out += self.returns_of(get, depth)
+        return tuple(out)
 
     def name(self, ctx: Ctx, name: str, depth: int) -> tuple[Value, ...]:
         """Values of a bare name: locals, enclosing functions, module, builtins."""
         if name in _NOT_VALUES:
             return ()
         module, scope = ctx
+        if name[0] == "@":  # a nested display (``ElementFact.value``)
+            return (("elems", f"{module}|{scope}|{name}"),)
         info = self._self_class(ctx)
         if info is not None and name == info[0]:
             return (("class" if info[2] else "inst", info[1]),)
@@ -139,17 +217,85 @@ class Evaluator:
         for p in fn.params:
             if p.name == name:
                 found = True
-                values += self.from_annotation(module, p.annotation, depth)
-        for a in self.model.assigns.get((module, scope), {}).get(name, ()):
+                typed = self.from_annotation(module, p.annotation, depth)
+                values += typed or self._passed(f"{module}.{scope}", fn, p, depth)
+        for a in self.model.value_assigns(module, scope, name):
             found = True
             values += self.from_assign((module, scope), a, depth)
+        if found and name in self.model.elements.get((module, scope), _NO_ELEMENTS):
+            values.append(("elems", f"{module}|{scope}|{name}"))
         return tuple(values) if found else None
+
+    def _passed(self, func: str, fn: FunctionFact, p: Param, depth: int) -> tuple[Value, ...]:
+        """Values the call sites of ``func`` pass for parameter ``p``: by
+        position (after ``self`` for a bound method or a constructor), by
+        keyword, else its default."""
+        if not self.bind_params or p.kind in ("vararg", "kwarg"):
+            return ()
+        if self._callers is None:
+            self._callers = CallSites(Evaluator(self.model, self.classes, bind_params=False))
+        index = next(i for i, q in enumerate(fn.params) if q is p)
+        out: list[Value] = []
+        for ctx, call, offset in self._callers.of(func):
+            arg = next((v for k, v in call.kwargs if k == p.name), None)
+            at = index - offset
+            if arg is None and p.kind in ("posonly", "pos") and 0 <= at < len(call.args):
+                arg = call.args[at]
+                if arg is None:
+                    continue
+            if arg is not None:
+                out += self.eval(ctx, arg, depth + 1)
+            elif p.default and _looks_like_chain(p.default):
+                # a default is evaluated where the ``def`` is
+                scope = fn.qualname.rpartition(".")[0]
+                out += self.eval((func[: len(func) - len(fn.qualname) - 1], scope), p.default,
+                                 depth + 1)
+        return tuple(out)
+
+    def _decorated(self, d, depth: int) -> tuple[Value, ...]:
+        """What ``@dec def f`` binds ``f`` to: what the innermost analysed
+        decorator returns (``inner``), or nothing when it returns ``f`` itself
+        or is not analysed (``property``, ``functools.wraps``...)."""
+        scope = d.fact.qualname.rpartition(".")[0]
+        ctx = (d.module, scope)
+        for text in reversed(d.fact.decorators):
+            dec = _strip_args(text.replace(" ", ""))
+            if not _looks_like_chain(dec):
+                continue
+            out: list[Value] = []
+            for kind, fqn in self.eval(ctx, dec, depth + 1):
+                if kind == "func":
+                    out += [v for v in self.returns_of(fqn, depth + 1) if v != ("func", d.fqn)]
+            return tuple(v for v in out if v[0] in ("func", "inst", "class"))
+        return ()
 
     def _module_var(self, module: str, name: str, depth: int) -> tuple[Value, ...]:
         values: list[Value] = []
-        for a in self.model.assigns.get((module, ""), {}).get(name, ()):
+        for a in self.model.value_assigns(module, "", name):
             values += self.from_assign((module, ""), a, depth)
+        if name in self.model.elements.get((module, ""), _NO_ELEMENTS):
+            values.append(("elems", f"{module}||{name}"))
         return tuple(values)
+
+    def elements(self, key: str, depth: int) -> tuple[Value, ...]:
+        """Values put into the container ``key`` names: ``module|scope|chain``
+        (a name's own scope), or ``cls|C|attr`` (``self.attr`` along C's MRO)."""
+        found = self._elems_memo.get(("elems", key))
+        if found is not None:
+            return found
+        return self._guarded(("elems", key), self._elems_memo, lambda: self._elements(key, depth))
+
+    def _elements(self, key: str, depth: int) -> tuple[Value, ...]:
+        first, second, third = key.split("|", 2)
+        values: list[Value] = []
+        if first == "cls":
+            for k in self.classes.mro(second):
+                for ctx, value in self.self_elems.get(k, {}).get(third, ()):
+                    values += self.eval(ctx, value, depth + 1)
+        else:
+            for e in self.model.elements.get((first, second), {}).get(third, ()):
+                values += self.eval((first, second), e.value, depth + 1)
+        return tuple(dict.fromkeys(values))
 
     def from_assign(self, ctx: Ctx, a: AssignFact, depth: int) -> tuple[Value, ...]:
         values = list(self.from_annotation(ctx[0], a.annotation, depth))
@@ -174,6 +320,10 @@ class Evaluator:
         """The value a canonical target names."""
         d = self.model.defs.get(target)
         if d is not None:
+            if not d.is_class and d.fact.decorators:
+                wrapped = self._decorated(d, depth)
+                if wrapped:
+                    return wrapped
             return (("class" if d.is_class else "func", target),)
         if target in self.model.table.files:
             return (("module", target),)
@@ -195,7 +345,9 @@ class Evaluator:
             return self.classify(self.model.canonical(t), depth)
         if kind in ("class", "inst"):
             if not self.classes.is_class(fqn):
-                return (("ext", f"{fqn}.{attr}"),)
+                # an external instance's attribute may be a method (callable
+                # by that name), but what it holds is unknown
+                return ((("extattr" if kind == "inst" else "ext"), f"{fqn}.{attr}"),)
             return self._class_member(fqn, attr, kind == "inst", depth)
         if kind == "ext":
             return (("ext", f"{fqn}.{attr}"),)
@@ -219,6 +371,11 @@ class Evaluator:
             values = self._attr_values(k, attr, depth)
             if values:
                 break
+        if not values:  # assigned by the subclasses only (``self.child = self.func2``)
+            values = [v for sub in self.classes.all_subclasses(cls)
+                      for v in self._attr_values(sub, attr, depth)]
+        if any(attr in self.self_elems.get(k, {}) for k in self.classes.mro(cls)):
+            values = [*values, ("elems", f"cls|{cls}|{attr}")]
         if not values:
             # Declared only in subclasses (duck-typed base): every override.
             values = [("func", f"{s}.{attr}") for s in self.classes.all_subclasses(cls)
@@ -228,7 +385,7 @@ class Evaluator:
             # an attribute the analysed classes assign with an unknown value is
             # unknown, never ``<external base>.<attr>``
             ext = self.classes.external_bases(cls)
-            values = [("ext", f"{ext[0]}.{attr}")] if ext else []
+            values = [("extattr", f"{ext[0]}.{attr}")] if ext else []
         return tuple(values)
 
     def _assigned(self, cls: str, attr: str) -> bool:
@@ -267,6 +424,8 @@ class Evaluator:
         if kind == "inst" and self.classes.is_class(fqn):
             call = self.classes.find_member(fqn, "__call__")
             return self.returns_of(call, depth) if call else ()
+        if kind == "ext" and _is_class_name(fqn.rpartition(".")[2]):
+            return (("inst", fqn),)  # ``ext.Cls()``: by PEP 8's naming, a class
         return ()
 
     def returns_of(self, func: str, depth: int) -> tuple[Value, ...]:
@@ -278,6 +437,10 @@ class Evaluator:
         if fn.returns:
             return self.from_annotation(d.module, fn.returns, depth)
         values: list[Value] = []
+        groups = self.model.elements.get((d.module, fn.qualname), _NO_ELEMENTS)
+        for group in ("@return", "@yield"):  # a display returned; what a generator yields
+            if group in groups:
+                values.append(("elems", f"{d.module}|{fn.qualname}|{group}"))
         for r in self.model.facts[d.module].returns:
             if r.scope == fn.qualname and r.value and r.elements is None:
                 chain_text = r.value.replace("(...)", "()")
@@ -286,6 +449,10 @@ class Evaluator:
         return tuple(values)
 
 
+_NO_ELEMENTS: dict = {}
+# Methods returning one of a container's elements
+_GETTERS = frozenset({"get", "pop", "popleft", "setdefault", "popitem"})
+
 # Builtin containers an annotation may name, by their spellings.
 _CONTAINERS = {"dict": "dict", "Dict": "dict", "defaultdict": "dict", "DefaultDict": "dict",
                "OrderedDict": "dict", "Mapping": "dict", "MutableMapping": "dict",
@@ -293,6 +460,102 @@ _CONTAINERS = {"dict": "dict", "Dict": "dict", "defaultdict": "dict", "DefaultDi
                "set": "set", "Set": "set", "frozenset": "frozenset", "FrozenSet": "frozenset",
                "MutableSet": "set", "tuple": "tuple", "Tuple": "tuple", "deque": "deque",
                "Deque": "deque"}
+
+
+def _is_class_name(name: str) -> bool:
+    """``Cls``, ``HTTPServer``: CapWords, not a CONSTANT or a function."""
+    return bool(name) and name[0].isupper() and not name.isupper() and "_" not in name.strip("_")
+
+
+class CallSites:
+    """Call sites by the analysed function they call, each with the number
+    of parameters filled before the arguments (1 for ``self``/``cls``).
+
+    Found per function when first asked, by an evaluator that binds no
+    parameters, among the calls that could name it: by its own name, by the
+    name of its class or a subclass (``__init__``), ``super().name``, and
+    calls of a bare name that is no analysed definition (``a = func;
+    a(x)``, a parameter called). Evaluating every call site of the program
+    up front cost more than the whole link did before (profiled on vLLM)."""
+
+    def __init__(self, plain: Evaluator) -> None:
+        self.plain = plain
+        self.model = plain.model
+        self._by_name: dict[str, list[tuple[str, CallFact]]] = defaultdict(list)
+        self._memo: dict[str, list[tuple[Ctx, CallFact, int]]] = {}
+        self._buckets: dict[str, dict[str, list[tuple[Ctx, CallFact, int]]]] = {}
+        defined = {d.fact.name for d in self.model.defs.values()}
+        for module, ff in self.model.facts.items():
+            for call in ff.calls:
+                if not call.callee or not (call.args or call.kwargs):
+                    continue
+                last = call.callee.rpartition(".")[2].rstrip("()[]")
+                if last == call.callee and last not in defined and last not in BUILTINS:
+                    last = "<alias>"
+                self._by_name[last].append((module, call))
+
+    def of(self, func: str) -> list[tuple[Ctx, CallFact, int]]:
+        """The call sites whose callee may be ``func``."""
+        found = self._memo.get(func)
+        if found is None:
+            found = self._memo[func] = self._find(func)
+        return found
+
+    def _find(self, func: str) -> list[tuple[Ctx, CallFact, int]]:
+        d = self.model.defs[func]
+        fn = cast(FunctionFact, d.fact)
+        names = [fn.name, "<alias>"]
+        if fn.name == "__init__" and fn.class_qualname is not None:
+            cls = func.rpartition(".")[0]
+            names += [k.rpartition(".")[2] for k in (cls, *self.plain.classes.all_subclasses(cls))]
+        out: list[tuple[Ctx, CallFact, int]] = []
+        for name in dict.fromkeys(names):
+            out += self._bucket(name).get(func, ())
+        return out
+
+    def _bucket(self, name: str) -> dict[str, list[tuple[Ctx, CallFact, int]]]:
+        """The calls named ``name``, resolved once, by the function each runs."""
+        found = self._buckets.get(name)
+        if found is None:
+            found = self._buckets[name] = defaultdict(list)
+            for module, call in self._by_name.get(name, ()):
+                for target, offset in self._targets(module, call).items():
+                    found[target].append(((module, call.scope), call, offset))
+        return found
+
+    def _targets(self, module: str, call: CallFact) -> dict[str, int]:
+        """Each function ``call`` may run, with its offset."""
+        plain = self.plain
+        ctx = (module, call.scope)
+        callee = call.callee or ""
+        out: dict[str, int] = {}
+        if callee.startswith("super()."):
+            fn = plain.function(ctx)
+            if fn is not None and fn.class_qualname is not None:
+                cls = f"{module}.{fn.class_qualname}"
+                found = plain.classes.find_member(cls, callee[8:].rstrip("()"), after=cls)
+                if found is not None:
+                    out[found] = 1
+            return out
+        base = callee.rpartition(".")[0]
+        for kind, fqn in plain.eval(ctx, callee):
+            if kind == "class":
+                init = plain.classes.find_member(fqn, "__init__")
+                if init is not None:
+                    out[init] = 1
+            elif kind == "inst" and plain.classes.is_class(fqn):
+                found = plain.classes.find_member(fqn, "__call__")
+                if found is not None:
+                    out[found] = 1
+            elif kind == "func" and fqn in plain.model.defs:
+                fn = cast(FunctionFact, plain.model.defs[fqn].fact)
+                decos = {x.rpartition(".")[2] for x in fn.decorators}
+                bound = fn.class_qualname is not None and bool(base) and \
+                    "staticmethod" not in decos and (
+                        "classmethod" in decos or
+                        any(k == "inst" for k, _ in plain.eval(ctx, base)))
+                out[fqn] = 1 if bound else 0
+        return out
 
 
 def _container(annotation: str | None) -> tuple[Value, ...]:

@@ -45,13 +45,29 @@ def to_node_link(g: nx.MultiDiGraph) -> dict:
 
 
 def _call_targets(g: nx.MultiDiGraph, n: str) -> set[str]:
-    """Targets of ``n``'s call edges plus everything reachable from each of
-    them by dispatch edges (a call to a base method may run any override)."""
-    direct = {v for _, v, kind in g.out_edges(n, data="kind") if kind == "call"}
+    """What ``n`` calls, by PyCG's conventions: targets of its ``call`` edges
+    that are not references (a function only named, passed or returned is not
+    called), plus everything reachable from each of them by dispatch edges (a
+    call to a base method may run any override). A class target (``C()`` with
+    no ``__init__`` along an analysed MRO) becomes the first external base's
+    ``__init__``, or nothing."""
+    direct: set[str] = set()
+    for _, v, d in g.out_edges(n, data=True):
+        if d.get("kind") != "call" or d.get("ref"):
+            continue
+        if g.nodes[v].get("kind") == "class":
+            ext = next((k for k in g.graph.get("mro", {}).get(v, ())
+                        if g.nodes.get(k, {}).get("kind") != "class"), None)
+            if ext is None or ext.startswith("<builtin>."):
+                continue
+            v = f"{ext}.__init__"
+        direct.add(v)
     found = set(direct)
     stack = sorted(direct)
     while stack:
         t = stack.pop()
+        if t not in g:
+            continue
         for _, o, kind in g.out_edges(t, data="kind"):
             if kind == "dispatch" and o not in found:
                 found.add(o)
@@ -61,16 +77,27 @@ def _call_targets(g: nx.MultiDiGraph, n: str) -> set[str]:
 
 def to_pycg(g: nx.MultiDiGraph) -> dict[str, list[str]]:
     """The PyCG "simple" format: every function node (module-code nodes
-    included) maps to the sorted distinct targets of its ``call`` edges, plus
-    the dispatch targets reachable from those. As PyCG does, every target
-    (class, external such as ``<builtin>.len``) also appears as a key, with
-    its own callees or ``[]``. Keys are sorted."""
+    included) maps to the sorted distinct callees of ``_call_targets``. As
+    PyCG does, every callee (external such as ``<builtin>.len`` included) also
+    appears as a key, with its own callees or ``[]``. Module names are
+    relative to the analysed folder (``prefix`` of a subject root: the
+    package folder given, when it sits in a package). Keys are sorted."""
+    prefixes = tuple(f"{r['prefix']}." for r in g.graph.get("roots", ())
+                     if r.get("subject") and r.get("prefix"))
+
+    def rel(name: str) -> str:
+        for p in prefixes:
+            if name.startswith(p):
+                return name[len(p):]
+        return name
+
     out: dict[str, list[str]] = {}
     for n, kind in g.nodes(data="kind"):
         if kind == "function":
-            targets = _call_targets(g, n)
-            out[n] = sorted(targets)
+            out[rel(n)] = sorted({rel(t) for t in _call_targets(g, n)})
     for callees in list(out.values()):
         for t in callees:
-            out.setdefault(t, sorted(_call_targets(g, t)))
+            if t not in out:
+                full = next((p + t for p in prefixes if p + t in g), t)
+                out[t] = sorted({rel(c) for c in _call_targets(g, full)}) if full in g else []
     return dict(sorted(out.items()))
