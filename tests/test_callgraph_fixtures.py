@@ -87,8 +87,12 @@ def _top_level_names(root: Path) -> set[str]:
 def _node_problem(node: str, root: Path) -> str | None:
     """Why ``node`` cannot be a node id of this fixture, or None."""
     if node.startswith("<builtin>."):
-        name = node.split(".", 1)[1]
-        return None if hasattr(builtins, name) else f"{name!r} is not a builtin"
+        name, _, method = node.split(".", 1)[1].partition(".")
+        if not hasattr(builtins, name):
+            return f"{name!r} is not a builtin"
+        # a method of a builtin class: ``<builtin>.dict.get``
+        return None if not method or hasattr(getattr(builtins, name), method) else \
+            f"{name}.{method} is not a builtin method"
     if not all(part.isidentifier() for part in node.split(".")):
         return "not a dotted name"
     if node.split(".")[0] in _top_level_names(root) and node not in _definitions(root):

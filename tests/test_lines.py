@@ -81,9 +81,13 @@ def actual(source: str) -> dict[str, list[int]]:
     ff = facts_from_bytes("t.py", source.encode())
     assert ff.problem is None
     lines = source.splitlines()
-    # Applying a decorator is recorded as a call too; it sits on an '@' line.
-    calls = sorted({c.line for c in ff.calls} - {
-        c.line for c in ff.calls if lines[c.line - 1].lstrip().startswith("@") and not c.args})
+    # Applying a decorator is recorded as a call too (it sits on an '@'
+    # line), and so is ``raise C`` (constructing C, with no parentheses).
+    def synthetic(c) -> bool:
+        text = lines[c.line - 1].lstrip()
+        return text.startswith("@") or (text.startswith("raise ") and f"{c.callee}(" not in text)
+
+    calls = sorted({c.line for c in ff.calls} - {c.line for c in ff.calls if synthetic(c)})
     defs = sorted([f.line for f in ff.functions] + [c.line for c in ff.classes])
     return {"calls": calls, "defs": defs}
 

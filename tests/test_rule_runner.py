@@ -80,21 +80,6 @@ def test_children_results_come_back_in_group_order() -> None:
     assert os.getpid() not in pids[1:] and len(set(pids[1:])) == 2
 
 
-def test_memo_snapshot_restores_what_a_rule_added(tree, tmp_path) -> None:
-    from kvflowmap.check.isolation import MemoSnapshot
-
-    root = tree({"conn/__init__.py": "", "conn/c.py": CONNECTOR})
-    analysis = analyse(Request(sources=[str(root)], context=[str(stub_root())],
-                               cache_dir=tmp_path / "cache"))
-    values = analysis.linker.values
-    before = dict(values._memo)
-    snap = MemoSnapshot(analysis.linker)
-    values.eval(("conn.c", "Conn.check"), "request.never_asked_before", 0)
-    assert len(values._memo) > len(before)
-    snap.restore()
-    assert values._memo == before
-
-
 def test_no_fork_while_other_threads_run() -> None:
     import threading
 

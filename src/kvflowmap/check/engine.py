@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.forked import can_fork, run_groups
-from kvflowmap.check.isolation import MemoSnapshot
 from kvflowmap.check.guard import internal_error
 from kvflowmap.check.kinds.registry import options_for, spec_for
 from kvflowmap.check.model import Finding, Rule
@@ -24,22 +23,19 @@ _COST = {"paired": 3}
 def run_rules(analysis: Analysis, rules: Iterable[Rule]) -> list[Finding]:
     """Every finding of every rule, sorted; a crashing rule becomes a finding.
 
-    Each rule runs on the memos as linking left them (``isolation``), so the
-    rules can be split into two groups, one run in a forked child, with the
-    same findings as one after the other."""
+    The model's memos give the same answers in any order of queries
+    (``model.cycles``), so the rules can be split into two groups, one run in
+    a forked child, with the same findings as one after the other."""
     rules = list(rules)
-    snapshot = MemoSnapshot(analysis.linker)
 
     def run_group(group: list[Rule]) -> list[Finding]:
         out: list[Finding] = []
         for rule in group:
-            snapshot.restore()
             ctx = CheckContext(analysis, rule)
             try:
                 out.extend(spec_for(rule.kind, rule.params).check(ctx, options_for(rule)))
             except Exception as exc:  # a bug in a kind must not stop the run
                 out.append(internal_error(rule, "", exc))
-        snapshot.restore()
         return out
 
     groups = _split(rules) if can_fork() and len(rules) > 1 else [rules]

@@ -40,10 +40,13 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
     fmt = fmt or (format_from_suffix(out) if out else None) or ("svg" if out else "dot")
     if not out and fmt in ("svg", "png", "pdf"):
         raise click.UsageError(f"--format {fmt} needs --out FILE")
+    # The data formats are for other tools: the whole graph unless a part is
+    # asked for (the ~80-node flow picture is for reading)
+    whole = fmt in ("json", "pycg-json") and not (focus or path_from or connector)
     try:
         view = choose_view(analysis.graph, focus=focus, depth=depth, direction=direction,
                            path_from=path_from, path_to=path_to, include=include,
-                           exclude=exclude, full=full, max_nodes=max_nodes,
+                           exclude=exclude, full=full or whole, max_nodes=max_nodes,
                            connector=connector)
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -105,7 +105,8 @@ def _signature(f) -> str:
 
 
 def add_calls(lk: Linker) -> None:
-    """Call edges from call sites, callbacks and property reads."""
+    """Call edges from call sites, callbacks, loops over instances
+    (``__iter__``/``__next__``) and property reads."""
     register = lk.protocol.register
     for module in sorted(lk.model.facts):
         ff = lk.model.facts[module]
@@ -126,6 +127,14 @@ def add_calls(lk: Linker) -> None:
             for t in lk.calls.reference((module, ref.scope), ref.name):
                 lk.add_edge(lk.scope_node(module, ref.scope), t.fqn, "call", module, ref.line,
                             ref=True)
+        for loop in ff.binds:
+            if loop.origin != "for" or not loop.value:
+                continue
+            for kind, fqn in lk.values.eval((module, loop.scope), loop.value[:-2]):
+                if kind == "inst" and lk.classes.is_class(fqn):
+                    for method in lk.values.iteration(fqn, 0):
+                        lk.add_edge(lk.scope_node(module, loop.scope), method, "call", module,
+                                    loop.line, iteration=True)
         for read in ff.reads:
             for t in lk.calls.property_read((module, read.scope), read.base, read.attr):
                 lk.add_edge(lk.scope_node(module, read.scope), t.fqn, "call", module, read.line,

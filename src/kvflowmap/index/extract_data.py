@@ -4,11 +4,12 @@ whose helpers (``_pos``, ``_code``, ``_scope``, ``_event``...) it uses."""
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from kvflowmap.facts import (AssignFact, AttrReadFact, CompareFact, ContainerOpFact,
+from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, CompareFact, ContainerOpFact,
                              ElementFact, ReturnFact)
 from kvflowmap.index.text import chain, literal_string
 
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
 
 
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+_DISPLAY_TYPES = {cst.List: "list", cst.Tuple: "tuple", cst.Set: "set", cst.Dict: "dict"}
 # ``x.m(value)``: which argument a container method puts into ``x``; for
 # ``update``/``extend`` the argument is itself a container of elements.
 _PUTS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "setdefault": 1}
@@ -92,6 +95,8 @@ class DataFactsMixin:
         name = chain(target)
         if name and isinstance(value, _DISPLAYS):
             self._elements(name, value)
+            # ``x = {}`` types ``x`` as ``dict(...)`` does
+            self._bind(name, f"{_DISPLAY_TYPES[type(value)]}()")
 
     def _unpack(self, target: cst.Tuple | cst.List, value: cst.Tuple | cst.List) -> None:
         values = [e for e in value.elements]
@@ -173,17 +178,18 @@ class DataFactsMixin:
                                                        self.line))
 
     def _loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """``for x in xs`` (and comprehensions) bind ``x`` to an element of ``xs``."""
+        """``for x in xs`` (and comprehensions) bind ``x`` to an element of
+        ``xs``. Every loop is kept (origin ``for``; target ``<iter>`` when it
+        is no plain name) so that iterating an instance links ``__iter__``."""
         name = chain(target) if isinstance(target, cst.Name) else None
-        if name is None:
-            return
         source = chain(iterable)
         if source is None and isinstance(iterable, _DISPLAYS):
             source = f"@{len(self._displays)}"
             self._displays.append(source)
             self._elements(source, iterable)
         if source:
-            self._bind(name, f"{source}[]")
+            self.facts.binds.append(AssignFact(self._scope, name or "<iter>", f"{source}[]", None,
+                                               self.line, 0, origin="for"))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
         target = chain(node.target)
@@ -302,6 +308,17 @@ class DataFactsMixin:
             CompareFact(self._scope, tuple(o for o in operands if o), tuple(ops),
                         self._code(node) or "", line, col)
         )
+        return True
+
+    def visit_Raise(self, node: cst.Raise) -> bool:
+        # ``raise C`` constructs C, as ``raise C()`` does (that one is a call);
+        # a builtin exception's constructor is nothing to follow
+        if isinstance(node.exc, (cst.Name, cst.Attribute)):
+            name = chain(node.exc)
+            if name and name not in _BUILTIN_NAMES:
+                line, col = self._pos(node.exc)
+                self.facts.calls.append(CallFact(self._scope, name, line, col))
+                self._event("call", len(self.facts.calls) - 1)
         return True
 
     def visit_Return(self, node: cst.Return) -> bool:

@@ -221,7 +221,12 @@ class Effects:
         analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
         if not analysed:
             return True  # outside the analysis: assume it keeps the id
-        return any(self.consumes(t) for f in analysed for t in self._overrides(f))
+        runs = [t for f in analysed for t in self._overrides(f)]
+        if all(is_stub(v) for t in runs if (v := view(self.values.model, t)) is not None):
+            # only a stub is seen (``...`` under ``@rpc_method``, a Protocol):
+            # its body is elsewhere, as for a call outside the analysis
+            return True
+        return any(self.consumes(t) for t in runs)
 
     def _overrides(self, fqn: str) -> list[str]:
         """``fqn``, or for an abstract stub (``raise NotImplementedError``,

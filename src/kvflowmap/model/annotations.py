@@ -74,3 +74,33 @@ def dotted_name(node: ast.AST, *, calls: bool = False, subscripts: bool = False)
         base = dotted_name(node.value, calls=calls, subscripts=subscripts)
         return None if base is None else f"{base}[]"
     return None
+
+
+# Containers whose elements, as read by a subscript or a loop, are the last
+# type argument (a mapping's values); the others' are the first.
+_MAPPINGS = {"dict", "Dict", "defaultdict", "DefaultDict", "OrderedDict", "Mapping",
+             "MutableMapping"}
+
+
+@lru_cache(maxsize=4096)
+def element_annotation(text: str | None) -> str | None:
+    """The annotation of an element of a container annotated ``text``:
+    ``dict[str, Worker]`` -> ``Worker``, ``list[Worker] | None`` ->
+    ``Worker``; None when ``text`` is no subscripted container."""
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text.strip().strip("'\""), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    while isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.BitOr):
+        tree = tree.left if isinstance(tree.left, ast.Subscript) else tree.right
+    if not isinstance(tree, ast.Subscript):
+        return None
+    head = (dotted_name(tree.value) or "").rpartition(".")[2]
+    if head in _UNWRAP:
+        return element_annotation(ast.unparse(tree.slice))
+    args = tree.slice.elts if isinstance(tree.slice, ast.Tuple) else [tree.slice]
+    if not args:
+        return None
+    return ast.unparse(args[-1] if head in _MAPPINGS else args[0])

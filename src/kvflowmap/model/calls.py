@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, cast
 
-from kvflowmap.facts import CallFact, FunctionFact
+from kvflowmap.facts import CallFact, FunctionFact, Stmt
 from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import Model
 from kvflowmap.model.values import Ctx, Evaluator
@@ -36,7 +36,7 @@ class CallResolver:
         # the functions they check (on PegaFlow + vLLM: 46,304 look-ups of
         # 15,573 distinct (scope, callee) pairs, profiled).
         self._memo: dict[tuple[Ctx, str], tuple[Target, ...]] = {}
-        self._asserts: dict[Ctx, dict[str, tuple[int, tuple[str, ...]]]] = {}
+        self._asserts: dict[Ctx, dict[str, list[tuple[int, int, tuple[str, ...]]]]] = {}
 
     def resolve(self, ctx: Ctx, call: CallFact) -> list[Target]:
         """Targets of one call site; empty when it cannot be resolved."""
@@ -53,34 +53,49 @@ class CallResolver:
         return list(found)
 
     def _narrowed(self, ctx: Ctx, callee: str, line: int) -> list[Target] | None:
-        """Targets of ``recv.m()`` after an ``assert isinstance(recv, T)`` at
-        the top level of the function, earlier than ``line``: methods of
-        ``T`` (and, by dispatch, its overrides); None when no assert applies."""
+        """Targets of ``recv.m()`` where ``recv`` is narrowed at ``line``: after
+        an ``assert isinstance(recv, T)`` in the same block, or inside ``if
+        isinstance(recv, T):``. Methods of ``T`` (and, by dispatch, its
+        overrides); None when no narrowing applies."""
         asserts = self._asserts.get(ctx)
         if asserts is None:
-            asserts = self._asserts[ctx] = self._isinstance_asserts(ctx)
+            asserts = self._asserts[ctx] = self._isinstance_guards(ctx)
         recv, _, method = callee.rpartition(".")
-        found = asserts.get(recv) if recv and "(" not in method else None
-        if found is None or found[0] >= line:
+        ranges = asserts.get(recv) if recv and "(" not in method else None
+        types = next((t for start, end, t in ranges or () if start < line <= end), None)
+        if types is None:
             return None
         out: list[Target] = []
-        for name in found[1]:
+        for name in types:
             for kind, fqn in self.values.eval(ctx, name):
                 if kind == "class":
                     for k2, f2 in self.values.member(("inst", fqn), method.rstrip("()"), 0):
                         out.extend(self._targets_of(k2, f2))
         return _dedupe(out) or None
 
-    def _isinstance_asserts(self, ctx: Ctx) -> dict[str, tuple[int, tuple[str, ...]]]:
+    def _isinstance_guards(self, ctx: Ctx) -> dict[str, list[tuple[int, int, tuple[str, ...]]]]:
+        """recv -> (first line, last line, types) of each ``isinstance`` narrowing."""
         d = self.model.defs.get(f"{ctx[0]}.{ctx[1]}") if ctx[1] else None
         if d is None or d.is_class:
             return {}
-        out: dict[str, tuple[int, tuple[str, ...]]] = {}
-        for s in cast(FunctionFact, d.fact).body:
-            m = _ISINSTANCE.fullmatch((s.text or "").strip()) if s.kind == "assert" else None
-            if m is not None:
-                types = tuple(n.strip() for n in m.group(2).split(",") if n.strip())
-                out.setdefault(m.group(1), (s.line, types))
+        fn = cast(FunctionFact, d.fact)
+        out: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {}
+
+        def walk(stmts: tuple[Stmt, ...], end: int) -> None:
+            for i, s in enumerate(stmts):
+                after = stmts[i + 1].line - 1 if i + 1 < len(stmts) else end
+                m = _ISINSTANCE.fullmatch((s.text or "").strip()) \
+                    if s.kind in ("assert", "if") else None
+                if m is not None:
+                    types = tuple(n.strip() for n in m.group(2).split(",") if n.strip())
+                    last = end if s.kind == "assert" else (
+                        s.orelse[0].line - 1 if s.orelse else after)
+                    out.setdefault(m.group(1), []).append((s.line, last, types))
+                for block in (s.body, s.orelse, s.handlers, s.final):
+                    if block:
+                        walk(block, after)
+
+        walk(fn.body, fn.end_line)
         return out
 
     def _resolve(self, ctx: Ctx, callee: str) -> list[Target]:

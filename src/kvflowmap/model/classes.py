@@ -7,6 +7,7 @@ from typing import cast
 
 from kvflowmap.facts import ClassFact
 from kvflowmap.model.core import Def, Model
+from kvflowmap.model.cycles import CycleGuard
 
 
 class ClassIndex:
@@ -17,6 +18,7 @@ class ClassIndex:
         self.bases: dict[str, tuple[str, ...]] = {}
         self.subclasses: dict[str, set[str]] = defaultdict(set)
         self._mro: dict[str, tuple[str, ...]] = {}
+        self._cycles = CycleGuard()
         for fqn, d in sorted(model.defs.items()):
             if d.is_class:
                 self.bases[fqn] = tuple(self._resolve_base(d, b)
@@ -44,17 +46,19 @@ class ClassIndex:
 
     def mro(self, fqn: str) -> tuple[str, ...]:
         """C3 linearisation; external bases appear by name, ``object`` omitted."""
-        if fqn in self._mro:
-            return self._mro[fqn]
-        self._mro[fqn] = (fqn,)  # cycle guard
+        found = self._mro.get(fqn)
+        if found is not None:
+            return found
+        return self._cycles.memoised(self._mro, fqn, lambda: self._compute_mro(fqn), (fqn,))
+
+    def _compute_mro(self, fqn: str) -> tuple[str, ...]:
         parents = [b for b in self.bases.get(fqn, ()) if b not in ("object", "<builtin>.object")]
         seqs = [list(self.mro(b)) if b in self.bases else [b] for b in parents]
         result = _c3([[fqn], *seqs, list(parents)])
         if result is None:  # inconsistent hierarchy: fall back to depth-first
             result = [fqn] + [c for s in seqs for c in s]
             result = list(dict.fromkeys(result))
-        self._mro[fqn] = tuple(result)
-        return self._mro[fqn]
+        return tuple(result)
 
     def related(self, a: str, b: str) -> bool:
         """One class is the other or derives from it (a ``self.x`` of both is

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from kvflowmap.facts import (AssignFact, CallFact, ClassFact, ElementFact, FileFacts, FunctionFact,
                              ImportFact, ReturnFact)
+from kvflowmap.model.cycles import CycleGuard
 from kvflowmap.sources.roots import ModuleTable, SourceFile
 
 BUILTINS = frozenset(dir(builtins))
@@ -51,6 +52,7 @@ class Model:
         self._by_scope: tuple[dict[tuple[str, str], list[CallFact]],
                               dict[tuple[str, str], list[ReturnFact]]] | None = None
         self._lookup_memo: dict[tuple[str, str], str | None] = {}
+        self._cycles = CycleGuard()  # lookups and star imports ask each other
         self._star_memo: dict[str, frozenset[str]] = {}
         self._bindings: dict[tuple[str, str], dict[str, str]] = {}
         for module in sorted(facts):
@@ -138,13 +140,8 @@ class Model:
     # -- namespaces ----------------------------------------------------------
     def lookup(self, module: str, name: str) -> str | None:
         """What top-level ``name`` of ``module`` refers to (before canonicalising)."""
-        key = (module, name)
-        if key in self._lookup_memo:
-            return self._lookup_memo[key]
-        self._lookup_memo[key] = None  # cycle guard
-        result = self._lookup(module, name)
-        self._lookup_memo[key] = result
-        return result
+        return self._cycles.memoised(self._lookup_memo, (module, name),
+                                     lambda: self._lookup(module, name), None)
 
     def _lookup(self, module: str, name: str) -> str | None:
         own = f"{module}.{name}"
@@ -201,9 +198,10 @@ class Model:
 
     def star_names(self, module: str) -> frozenset[str]:
         """Names ``from module import *`` binds."""
-        if module in self._star_memo:
-            return self._star_memo[module]
-        self._star_memo[module] = frozenset()
+        return self._cycles.memoised(self._star_memo, module, lambda: self._star_names(module),
+                                     frozenset(), tag="star")
+
+    def _star_names(self, module: str) -> frozenset[str]:
         ff = self.facts.get(module)
         names: set[str] = set()
         if ff is not None:
@@ -218,9 +216,7 @@ class Model:
                     if b:
                         names.add(b[0])
                 names = {n for n in names if not n.startswith("_")}
-        result = frozenset(names)
-        self._star_memo[module] = result
-        return result
+        return frozenset(names)
 
     def canonical(self, target: str, depth: int = 0) -> str:
         """Follow re-exports and aliases to the defining FQN (or leave as is)."""

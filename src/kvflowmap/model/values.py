@@ -15,13 +15,15 @@ and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``
 
 from __future__ import annotations
 
+import builtins
 from collections import defaultdict
 from typing import cast
 
 from kvflowmap.facts import AssignFact, CallFact, FunctionFact, Param
-from kvflowmap.model.annotations import annotation_names
+from kvflowmap.model.annotations import annotation_names, element_annotation
 from kvflowmap.model.classes import ClassIndex
 from kvflowmap.model.core import BUILTINS, Model
+from kvflowmap.model.cycles import CycleGuard
 
 Value = tuple[str, str]
 # Names whose values say nothing about a type (``self._w = None`` then later
@@ -29,19 +31,23 @@ Value = tuple[str, str]
 _NOT_VALUES = frozenset({"super", "None", "True", "False", "NotImplemented", "Ellipsis"})
 Ctx = tuple[str, str]  # (module, scope)
 MAX_DEPTH = 12
+BIND_LEVELS = 2
 
 
 class Evaluator:
-    """Evaluates chains in a (module, scope) context; memoised, cycle-safe."""
+    """Evaluates chains in a (module, scope) context; memoised, cycle-safe,
+    and the same answers in any order of queries (``model.cycles``)."""
 
-    def __init__(self, model: Model, classes: ClassIndex, *, bind_params: bool = True) -> None:
+    def __init__(self, model: Model, classes: ClassIndex, *, bind_levels: int = BIND_LEVELS) -> None:
         self.model = model
         self.classes = classes
         # A parameter with no type from its annotation takes the values its
-        # callers pass (``func(param_func)``). The callers are found once, by
-        # an evaluator that does not bind parameters, so no value this one
-        # stores was computed while the index was half built.
-        self.bind_params = bind_params
+        # callers pass (``func(param_func)``). The callers are found by an
+        # evaluator one level down (binding one level fewer), so no value this
+        # one stores was computed while the index was half built; with two
+        # levels, a call through a parameter passes values on again
+        # (``a(nested_func)`` inside ``func(a)``).
+        self.bind_levels = bind_levels
         self._callers: CallSites | None = None
         self.self_attrs: dict[str, dict[str, list[tuple[Ctx, AssignFact]]]] = defaultdict(
             lambda: defaultdict(list))
@@ -50,10 +56,8 @@ class Evaluator:
         # ``self.x.append(f)`` and ``self.x = [f]`` in a method, by class and attribute
         self.self_elems: dict[str, dict[str, list[tuple[Ctx, str]]]] = defaultdict(
             lambda: defaultdict(list))
-        self._elems_memo: dict[tuple[str, str], tuple[Value, ...]] = {}
-        # queries in progress (eval chains and element keys) -> stack position
-        self._onstack: dict = {}
-        self._low = 1 << 30
+        self._elems_memo: dict[str, tuple[Value, ...]] = {}
+        self._cycles = CycleGuard()  # shared: chains and elements ask each other
         self._index_self_attrs()
 
     # -- context -------------------------------------------------------------
@@ -110,8 +114,9 @@ class Evaluator:
         if found is not None:
             return found
         if depth > MAX_DEPTH:
+            self._cycles.cut()
             return ()
-        return self._guarded(key, self._memo, lambda: self._eval(ctx, chain, depth))
+        return self._cycles.memoised(self._memo, key, lambda: self._eval(ctx, chain, depth), ())
 
     def _eval(self, ctx: Ctx, chain: str, depth: int) -> tuple[Value, ...]:
         parts = chain.split(".")
@@ -119,29 +124,6 @@ class Evaluator:
         for part in parts[1:]:
             values = self._eval_part(ctx, part, depth, base=values)
         return tuple(dict.fromkeys(values))
-
-    def _guarded(self, key, memo: dict, compute) -> tuple[Value, ...]:
-        """``compute()``, stored in ``memo`` only when it did not read a value
-        still being computed further up (a cycle): that partial answer would
-        make later queries depend on the order they were asked in. The
-        outermost query of a cycle stores its answer; the inner ones are
-        recomputed when asked again on their own."""
-        at = self._onstack.get(key)
-        if at is not None:  # a cycle: this query is in progress further up
-            self._low = min(self._low, at)
-            return ()
-        here = self._onstack[key] = len(self._onstack)
-        outer_low, self._low = self._low, here + 1
-        try:
-            result = compute()
-        finally:
-            del self._onstack[key]
-        if self._low > here:  # read nothing in progress below it
-            memo[key] = result
-            self._low = outer_low
-        else:
-            self._low = min(outer_low, self._low)
-        return result
 
     def _eval_part(self, ctx: Ctx, part: str, depth: int, *, first: bool = False,
                    base: tuple[Value, ...] = ()) -> tuple[Value, ...]:
@@ -176,7 +158,21 @@ class Evaluator:
                 get = self.classes.find_member(fqn, "__getitem__")
                 if get is not None:
                     out += self.returns_of(get, depth)
+                for nxt in self.iteration(fqn, depth)[1:]:
+                    out += self.returns_of(nxt, depth)
         return tuple(out)
+
+    def iteration(self, cls: str, depth: int) -> tuple[str, ...]:
+        """``for x in obj`` on an instance of analysed class ``cls``: its
+        ``__iter__`` and the ``__next__`` of what that returns (empty when
+        ``cls`` defines no ``__iter__``)."""
+        it = self.classes.find_member(cls, "__iter__")
+        if it is None:
+            return ()
+        nexts = [n for kind, fqn in self.returns_of(it, depth + 1)
+                 if kind == "inst" and self.classes.is_class(fqn)
+                 and (n := self.classes.find_member(fqn, "__next__")) is not None]
+        return (it, *dict.fromkeys(nexts))
 
     def name(self, ctx: Ctx, name: str, depth: int) -> tuple[Value, ...]:
         """Values of a bare name: locals, enclosing functions, module, builtins."""
@@ -230,10 +226,11 @@ class Evaluator:
         """Values the call sites of ``func`` pass for parameter ``p``: by
         position (after ``self`` for a bound method or a constructor), by
         keyword, else its default."""
-        if not self.bind_params or p.kind in ("vararg", "kwarg"):
+        if not self.bind_levels or p.kind in ("vararg", "kwarg"):
             return ()
         if self._callers is None:
-            self._callers = CallSites(Evaluator(self.model, self.classes, bind_params=False))
+            self._callers = CallSites(Evaluator(self.model, self.classes,
+                                                bind_levels=self.bind_levels - 1))
         index = next(i for i, q in enumerate(fn.params) if q is p)
         out: list[Value] = []
         for ctx, call, offset in self._callers.of(func):
@@ -254,8 +251,8 @@ class Evaluator:
 
     def _decorated(self, d, depth: int) -> tuple[Value, ...]:
         """What ``@dec def f`` binds ``f`` to: what the innermost analysed
-        decorator returns (``inner``), or nothing when it returns ``f`` itself
-        or is not analysed (``property``, ``functools.wraps``...)."""
+        decorator returns (``inner``), or nothing when it returns ``f`` itself,
+        a ``functools.wraps`` wrapper, or is not analysed (``property``...)."""
         scope = d.fact.qualname.rpartition(".")[0]
         ctx = (d.module, scope)
         for text in reversed(d.fact.decorators):
@@ -266,7 +263,13 @@ class Evaluator:
             for kind, fqn in self.eval(ctx, dec, depth + 1):
                 if kind == "func":
                     out += [v for v in self.returns_of(fqn, depth + 1) if v != ("func", d.fqn)]
-            return tuple(v for v in out if v[0] in ("func", "inst", "class"))
+            out = [v for v in out if v[0] in ("func", "inst", "class")]
+            # a ``functools.wraps`` wrapper stands for the function it wraps:
+            # callers are linked to ``work``, not to every decorated
+            # function's shared ``wrapper``
+            if any(k == "func" and _wraps(self.model.defs.get(f)) for k, f in out):
+                return ()
+            return tuple(out)
         return ()
 
     def _module_var(self, module: str, name: str, depth: int) -> tuple[Value, ...]:
@@ -280,14 +283,14 @@ class Evaluator:
     def elements(self, key: str, depth: int) -> tuple[Value, ...]:
         """Values put into the container ``key`` names: ``module|scope|chain``
         (a name's own scope), or ``cls|C|attr`` (``self.attr`` along C's MRO)."""
-        found = self._elems_memo.get(("elems", key))
-        if found is not None:
-            return found
-        return self._guarded(("elems", key), self._elems_memo, lambda: self._elements(key, depth))
+        return self._cycles.memoised(self._elems_memo, key, lambda: self._elements(key, depth),
+                                     (), tag="elems")
 
     def _elements(self, key: str, depth: int) -> tuple[Value, ...]:
         first, second, third = key.split("|", 2)
         values: list[Value] = []
+        if first == "ann":
+            return self.from_annotation(second, element_annotation(third), depth + 1)
         if first == "cls":
             for k in self.classes.mro(second):
                 for ctx, value in self.self_elems.get(k, {}).get(third, ()):
@@ -314,6 +317,14 @@ class Evaluator:
                     if kind == "module":
                         full = self.model.canonical(full)
                     out.append(("inst", full))
+        if not out and text:
+            # ``dict[str, Worker]``: a builtin container, whose elements
+            # (values, for a mapping) are instances of the last argument
+            box = _container(text)
+            if box:
+                out += box
+                if "[" in text:
+                    out.append(("elems", f"ann|{module}|{text}"))
         return tuple(out)
 
     def classify(self, target: str, depth: int) -> tuple[Value, ...]:
@@ -346,7 +357,10 @@ class Evaluator:
         if kind in ("class", "inst"):
             if not self.classes.is_class(fqn):
                 # an external instance's attribute may be a method (callable
-                # by that name), but what it holds is unknown
+                # by that name), but what it holds is unknown; a builtin
+                # class's members are known
+                if not _builtin_has(fqn, attr):
+                    return ()
                 return ((("extattr" if kind == "inst" else "ext"), f"{fqn}.{attr}"),)
             return self._class_member(fqn, attr, kind == "inst", depth)
         if kind == "ext":
@@ -384,7 +398,7 @@ class Evaluator:
             # inherited from a base outside the analysis (``threading.Thread.start``);
             # an attribute the analysed classes assign with an unknown value is
             # unknown, never ``<external base>.<attr>``
-            ext = self.classes.external_bases(cls)
+            ext = [k for k in self.classes.external_bases(cls) if _builtin_has(k, attr)]
             values = [("extattr", f"{ext[0]}.{attr}")] if ext else []
         return tuple(values)
 
@@ -424,8 +438,8 @@ class Evaluator:
         if kind == "inst" and self.classes.is_class(fqn):
             call = self.classes.find_member(fqn, "__call__")
             return self.returns_of(call, depth) if call else ()
-        if kind == "ext" and _is_class_name(fqn.rpartition(".")[2]):
-            return (("inst", fqn),)  # ``ext.Cls()``: by PEP 8's naming, a class
+        if kind == "ext" and (fqn in _BUILTIN_CLASSES or _is_class_name(fqn.rpartition(".")[2])):
+            return (("inst", fqn),)  # ``set()``, ``ext.Cls()``: by PEP 8's naming, a class
         return ()
 
     def returns_of(self, func: str, depth: int) -> tuple[Value, ...]:
@@ -462,6 +476,22 @@ _CONTAINERS = {"dict": "dict", "Dict": "dict", "defaultdict": "dict", "DefaultDi
                "Deque": "deque"}
 
 
+# Classes outside the analysis whose names are not CapWords
+_BUILTIN_CLASSES = frozenset({f"<builtin>.{n}" for n in (
+    "dict", "list", "set", "frozenset", "tuple", "str", "bytes", "bytearray", "int", "float",
+    "bool", "complex", "object", "range", "memoryview")} | {
+    "collections.deque", "collections.defaultdict"})
+
+
+def _builtin_has(cls: str, attr: str) -> bool:
+    """False only for a builtin class known to lack ``attr``
+    (``<builtin>.Exception.done``); other classes may have anything."""
+    if not cls.startswith("<builtin>."):
+        return True
+    found = getattr(builtins, cls[len("<builtin>."):], None)
+    return not isinstance(found, type) or hasattr(found, attr)
+
+
 def _is_class_name(name: str) -> bool:
     """``Cls``, ``HTTPServer``: CapWords, not a CONSTANT or a function."""
     return bool(name) and name[0].isupper() and not name.isupper() and "_" not in name.strip("_")
@@ -475,7 +505,7 @@ class CallSites:
     parameters, among the calls that could name it: by its own name, by the
     name of its class or a subclass (``__init__``), ``super().name``, and
     calls of a bare name that is no analysed definition (``a = func;
-    a(x)``, a parameter called). Evaluating every call site of the program
+    a(x)``, a parameter called) or of a call's result or an element. Evaluating every call site of the program
     up front cost more than the whole link did before (profiled on vLLM)."""
 
     def __init__(self, plain: Evaluator) -> None:
@@ -489,8 +519,12 @@ class CallSites:
             for call in ff.calls:
                 if not call.callee or not (call.args or call.kwargs):
                     continue
-                last = call.callee.rpartition(".")[2].rstrip("()[]")
-                if last == call.callee and last not in defined and last not in BUILTINS:
+                tail = call.callee.rpartition(".")[2]
+                last = tail.removesuffix("()")
+                if "(" in last or "[" in last or (
+                        last == call.callee and last not in defined and last not in BUILTINS):
+                    # a call of a call's result or of an element (``f()(x)``,
+                    # ``d[k](x)``), or of a name bound to a function
                     last = "<alias>"
                 self._by_name[last].append((module, call))
 
@@ -566,6 +600,12 @@ def _container(annotation: str | None) -> tuple[Value, ...]:
     if kind is None:
         return ()
     return (("inst", f"collections.{kind}") if kind == "deque" else ("inst", f"<builtin>.{kind}"),)
+
+
+def _wraps(d) -> bool:
+    """A function decorated ``@functools.wraps(...)``."""
+    return d is not None and not d.is_class and any(
+        x.partition("(")[0].rpartition(".")[2] == "wraps" for x in d.fact.decorators)
 
 
 def _is_property(fn) -> bool:
