@@ -16,9 +16,6 @@ from kvflowmap.model.core import Def
 
 if TYPE_CHECKING:
     from kvflowmap.api import Analysis
-    from kvflowmap.lifecycle.model import Lifecycle
-
-_LIFECYCLE = "_kvflowmap_lifecycle"
 
 
 @dataclass
@@ -101,23 +98,7 @@ class CheckContext:
         else:
             out = [fqn for fqn, d in self.model.defs.items()
                    if not d.is_class and self._module_ok(d.module)]
-        if at.reached:
-            lc = self.lifecycle
-            out += [f for f in lc.functions if lc.connected(f) and self._module_ok(
-                self.model.defs[f].module)]
-        return sorted(set(out))
-
-    @property
-    def lifecycle(self) -> Lifecycle:
-        """The request-lifecycle model of the analysis, built on first use and
-        kept on it (it depends only on the analysis: every rule sees the same)."""
-        found = getattr(self.analysis, _LIFECYCLE, None)
-        if found is None or found[0] is not self.linker:
-            from kvflowmap.lifecycle.model import build_lifecycle
-
-            found = (self.linker, build_lifecycle(self.linker))
-            setattr(self.analysis, _LIFECYCLE, found)
-        return found[1]
+        return sorted(out)
 
     def methods_named(self, name: str) -> list[str]:
         """Target-class methods called ``name`` (own definitions only)."""

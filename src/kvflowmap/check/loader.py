@@ -172,8 +172,7 @@ def _make_rule(path: Path, pack: str, node: yaml.Node, data: dict) -> Rule:
         id=data["id"], title=data["title"], severity=data["severity"],
         rationale=data["rationale"], kind=kind, params=dict(sorted(params.items())),
         applies_to=AppliesTo(_names(at.get("base_class")), _names(at.get("classes")),
-                             _names(at.get("modules")), bool(at.get("include_context", False)),
-                             bool(at.get("reached", False))),
+                             _names(at.get("modules")), bool(at.get("include_context", False))),
         examples=tuple(_example(x) for x in data["examples"]), help=data["help"],
         pack=pack, path=path, line=line_of(node, ["id"]), options=options)
 

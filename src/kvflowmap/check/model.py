@@ -34,10 +34,6 @@ class AppliesTo:
     classes: tuple[str, ...] = ()  # fnmatch on class FQNs
     modules: tuple[str, ...] = ()  # fnmatch on module names
     include_context: bool = False  # also look at --context/--release code
-    # also every subject function that runs for the connector: reached from a
-    # protocol hook or a connector constructor through calls, threads and
-    # callbacks (``Lifecycle.connected``): trackers, transfer threads, clients
-    reached: bool = False
 
 
 @dataclass(frozen=True)
