@@ -18,6 +18,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
 from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
                                           unreported_failures, write_only)
 
@@ -38,10 +39,11 @@ class Options:
 
     channel: str = option("failed_blocks", "the protocol's report channel for blocks whose "
                                            "load failed")
-    hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch"),
+    hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch", "dropped"),
                                    "what to report: never-filled, always-empty, branch (a "
                                    "failure branch that records no blocks while the class "
-                                   "records them for its other failures)")
+                                   "records them for its other failures), dropped (failed "
+                                   "blocks computed into a local that one path never uses)")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -60,9 +62,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     out = []
     direct: dict[tuple[str, int], Fill] = {}
     sites = fill_sites(lc.functions)
-    for ch in block_channels(lc.functions, chan.methods, resolve):
-        if ch.hook not in wanted:
-            continue
+    channels = [ch for ch in block_channels(lc.functions, chan.methods, resolve)
+                if ch.hook in wanted]
+    for ch in channels:
         # a ``self.x`` is filled by the class that drains it, a base or a subclass
         fills = {a: fs for a, where, _ in ch.drained
                  if (fs := [f for f in sites.get(a, ()) if f.cls is None or
@@ -102,6 +104,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                         for g, ln in failure_sites(lc.functions,
                                                    lc.functions[fn].cls or "")[:MAX_SITES])),
                 anchor=f"never-filled:{attr}"))
+    if "dropped" in opts.hows:
+        out += _dropped(ctx, lc, wanted, {a for ch in channels for a, _, _ in ch.drained})
     if "branch" in opts.hows and direct:
         def request_names(fqn: str) -> set[str]:  # none outside the rule's functions
             return lc.state.of(fqn).request_names() if fqn in wanted else set()
@@ -120,4 +124,24 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                  f"nor does {short(h)}, called at line {line}")
                         for h, line in u.helpers)),
                 anchor=f"branch:{u.attr}"))
+    return out
+
+
+def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[Finding]:
+    """Failed blocks computed into a local that a normal path never uses
+    (``lifecycle.blocks_dropped``)."""
+    out = []
+    for fqn in sorted(wanted):
+        for d in dropped_blocks(lc.functions[fqn], lc.cfg(fqn), attrs):
+            out.append(ctx.finding(
+                fqn, d.line,
+                f"the failed blocks {d.local} gets at line {d.line} are dropped on a path of "
+                f"{short(fqn)} (to line {d.lost_line}), while line {d.fill_line} puts them into "
+                f"self.{d.attr} for vLLM to recompute: on that path vLLM takes the blocks as "
+                "loaded and the request runs on whatever they held. Record them on every path",
+                path=(ctx.step(fqn, d.line, f"{d.local}: the blocks of a failed load"),
+                      *(ctx.step(fqn, line, note) for line, note in d.steps
+                        if line != d.line),
+                      ctx.step(fqn, d.fill_line, f"elsewhere self.{d.attr} gets them")),
+                anchor=f"dropped:{d.local}"))
     return out
