@@ -144,7 +144,12 @@ class Evaluator:
             if s == "C":
                 values = tuple(v for b in values for v in self.call_result(b, depth))
             else:
-                values = self._element_values(values, depth)
+                # ``queue.Queue[T]``, ``set[str]``, ``Worker[T]``: a class
+                # subscripted is the same class (a generic alias)
+                generic = tuple(v for v in values if v[0] == "class" or (
+                    v[0] == "ext" and (v[1] in _BUILTIN_CLASSES or
+                                       _is_class_name(v[1].rpartition(".")[2]))))
+                values = self._element_values(values, depth) + generic
         return values
 
     def _element_values(self, values: tuple[Value, ...], depth: int) -> tuple[Value, ...]:
