@@ -3,6 +3,7 @@ why the rest is not, and how many external names are impossible.
 
     python bench/bench_resolution.py                    # pegaflow-llm 0.25.1
     python bench/bench_resolution.py --codebase lmcache --sample 400 --seed 7
+    python bench/bench_resolution.py --under pegaflow/connector/ --sample 100000  # all of them
 
 Call sites are sampled (seeded) from the subject's functions. A site is
 *resolved* when the call graph has an edge of kind ``call`` from its function
@@ -63,6 +64,9 @@ def main() -> int:
     ap.add_argument("--codebase", choices=sorted(CODEBASES), default="pegaflow")
     ap.add_argument("--sample", type=int, default=300, help="call sites sampled")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--under", default="", metavar="PREFIX",
+                    help="only call sites in files whose path (relative to the root) starts "
+                         "with PREFIX, e.g. pegaflow/connector/")
     args = ap.parse_args()
     spec, sub, context = CODEBASES[args.codebase]
     root = fetch_release(spec, release_cache())
@@ -73,7 +77,7 @@ def main() -> int:
     sites = []
     for module, ff in sorted(model.facts.items()):
         sf = model.source(module)
-        if sf is None or not sf.subject:
+        if sf is None or not sf.subject or not sf.rel.startswith(args.under):
             continue
         sites += [(module, c) for c in ff.calls if c.scope]
     rng = random.Random(args.seed)

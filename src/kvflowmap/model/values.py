@@ -219,6 +219,8 @@ class Evaluator:
             if p.name == name:
                 found = True
                 typed = self.from_annotation(module, p.annotation, depth)
+                if not typed and not p.annotation:
+                    typed = self._inherited(module, fn, p, depth)
                 values += typed or self._passed(f"{module}.{scope}", fn, p, depth)
         for a in self.model.value_assigns(module, scope, name):
             found = True
@@ -226,6 +228,27 @@ class Evaluator:
         if found and name in self.model.elements.get((module, scope), _NO_ELEMENTS):
             values.append(("elems", f"{module}|{scope}|{name}"))
         return tuple(values) if found else None
+
+    def _inherited(self, module: str, fn: FunctionFact, p: Param, depth: int
+                   ) -> tuple[Value, ...]:
+        """An unannotated parameter of an override takes the annotation of the
+        method it overrides (``def __init__(self, vllm_config, role)`` under
+        ``KVConnectorBase_V1.__init__(self, vllm_config: VllmConfig, ...)``):
+        the same name, else the same position."""
+        if fn.class_qualname is None:
+            return ()
+        cls = f"{module}.{fn.class_qualname}"
+        base = self.classes.find_member(cls, fn.name, after=cls)
+        d = self.model.defs.get(base) if base else None
+        if d is None or d.is_class:
+            return ()
+        params = cast(FunctionFact, d.fact).params
+        at = fn.params.index(p)
+        match = next((q for q in params if q.name == p.name), None) or (
+            params[at] if at < len(params) and params[at].kind == p.kind else None)
+        if match is None or not match.annotation:
+            return ()
+        return self.from_annotation(d.module, match.annotation, depth)
 
     def _passed(self, func: str, fn: FunctionFact, p: Param, depth: int) -> tuple[Value, ...]:
         """Values the call sites of ``func`` pass for parameter ``p``: by
