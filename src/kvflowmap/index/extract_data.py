@@ -137,12 +137,15 @@ class DataFactsMixin:
         if isinstance(value, _DISPLAYS):
             nested = f"@{len(self._displays)}"
             self._displays.append(nested)
-            self.facts.elements.append(ElementFact(self._scope, group, nested, self.line))
+            self._put(group, nested)
             self._elements(nested, value)
             return
         text = chain(value)
         if text and text not in ("None", "True", "False"):
-            self.facts.elements.append(ElementFact(self._scope, group, text, self.line))
+            self._put(group, text)
+
+    def _put(self, group: str, value: str) -> None:
+        self.facts.elements.append(ElementFact(self._scope, group, value, self.line))
 
     def _elements(self, group: str, display: cst.BaseExpression) -> None:
         """Each element (a dict's values) of a display, put into ``group``."""
@@ -151,15 +154,13 @@ class DataFactsMixin:
                 if isinstance(e, cst.DictElement):
                     self._element(group, e.value)
                 elif isinstance(e, cst.StarredDictElement) and chain(e.value):
-                    self.facts.elements.append(ElementFact(self._scope, group,
-                                                           f"{chain(e.value)}[]", self.line))
+                    self._put(group, f"{chain(e.value)}[]")
             return
         if isinstance(display, (cst.List, cst.Tuple, cst.Set)):
             for el in display.elements:
                 if isinstance(el, cst.StarredElement):
                     if chain(el.value):
-                        self.facts.elements.append(ElementFact(self._scope, group,
-                                                               f"{chain(el.value)}[]", self.line))
+                        self._put(group, f"{chain(el.value)}[]")
                 else:
                     self._element(group, el.value)
 
@@ -174,8 +175,7 @@ class DataFactsMixin:
             if isinstance(arg, _DISPLAYS):
                 self._elements(base, arg)
             elif chain(arg):
-                self.facts.elements.append(ElementFact(self._scope, base, f"{chain(arg)}[]",
-                                                       self.line))
+                self._put(base, f"{chain(arg)}[]")
 
     def _loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         """``for x in xs`` (and comprehensions) bind ``x`` to an element of
@@ -333,8 +333,7 @@ class DataFactsMixin:
         if isinstance(node.value, cst.BaseExpression):  # not ``yield from``
             self._element("@yield", node.value)
         elif node.value is not None and chain(node.value.item):
-            self.facts.elements.append(ElementFact(self._scope, "@yield",
-                                                   f"{chain(node.value.item)}[]", self.line))
+            self._put("@yield", f"{chain(node.value.item)}[]")
         return True
 
     def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:

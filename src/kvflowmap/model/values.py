@@ -19,10 +19,11 @@ import builtins
 from collections import defaultdict
 from typing import cast
 
-from kvflowmap.facts import AssignFact, CallFact, FunctionFact, Param
+from kvflowmap.facts import AssignFact, FunctionFact, Param
 from kvflowmap.model.annotations import annotation_names, element_annotation
+from kvflowmap.model.callsites import CallSites
 from kvflowmap.model.classes import ClassIndex
-from kvflowmap.model.core import BUILTINS, Model
+from kvflowmap.model.core import Model
 from kvflowmap.model.cycles import CycleGuard
 
 Value = tuple[str, str]
@@ -48,7 +49,7 @@ class Evaluator:
         # levels, a call through a parameter passes values on again
         # (``a(nested_func)`` inside ``func(a)``).
         self.bind_levels = bind_levels
-        self._callers: CallSites | None = None
+        self._callers: CallSites | None = None  # built on the first unannotated parameter
         self.self_attrs: dict[str, dict[str, list[tuple[Ctx, AssignFact]]]] = defaultdict(
             lambda: defaultdict(list))
         self._memo: dict[tuple[Ctx, str], tuple[Value, ...]] = {}
@@ -135,8 +136,8 @@ class Evaluator:
         elif name in _GETTERS and steps[:1] == "C" and any(b[0] == "elems" for b in base):
             # ``d.get(k)``, ``q.pop()``: an element
             values = self._element_values(base, depth)
-            values += tuple(v for b in base if b[0] != "elems" for v in self.member(b, name, depth)
-                            for v in self.call_result(v, depth))
+            values += tuple(r for b in base if b[0] != "elems" for m in self.member(b, name, depth)
+                            for r in self.call_result(m, depth))
             steps = steps[1:]
         else:
             values = tuple(v for b in base for v in self.member(b, name, depth))
@@ -523,101 +524,6 @@ def _builtin_has(cls: str, attr: str) -> bool:
 def _is_class_name(name: str) -> bool:
     """``Cls``, ``HTTPServer``: CapWords, not a CONSTANT or a function."""
     return bool(name) and name[0].isupper() and not name.isupper() and "_" not in name.strip("_")
-
-
-class CallSites:
-    """Call sites by the analysed function they call, each with the number
-    of parameters filled before the arguments (1 for ``self``/``cls``).
-
-    Found per function when first asked, by an evaluator that binds no
-    parameters, among the calls that could name it: by its own name, by the
-    name of its class or a subclass (``__init__``), ``super().name``, and
-    calls of a bare name that is no analysed definition (``a = func;
-    a(x)``, a parameter called) or of a call's result or an element. Evaluating every call site of the program
-    up front cost more than the whole link did before (profiled on vLLM)."""
-
-    def __init__(self, plain: Evaluator) -> None:
-        self.plain = plain
-        self.model = plain.model
-        self._by_name: dict[str, list[tuple[str, CallFact]]] = defaultdict(list)
-        self._memo: dict[str, list[tuple[Ctx, CallFact, int]]] = {}
-        self._buckets: dict[str, dict[str, list[tuple[Ctx, CallFact, int]]]] = {}
-        defined = {d.fact.name for d in self.model.defs.values()}
-        for module, ff in self.model.facts.items():
-            for call in ff.calls:
-                if not call.callee or not (call.args or call.kwargs):
-                    continue
-                tail = call.callee.rpartition(".")[2]
-                last = tail.removesuffix("()")
-                if "(" in last or "[" in last or (
-                        last == call.callee and last not in defined and last not in BUILTINS):
-                    # a call of a call's result or of an element (``f()(x)``,
-                    # ``d[k](x)``), or of a name bound to a function
-                    last = "<alias>"
-                self._by_name[last].append((module, call))
-
-    def of(self, func: str) -> list[tuple[Ctx, CallFact, int]]:
-        """The call sites whose callee may be ``func``."""
-        found = self._memo.get(func)
-        if found is None:
-            found = self._memo[func] = self._find(func)
-        return found
-
-    def _find(self, func: str) -> list[tuple[Ctx, CallFact, int]]:
-        d = self.model.defs[func]
-        fn = cast(FunctionFact, d.fact)
-        names = [fn.name, "<alias>"]
-        if fn.name == "__init__" and fn.class_qualname is not None:
-            cls = func.rpartition(".")[0]
-            names += [k.rpartition(".")[2] for k in (cls, *self.plain.classes.all_subclasses(cls))]
-        out: list[tuple[Ctx, CallFact, int]] = []
-        for name in dict.fromkeys(names):
-            out += self._bucket(name).get(func, ())
-        return out
-
-    def _bucket(self, name: str) -> dict[str, list[tuple[Ctx, CallFact, int]]]:
-        """The calls named ``name``, resolved once, by the function each runs."""
-        found = self._buckets.get(name)
-        if found is None:
-            found = self._buckets[name] = defaultdict(list)
-            for module, call in self._by_name.get(name, ()):
-                for target, offset in self._targets(module, call).items():
-                    found[target].append(((module, call.scope), call, offset))
-        return found
-
-    def _targets(self, module: str, call: CallFact) -> dict[str, int]:
-        """Each function ``call`` may run, with its offset."""
-        plain = self.plain
-        ctx = (module, call.scope)
-        callee = call.callee or ""
-        out: dict[str, int] = {}
-        if callee.startswith("super()."):
-            fn = plain.function(ctx)
-            if fn is not None and fn.class_qualname is not None:
-                cls = f"{module}.{fn.class_qualname}"
-                found = plain.classes.find_member(cls, callee[8:].rstrip("()"), after=cls)
-                if found is not None:
-                    out[found] = 1
-            return out
-        base = callee.rpartition(".")[0]
-        for kind, fqn in plain.eval(ctx, callee):
-            if kind == "class":
-                init = plain.classes.find_member(fqn, "__init__")
-                if init is not None:
-                    out[init] = 1
-            elif kind == "inst" and plain.classes.is_class(fqn):
-                found = plain.classes.find_member(fqn, "__call__")
-                if found is not None:
-                    out[found] = 1
-            elif kind == "func" and fqn in plain.model.defs:
-                fn = cast(FunctionFact, plain.model.defs[fqn].fact)
-                decos = {x.rpartition(".")[2] for x in fn.decorators}
-                bound = fn.class_qualname is not None and bool(base) and \
-                    "staticmethod" not in decos and (
-                        "classmethod" in decos or
-                        any(k == "inst" for k, _ in plain.eval(ctx, base)))
-                out[fqn] = 1 if bound else 0
-        return out
 
 
 def _container(annotation: str | None) -> tuple[Value, ...]:
