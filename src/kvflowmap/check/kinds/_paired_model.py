@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from kvflowmap.facts import Stmt
 
 Edge = tuple[int, str, int]  # (source node, label, destination node)
-# (node, an exception happened on the way, local collections filled on the way)
-State = tuple[int, bool, frozenset[str]]
+# (node, an exception happened on the way, local collections filled on the way,
+# (tested name, answer) pairs known on the way)
+State = tuple[int, bool, frozenset[str], frozenset[tuple[str, bool]]]
 FAILING = ("exception", "raise", "assert")  # edge labels that mean "something failed"
 
 
@@ -43,6 +44,9 @@ class Resource:
     line: int
     col: int
     edge: str | None = None  # held only along this edge (an acquire in a test)
+    # Tests of the ``if`` statements the acquisition is nested in: true while
+    # held, so a later false edge of the same test is not taken.
+    held_if: frozenset[str] = frozenset()
 
 
 @dataclass

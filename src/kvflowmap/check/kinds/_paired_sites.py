@@ -16,14 +16,18 @@ from collections.abc import Callable
 
 from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.check.kinds._paired_alias import call_resource
+from kvflowmap.check.kinds._paired_inferred import inferred_acquires
 from kvflowmap.check.kinds._paired_match import call_matches, chain_matches
 from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace, walk
 from kvflowmap.check.kinds._paired_spec import Spec
-from kvflowmap.check.kinds._paired_text import emptiness, is_decrement, mentions, statement_text
+from kvflowmap.check.kinds._paired_text import (emptiness, is_decrement, mentions, rhs,
+                                               statement_text)
 from kvflowmap.check.kinds._paired_trace import trace
 from kvflowmap.facts import CONTAINER_METHODS, ContainerOpFact, Stmt
 
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
+_BOUND_METHOD = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.(\w+)(?!\w|\s*\()")
+_CONSTANT = re.compile(r"^(None|-?\d+|False|True)$")
 _CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
 
 
@@ -44,6 +48,7 @@ class FunctionSites:
         self._targets: dict[int, list[tuple[str, bool]]] = {}
         self._roles: dict[int, frozenset[str]] = {}
         self._cfg: CFG | None = None
+        self.memo: dict[str, dict] = {}  # per-function results of the path search helpers
         self._assigns = ctx.model.assigns.get((self.module, self.fn.qualname), {})
         self._locals = set(self._assigns) | {p.name for p in self.fn.params}
         self._owned: set[str] | None = None
@@ -141,6 +146,8 @@ class FunctionSites:
     def acquires(self) -> list[Resource]:
         """Every acquisition, one per (CFG node, event): finally bodies are
         copied per way out, so a statement can stand for several nodes."""
+        if self.spec.infer_from_release:
+            return inferred_acquires(self)
         if not any(self.acquiring(s) for s in walk(self.fn.body)):
             return []  # spare the CFG
         out: list[Resource] = []
@@ -176,7 +183,7 @@ class FunctionSites:
         if n.kind != "stmt" or s is None:
             return False
         if r.kind == "call":
-            return self._call_released(s, r)
+            return self._call_released(s, r) or self._given_up(s, r)
         for i in self.events(s, "container"):
             co = self.ff.containers[i]
             if co.container == r.what and co.op in self.spec.remove_ops and _keys_ok(r.key, co):
@@ -194,6 +201,17 @@ class FunctionSites:
         token = f"container:{r.what}"
         return any(token in self.helper_tokens(i) and self._names_ok(s, r, release=True)
                    for i in self.events(s, "call"))
+
+    def _given_up(self, s: Stmt, r: Resource) -> bool:
+        """With ``infer_from_release``: the only name of the resource is bound
+        to a constant (``fd = -1  # now managed by fdopen``), the idiom for
+        "ownership moved" that the function's own ``if fd >= 0: close(fd)``
+        then respects."""
+        if not self.spec.infer_from_release or len(r.handles) != 1:
+            return False
+        return s.kind == "simple" and bool(_CONSTANT.match(rhs(self.text(s)).strip())) and any(
+            a.target in r.handles for a in map(self.ff.assigns.__getitem__,
+                                                self.events(s, "assign")))
 
     def _call_released(self, s: Stmt, r: Resource) -> bool:
         if any("release" in self.roles(i) for i in self.events(s, "call")):
@@ -224,8 +242,13 @@ class FunctionSites:
             names = _handover_names(r)
             if node == r.node or (names and mentions(s.text, names)):
                 return True
+        if self.spec.infer_from_release and r.kind == "call" and r.handles and \
+                self._deferred(s, r):
+            return True
         if not self._names_ok(s, r, release=False):
             return False
+        if self.spec.infer_from_release and not _handover_names(r):
+            return False  # a nameless resource (``self._acquire_step()``) is not stored
         for i in self.events(s, "container"):
             co = self.ff.containers[i]
             if co.container != r.what and co.op in self.spec.add_ops and \
@@ -238,6 +261,19 @@ class FunctionSites:
         # A container entry is handed over only to the listed container owners.
         return r.kind == "call" and any("handover" in self.roles(i)
                                         for i in self.events(s, "call"))
+
+    def _deferred(self, s: Stmt, r: Resource) -> bool:
+        """The release is left to code that runs later: a nested function
+        that uses the resource (a closure handed to a thread or callback), or
+        a release method passed uncalled (``context.add_callback(s.close)``)."""
+        if s.kind == "def":
+            inner = f"{self.fn.qualname}.{s.names[0]}" if s.names else ""
+            return any(f.qualname == inner and any(set(x.names) & r.handles for x in walk(f.body))
+                       for f in self.ff.functions) if inner else False
+        for m in _BOUND_METHOD.finditer(self.text(s)):
+            if m.group(1) in r.handles and call_matches(self.spec.release, m.group(2), []):
+                return True
+        return False
 
     def _owner(self, chain: str, r: Resource) -> bool:
         if r.kind != "call":
@@ -273,8 +309,12 @@ class FunctionSites:
         """An edge on which a tested name is known empty (``if x is None``):
         nothing is held there. ``names=None`` prunes on any name (guards)."""
         s = self.cfg.nodes[node].stmt
-        if s is None or s.kind not in ("if", "while") or label not in ("true", "false"):
+        if s is None or s.kind not in ("if", "while") or label == "exception":
             return False
+        if label != "true":
+            # The false edge of a test that ends a block carries the label of
+            # the way out it falls into (``end``, or ``raise`` in a finally copy).
+            label = "false"
         empty_true, empty_false = emptiness(s.text or "")
         empty = empty_true if label == "true" else empty_false
         return bool(empty) if names is None else bool(empty & names)

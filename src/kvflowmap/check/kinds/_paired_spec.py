@@ -35,6 +35,13 @@ class Spec:
     exclude: tuple[str, ...] = option(
         ('pin_memory', '*.pin_memory'),
         'Call patterns that are never an acquire, release or hand-over.')
+    infer_from_release: bool = option(
+        False,
+        'Acquisitions are those the function itself releases somewhere (see '
+        '_paired_inferred): a local bound to a call, or a parameter, that a release call '
+        'consumes; an acquire call whose receiver a release names; a self container entry '
+        'removed again under the same key. Needs no acquire names and applies to any '
+        'function: a function that releases on one path owes the release on all of them.')
     containers: tuple[str, ...] = option(
         (),
         'Container attribute patterns whose entries are resources: an add (add_ops) '
@@ -75,6 +82,10 @@ class Spec:
         'Only report paths on which an exception happens (propagated or caught): on a path '
         'without failure, what is still held at the exit is handed over to the object '
         '(pending entries).')
+    follow_failures: bool = option(
+        True,
+        'Follow exception, raise and assert edges. False: only the paths on which nothing '
+        'fails (early returns, breaks, the end of the function) are searched.')
     calls_raise: bool = option(
         True,
         'Any call may raise (else only raise and assert do).')

@@ -148,10 +148,13 @@ def split_top(text: str, op: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
+# ``fd < 0`` / ``fd >= 0``: a file descriptor's sentinel (-1) holds nothing.
 _EMPTY = (re.compile(r"^not\s+(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is\s+None$"),
-          re.compile(r"^(?P<n>[\w.]+)\s*==\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)\s*==\s*0$"))
+          re.compile(r"^(?P<n>[\w.]+)\s*==\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)\s*==\s*0$"),
+          re.compile(r"^(?P<n>[\w.]+)\s*(<\s*0|==\s*-1)$"))
 _FULL = (re.compile(r"^(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is\s+not\s+None$"),
-         re.compile(r"^(?P<n>[\w.]+)\s*!=\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)$"))
+         re.compile(r"^(?P<n>[\w.]+)\s*!=\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)$"),
+         re.compile(r"^(?P<n>[\w.]+)\s*(>=\s*0|!=\s*-1)$"))
 
 
 def emptiness(test: str) -> tuple[set[str], set[str]]:

@@ -94,10 +94,16 @@ def _how(sites: FunctionSites, path: list[Edge]) -> str:
     return f"{origin.replace(' and its exception', '')} is caught and {end}" if origin else end
 
 
-def _message(spec: Spec, r: Resource, sites: FunctionSites, path: list[Edge]) -> str:
-    verb = "added to" if r.kind == "container" else "acquired by"
+def _held(r: Resource, sites: FunctionSites) -> str:
+    """How the resource came to be held, for messages and the first step."""
+    if r.node == sites.cfg.entry:
+        return f"received in parameter `{r.what}`"
     key = f"[{r.key}]" if r.kind == "container" and r.key else ""
-    return (f"{spec.resource} {verb} `{r.what}{key}` at line {r.line} is neither released "
+    return f"{'added to' if r.kind == 'container' else 'acquired by'} `{r.what}{key}`"
+
+
+def _message(spec: Spec, r: Resource, sites: FunctionSites, path: list[Edge]) -> str:
+    return (f"{spec.resource} {_held(r, sites)} at line {r.line} is neither released "
             f"nor handed over when {_how(sites, path)}")
 
 
@@ -105,8 +111,7 @@ def _steps(ctx: CheckContext, spec: Spec, fqn: str, sites: FunctionSites, r: Res
            path: list[Edge]) -> tuple[Step, ...]:
     """The acquisition, each branch / loop / jump / exception taken, the exit."""
     cfg = sites.cfg
-    verb = "added to" if r.kind == "container" else "acquired by"
-    steps = [ctx.step(fqn, r.line, f"{spec.resource} {verb} `{r.what}`")]
+    steps = [ctx.step(fqn, r.line, f"{spec.resource} {_held(r, sites)}")]
     for src, label, dst in path:
         node, target = cfg.nodes[src], cfg.nodes[dst]
         note = "" if node.kind in ("entry", "with-exit") else _edge_note(node.stmt, label)
