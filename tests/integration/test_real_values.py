@@ -65,3 +65,27 @@ def test_states_follow_a_status_passed_as_an_argument(pegaflow_analysis: Analysi
     # FINISHED_ABORTED, the failed-load path FINISHED_ERROR
     assert {"FINISHED_ABORTED", "FINISHED_ERROR"} <= set(passed)
     assert "finished_status = RequestStatus.FINISHED_ERROR" in passed["FINISHED_ERROR"]
+
+
+def test_nixl_read_blocks_reaches_the_scheduler_through_its_own_state(
+        vllm_connectors_analysis: Analysis) -> None:
+    """``_read_blocks`` stores the transfer in ``self._recving_transfers``;
+    the base worker's ``get_transfer_results`` (same object) pops the done
+    ones and returns them to vLLM. The Push worker (a sibling) reads no
+    state the Pull worker stored."""
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
+    g = with_state_links(vllm_connectors_analysis.linker)
+    result = paths.find_paths(g, f"{NIXL}.pull_worker.NixlPullConnectorWorker._read_blocks",
+                              "vllm.v1.core.sched.scheduler.Scheduler._update_from_kv_xfer_finished")
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert first[0].dst == f"{NIXL}.pull_worker.NixlPullConnectorWorker._recving_transfers"
+    assert first[0].file.endswith("nixl/pull_worker.py") and first[0].kind == "produces"
+    assert first[1].dst == f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results"
+    found = where(g, "NixlPullConnectorWorker._recving_transfers")
+    assert isinstance(found, WhereResult)
+    readers = {s.node for s in found.get("consumers")}
+    assert f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results" in readers
+    assert not any(".push_worker." in r or r.endswith(".__init__") for r in readers)

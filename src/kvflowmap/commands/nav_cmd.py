@@ -13,6 +13,7 @@ from kvflowmap.api import Analysis
 from kvflowmap.commands.output import write_output
 from kvflowmap.graph.select import SelectError
 from kvflowmap.nav import paths, states, where_render
+from kvflowmap.nav.statelinks import with_state_links
 from kvflowmap.nav.where import Ambiguous, where
 
 
@@ -42,7 +43,7 @@ def answer(req, config, rep, key: tuple, compute, out: str | None = None) -> int
 def where_answer(analysis: Analysis, name: str, fmt: str) -> Answer:
     """``kvflowmap where NAME``."""
     try:
-        result = where(analysis.graph, name)
+        result = where(with_state_links(analysis.linker), name)
     except SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     text = where_render.where_json(result) if fmt == "json" else where_render.where_text(result)
@@ -56,7 +57,7 @@ def path_answer(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
         raise click.UsageError("--max must be 1 or more")
     kinds = paths.CONTROL_KINDS if calls_only else paths.ALL_KINDS
     try:
-        result = paths.find_paths(analysis.graph, a, b, max_paths, kinds)
+        result = paths.find_paths(with_state_links(analysis.linker), a, b, max_paths, kinds)
     except SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     text = paths.paths_json(result) if fmt == "json" else paths.paths_text(result)

@@ -1,0 +1,89 @@
+"""``path`` and ``where`` follow request ids through a connector's own state
+(``nav.statelinks``): a writer method, a reader of the same object (the class,
+a base or a subclass), never a sibling subclass."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.nav import paths
+from kvflowmap.nav.statelinks import with_state_links
+from kvflowmap.nav.where import WhereResult, where
+
+SOURCE = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class BaseWorker:
+    def __init__(self):
+        self._done = {}
+
+    def get_finished(self, finished_req_ids):
+        finished = set(self._done)
+        self._done.clear()
+        return set(), finished
+
+
+class PullWorker(BaseWorker):
+    def start_load_kv(self, requests):
+        for request in requests:
+            self._read(request)
+
+    def _read(self, request):
+        self._done[request.request_id] = request
+
+
+class PushWorker(BaseWorker):
+    def report(self):
+        return list(self._done)
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = PullWorker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata().requests)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+MOD = "conn.worker"
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    root: Path = tmp_path_factory.mktemp("statelinks") / "conn"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "worker.py").write_text(textwrap.dedent(SOURCE))
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())], use_cache=False))
+    assert f"{MOD}.PullWorker._read" in a.graph
+    assert f"{MOD}.PullWorker._done" not in a.graph  # the analysis graph is unchanged
+    return with_state_links(a.linker)
+
+
+def test_writer_reaches_reader_of_same_object(graph) -> None:
+    result = paths.find_paths(graph, "PullWorker._read", "BaseWorker.get_finished")
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert [s.kind for s in first] == ["produces", "consumes"]
+    assert first[0].dst == f"{MOD}.PullWorker._done"
+    assert first[0].line == 21 and first[1].line == 10
+    assert "puts ids into PullWorker._done" in first[0].note
+
+
+def test_sibling_subclass_and_constructor_are_not_readers(graph) -> None:
+    found = where(graph, "PullWorker._done")
+    assert isinstance(found, WhereResult)
+    readers = {s.node for s in found.get("consumers")}
+    assert readers == {f"{MOD}.BaseWorker.get_finished"}
+    assert {s.node for s in found.get("producers")} == {f"{MOD}.PullWorker._read"}
+    result = paths.find_paths(graph, "PullWorker._read", "PushWorker.report")
+    assert isinstance(result, paths.NoPath)
