@@ -27,6 +27,11 @@ class Param(NamedTuple):
     default: str | None = None
 
 
+# The argument recorded for a decorator's call: the function as defined,
+# before any decorator rebinds its name (``<def>func``; ``Evaluator.name``).
+DEF_MARK = "<def>"
+
+
 class Stmt(NamedTuple):
     """One statement of a function body, as a tree for control-flow analysis.
 

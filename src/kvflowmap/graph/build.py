@@ -104,6 +104,11 @@ def _signature(f) -> str:
     return f"{'async ' if f.is_async else ''}def {f.name}({', '.join(parts)}){ret}"
 
 
+# Builtins that call a function argument (the key= of sorted/min/max too).
+HIGHER_ORDER = frozenset({"<builtin>.map", "<builtin>.filter", "<builtin>.sorted",
+                          "<builtin>.min", "<builtin>.max", "functools.reduce"})
+
+
 def add_calls(lk: Linker) -> None:
     """Call edges from call sites, callbacks, loops over instances
     (``__iter__``/``__next__``) and property reads."""
@@ -119,6 +124,8 @@ def add_calls(lk: Linker) -> None:
                                                 ff.path, call.line))
             for t in targets:
                 lk.add_edge(caller, t.fqn, "call", module, call.line)
+                if t.fqn in HIGHER_ORDER:
+                    _add_applied(lk, ctx, caller, call, module)
                 if t.fqn == register and len(call.literal_args) >= 3:
                     name, mod, cls = call.literal_args[:3]
                     if name and mod and cls:
@@ -139,6 +146,15 @@ def add_calls(lk: Linker) -> None:
             for t in lk.calls.property_read((module, read.scope), read.base, read.attr):
                 lk.add_edge(lk.scope_node(module, read.scope), t.fqn, "call", module, read.line,
                             property=True)
+
+
+def _add_applied(lk: Linker, ctx: tuple[str, str], caller: str, call, module: str) -> None:
+    """``map(f, xs)``, ``sorted(xs, key=f)``: the builtin calls the analysed
+    function it is given, on the caller's behalf (a call edge, not a reference)."""
+    texts = [a for a in call.args if a] + [v for k, v in call.kwargs if k == "key" and v]
+    for text in texts:
+        for t in lk.calls.reference(ctx, text):
+            lk.add_edge(caller, t.fqn, "call", module, call.line, applied=True)
 
 
 def add_dispatch(lk: Linker) -> None:

@@ -12,6 +12,7 @@ import libcst as cst
 
 from kvflowmap.facts import (
     CONTAINER_METHODS,
+    DEF_MARK,
     AssignFact,
     CallFact,
     ClassFact,
@@ -30,6 +31,16 @@ from kvflowmap.index.text import chain, docstring, literal_string, node_code
 from kvflowmap.index.walker import Walker
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
+# Literal displays whose methods a call can name (``<str>.join``; resolved to
+# ``<builtin>.str.join``).
+_LITERAL_TYPES: dict[type, str] = {
+    cst.SimpleString: "str", cst.ConcatenatedString: "str", cst.FormattedString: "str",
+    cst.List: "list", cst.ListComp: "list", cst.Dict: "dict", cst.DictComp: "dict",
+    cst.Set: "set", cst.SetComp: "set", cst.Tuple: "tuple", cst.Integer: "int",
+    cst.Float: "float",
+}
+
+
 def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFacts:
     """Fill ``facts`` from a parsed module (of text ``source``) and return it."""
     Walker(_FactVisitor(module, facts, source)).walk(module)
@@ -117,10 +128,15 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         line, col = self._pos(node, "def")
         decorators = tuple(self._code(d.decorator) or "" for d in node.decorators)
         deco_line = self.line + len(node.leading_lines)
+        placed = []
         for d in node.decorators:
             deco_line += len(d.leading_lines)
-            self._record_decorator_call(d.decorator, deco_line, node.name.value)
+            placed.append((d.decorator, deco_line))
             deco_line += self.module.code_for_node(d).count("\n") - len(d.leading_lines)
+        # Applied innermost first: each decorator takes what the one below returned.
+        applied = f"{DEF_MARK}{node.name.value}"
+        for deco, at in reversed(placed):
+            applied = self._record_decorator_call(deco, at, applied)
         self.func_stack.append({"qual": qual, "node": node, "line": line, "col": col,
                                 "decorators": decorators, "generator": False,
                                 "cls": self.class_stack[-1], "body": ()})
@@ -222,6 +238,10 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> bool:
         self.called.add(id(node.func))
         callee = chain(node.func)
+        if callee is None and type(node.func) is cst.Attribute:
+            # ``" ".join(xs)``, ``{}.items()``: a method of the literal's builtin type
+            kind = _LITERAL_TYPES.get(type(node.func.value))
+            callee = f"<{kind}>.{node.func.attr.value}" if kind else None
         line, col = self._pos(node)
         pos_args = [a for a in node.args if a.keyword is None and not a.star]
         self.facts.calls.append(
@@ -249,16 +269,23 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             self._record_value_refs(a.value)
         return True
 
-    def _record_decorator_call(self, deco: cst.BaseExpression, line: int, func: str) -> None:
-        # A decorator runs at definition time: record it as a call from the
-        # enclosing scope so ``@wraps``-style wrappers are linked. A bare
-        # ``@dec`` is ``dec(func)``: its parameter takes the function.
+    def _record_decorator_call(self, deco: cst.BaseExpression, line: int, arg: str) -> str:
+        """Record a decorator as the calls it makes at definition time, from
+        the enclosing scope: ``@dec`` is ``dec(arg)``, ``@make(x)`` is
+        ``make(x)`` and then ``make()(arg)``. ``arg`` is what it is applied
+        to: the undecorated function (``DEF_MARK`` + its name) or what the
+        decorator below returned (``dec2()``). Returns the chain of what this
+        one returns, for the next decorator up."""
         target = deco.func if isinstance(deco, cst.Call) else deco
         name = chain(target)
-        if name:
-            col = self.col_of(line, name.split(".")[0])
-            args = () if isinstance(deco, cst.Call) else (func,)
-            self.facts.calls.append(CallFact(self._scope, name, line, col, args=args))
+        if not name:
+            return arg
+        col = self.col_of(line, name.split(".")[0])
+        if isinstance(deco, cst.Call):
+            self.facts.calls.append(CallFact(self._scope, name, line, col))
+            name += "()"
+        self.facts.calls.append(CallFact(self._scope, name, line, col, args=(arg,)))
+        return f"{name}()"
 
     def _record_value_refs(self, value: cst.BaseExpression) -> None:
         """Names used as values may be functions handed on as callbacks."""

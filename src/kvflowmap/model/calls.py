@@ -22,6 +22,7 @@ class Target(NamedTuple):
 
 
 # ``assert isinstance(self.worker, PullWorker)`` (or a tuple of types)
+_LITERAL_METHOD = re.compile(r"^<(\w+)>\.(\w+)$")  # ``<str>.join``: see index.extract
 _ISINSTANCE = re.compile(r"isinstance\(\s*([A-Za-z_][\w.]*)\s*,\s*\(?\s*([\w.\s,]+?)\s*,?\s*\)?\s*\)")
 
 
@@ -103,6 +104,8 @@ class CallResolver:
             return self._super(ctx, callee[len("super()."):])
         if callee == "super":
             return [Target("<builtin>.super", external=True)]
+        if callee.startswith("<") and (m := _LITERAL_METHOD.match(callee)):
+            return [Target(f"<builtin>.{m.group(1)}.{m.group(2)}", external=True)]
         out: list[Target] = []
         for kind, fqn in self.values.eval(ctx, callee):
             out.extend(self._targets_of(kind, fqn))

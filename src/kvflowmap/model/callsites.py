@@ -100,9 +100,11 @@ class CallSites:
             elif kind == "func" and fqn in plain.model.defs:
                 fn = cast(FunctionFact, plain.model.defs[fqn].fact)
                 decos = {x.rpartition(".")[2] for x in fn.decorators}
-                bound = fn.class_qualname is not None and bool(base) and \
-                    "staticmethod" not in decos and (
-                        "classmethod" in decos or
-                        any(k == "inst" for k, _ in plain.eval(ctx, base)))
+                # A bare name that holds a method (``cb = obj.m; cb(x)``, a
+                # parameter given ``obj.m``) holds it bound: ``Cls.m(obj, x)``
+                # is written with its class.
+                bound = fn.class_qualname is not None and "staticmethod" not in decos and (
+                    "classmethod" in decos or not base or
+                    any(k == "inst" for k, _ in plain.eval(ctx, base)))
                 out[fqn] = 1 if bound else 0
         return out

@@ -19,7 +19,7 @@ import builtins
 from collections import defaultdict
 from typing import cast
 
-from kvflowmap.facts import AssignFact, FunctionFact, Param
+from kvflowmap.facts import DEF_MARK, AssignFact, FunctionFact, Param
 from kvflowmap.model.annotations import annotation_names, element_annotation
 from kvflowmap.model.callsites import CallSites
 from kvflowmap.model.classes import ClassIndex
@@ -187,6 +187,10 @@ class Evaluator:
         module, scope = ctx
         if name[0] == "@":  # a nested display (``ElementFact.value``)
             return (("elems", f"{module}|{scope}|{name}"),)
+        if name.startswith(DEF_MARK):  # what a decorator is applied to: the raw def
+            fqn = f"{module}.{scope}.{name[len(DEF_MARK):]}" if scope else \
+                f"{module}.{name[len(DEF_MARK):]}"
+            return (("func", fqn),) if fqn in self.model.defs else ()
         info = self._self_class(ctx)
         if info is not None and name == info[0]:
             return (("class" if info[2] else "inst", info[1]),)
@@ -284,7 +288,9 @@ class Evaluator:
         a ``functools.wraps`` wrapper, or is not analysed (``property``...)."""
         scope = d.fact.qualname.rpartition(".")[0]
         ctx = (d.module, scope)
-        for text in reversed(d.fact.decorators):
+        # The outermost analysed decorator decides: what it returns is bound
+        # to the name (inner ones reach it through its parameter).
+        for text in d.fact.decorators:
             dec = _strip_args(text.replace(" ", ""))
             if not _looks_like_chain(dec):
                 continue

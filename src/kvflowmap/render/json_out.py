@@ -75,6 +75,12 @@ def _call_targets(g: nx.MultiDiGraph, n: str) -> set[str]:
     return found
 
 
+# How PyCG's call graphs name the methods of builtin types (``<**PyStr**>.join``).
+PYCG_TYPES = {"str": "<**PyStr**>", "dict": "<**PyDict**>", "list": "<**PyList**>",
+              "set": "<**PySet**>", "tuple": "<**PyTuple**>", "int": "<**PyInt**>",
+              "float": "<**PyFloat**>"}
+
+
 def to_pycg(g: nx.MultiDiGraph) -> dict[str, list[str]]:
     """The PyCG "simple" format: every function node (module-code nodes
     included) maps to the sorted distinct callees of ``_call_targets``. As
@@ -89,6 +95,9 @@ def to_pycg(g: nx.MultiDiGraph) -> dict[str, list[str]]:
         for p in prefixes:
             if name.startswith(p):
                 return name[len(p):]
+        head, _, method = name.removeprefix("<builtin>.").partition(".")
+        if name.startswith("<builtin>.") and head in PYCG_TYPES and method:
+            return f"{PYCG_TYPES[head]}.{method}"
         return name
 
     out: dict[str, list[str]] = {}

@@ -38,6 +38,9 @@ from kvflowmap.facts import Stmt
 if TYPE_CHECKING:
     from kvflowmap.check.kinds._paired_sites import FunctionSites
 
+_COMPUTED = frozenset({"len", "sorted", "list", "tuple", "set", "dict", "frozenset", "int",
+                       "str", "float", "bool", "min", "max", "sum", "range", "getattr",
+                       "enumerate", "zip", "reversed", "iter", "next", "id", "hash", "abs"})
 _CHAIN = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -112,13 +115,25 @@ def _released(sites: FunctionSites) -> tuple[set[str], set[str]]:
                 if "." not in receiver and receiver not in NOT_HANDLES:
                     names.add(receiver)
             first = call.args[0] if call.args else None
-            if first and "." not in first and first not in NOT_HANDLES and not (
-                    receiver in sites._locals or receiver.startswith("self.")):
+            if first and "." not in first and first not in NOT_HANDLES and (
+                    not (receiver in sites._locals or receiver.startswith("self."))
+                    or _obtained(sites, first)):
                 # ``os.close(fd)``, ``self._unpin(h)``: the first argument is the
                 # resource; through a held object (``sem.release(n)``) it is as
-                # often a count or a key.
+                # often a count or a key, unless the function obtained it from
+                # a call (``lease = self._leases.pop(rid)`` ...
+                # ``self._client.release(lease)``).
                 names.add(first)
     return receivers, names
+
+
+def _obtained(sites: FunctionSites, name: str) -> bool:
+    """``name`` is bound in the function from a call that is not a builtin
+    computation (``len(x)``, ``sorted(x)``, ``int(s)`` give values, not
+    resources)."""
+    return any((a.value or "").endswith(")") and
+               (a.value or "").partition("(")[0] not in _COMPUTED
+               for a in sites._assigns.get(name, ()))
 
 
 def _outside_handlers(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
