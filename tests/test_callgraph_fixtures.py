@@ -22,6 +22,7 @@ import ast
 import builtins
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLES = Path(__file__).parent.parent / "examples"
 EDGE_KINDS = {"call", "dispatch", "bridge", "sets_state", "reads_state", "produces", "consumes"}
 
+_LAMBDA = re.compile(r"<lambda\d+>")  # a lambda's node: ``scope.<lambda1>``
 ROOTS = sorted(p.parent for p in (FIXTURES / "callgraph").glob("*/expected.json"))
 ROOTS.append(FIXTURES / "minivllm")
 IDS = [str(p.relative_to(FIXTURES)) for p in ROOTS]
@@ -76,6 +78,23 @@ def _collect(body: list[ast.stmt], prefix: str, names: set[str]) -> None:
             _collect(node.body, qual, names)
         elif isinstance(node, (ast.If, ast.Try, ast.With)):
             _collect(node.body, prefix, names)
+    _lambdas(body, prefix, names, [0])
+
+
+def _lambdas(nodes: list, prefix: str, names: set[str], count: list[int]) -> None:
+    """``prefix.<lambdaN>`` for the lambdas of one scope, in source order
+    (not inside its nested defs and classes, which number their own)."""
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            _lambdas(node.decorator_list, prefix, names, count)
+            continue
+        if isinstance(node, ast.Lambda):
+            count[0] += 1
+            qual = f"{prefix}.<lambda{count[0]}>"
+            names.add(qual)
+            _lambdas([node.body], qual, names, [0])
+            continue
+        _lambdas(list(ast.iter_child_nodes(node)), prefix, names, count)
 
 
 def _top_level_names(root: Path) -> set[str]:
@@ -93,7 +112,7 @@ def _node_problem(node: str, root: Path) -> str | None:
         # a method of a builtin class: ``<builtin>.dict.get``
         return None if not method or hasattr(getattr(builtins, name), method) else \
             f"{name}.{method} is not a builtin method"
-    if not all(part.isidentifier() for part in node.split(".")):
+    if not all(part.isidentifier() or _LAMBDA.fullmatch(part) for part in node.split(".")):
         return "not a dotted name"
     if node.split(".")[0] in _top_level_names(root) and node not in _definitions(root):
         return "names no module, class or function defined in the fixture"

@@ -73,6 +73,9 @@ def expected(source: str) -> dict[str, list[tuple[str, int]]]:
         def visit_ClassDef(self, node: cst.ClassDef) -> None:
             out["defs"].append(pos[node.name].start.line)
 
+        def visit_Lambda(self, node: cst.Lambda) -> None:  # a function node of its own
+            out["defs"].append(pos[node].start.line)
+
     wrapper.module.visit(V())
     return out
 

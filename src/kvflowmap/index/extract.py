@@ -27,7 +27,7 @@ from kvflowmap.facts import (
 from kvflowmap.index.extract_data import DataFactsMixin
 from kvflowmap.index.lines import LineTracker
 from kvflowmap.index.stmts import StmtTreeMixin
-from kvflowmap.index.text import chain, docstring, literal_string, node_code
+from kvflowmap.index.text import chain, docstring, literal_string, naming_lambdas, node_code
 from kvflowmap.index.walker import Walker
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
@@ -43,7 +43,9 @@ _LITERAL_TYPES: dict[type, str] = {
 
 def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFacts:
     """Fill ``facts`` from a parsed module (of text ``source``) and return it."""
-    Walker(_FactVisitor(module, facts, source)).walk(module)
+    visitor = _FactVisitor(module, facts, source)
+    with naming_lambdas(visitor.lambda_name):
+        Walker(visitor).walk(module)
     return facts
 
 
@@ -64,6 +66,8 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self.awaited: set[int] = set()
         self.attr_names: set[int] = set()  # ids of Name nodes that are an Attribute's attr
         self._init_stmts()
+        self._lambdas: dict[int, str] = {}
+        self._lambda_counts: dict[str, int] = {}
 
     # -- helpers -------------------------------------------------------------
     def _pos(self, node: cst.CSTNode, token: str | None = None) -> tuple[int, int]:
@@ -187,8 +191,39 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             out.append(Param(p.name.value, "kwarg", self._annotation(p.annotation)))
         return tuple(out)
 
+    def lambda_name(self, node: cst.Lambda) -> str:
+        """``<lambdaN>``: the N-th lambda met in the current scope (PyCG's naming)."""
+        found = self._lambdas.get(id(node))
+        if found is None:
+            scope = self._scope
+            self._lambda_counts[scope] = n = self._lambda_counts.get(scope, 0) + 1
+            found = self._lambdas[id(node)] = f"<lambda{n}>"
+        return found
+
     def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return True  # calls inside a lambda belong to the enclosing scope
+        # A lambda is a function node of its own (its calls are its edges,
+        # its parameters bind what its callers pass). Its calls stay events
+        # of the enclosing statement, so the lifecycle model still reads a
+        # callback's body with the function that registers it.
+        name = self.lambda_name(node)
+        line, col = self._pos(node, "lambda")
+        self.facts.refs.append(RefFact(self._scope, name, line, col))
+        self.func_stack.append({"qual": ".".join([*self.scope, name]), "line": line,
+                                "col": col, "cls": None})
+        self.scope.append(name)
+        self.class_stack.append(None)
+        self._return(node.body, node, event=False)
+        return True
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        info = self.func_stack.pop()
+        self.scope.pop()
+        self.class_stack.pop()
+        self.facts.functions.append(FunctionFact(
+            qualname=info["qual"], name=info["qual"].rpartition(".")[2], line=info["line"],
+            col=info["col"], end_line=self.line, params=self._params(original_node.params),
+            returns=None, decorators=(), is_async=False, is_generator=False, doc=None,
+            class_qualname=None))
 
     # -- imports -------------------------------------------------------------
     def visit_If(self, node: cst.If) -> bool:

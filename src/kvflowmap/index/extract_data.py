@@ -336,7 +336,10 @@ class DataFactsMixin:
             self._put("@yield", f"{chain(node.value.item)}[]")
         return True
 
-    def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
+    def _return(self, value: cst.BaseExpression | None, node: cst.CSTNode,
+                event: bool = True) -> None:
+        """A ``ReturnFact`` of the current scope; ``event=False`` for a
+        lambda's body, which is no statement of the enclosing function."""
         line, col = self._pos(node)
         if isinstance(value, _DISPLAYS):
             self._elements("@return", value)
@@ -353,7 +356,8 @@ class DataFactsMixin:
                                for a in value.args if a.keyword is not None)
         self.facts.returns.append(ReturnFact(self._scope, self._code(value), elements, line, col,
                                              origins, fields))
-        self._event("return", len(self.facts.returns) - 1)
+        if event:
+            self._event("return", len(self.facts.returns) - 1)
 
 
 # Calls that copy their argument: the value still comes from it.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import libcst as cst
 
 try:  # LibCST-internal (1.x); without it, node text takes the public way
@@ -32,7 +35,26 @@ def chain(node: cst.CSTNode | None) -> str | None:
         return None if base is None else f"{base}[]"
     if type(node) is cst.Await:
         return chain(node.expression)
+    if type(node) is cst.Lambda and _lambda_namer is not None:
+        return _lambda_namer(node)
     return None
+
+
+# While a file is extracted, a lambda's chain is its node name (``<lambda1>``,
+# numbered per enclosing scope in the order the walk meets them), so that
+# ``x = lambda: ...``, ``f(lambda: ...)`` and ``return lambda: ...`` name it.
+_lambda_namer: Callable[[cst.Lambda], str] | None = None
+
+
+@contextmanager
+def naming_lambdas(namer: Callable[[cst.Lambda], str]) -> Iterator[None]:
+    """Within the block, ``chain`` names lambdas with ``namer``."""
+    global _lambda_namer
+    previous, _lambda_namer = _lambda_namer, namer
+    try:
+        yield
+    finally:
+        _lambda_namer = previous
 
 
 def literal_string(node: cst.CSTNode | None) -> str | None:

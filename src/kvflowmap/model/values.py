@@ -493,6 +493,9 @@ class Evaluator:
         for r in self.model.facts[d.module].returns:
             if r.scope == fn.qualname and r.value and r.elements is None:
                 chain_text = r.value.replace("(...)", "()")
+                if not _looks_like_chain(chain_text) and r.origins and \
+                        (r.origins[0] or "").startswith("<lambda"):
+                    chain_text = r.origins[0] or ""  # ``return (lambda x: ...)``
                 if _looks_like_chain(chain_text):
                     values += self.eval((d.module, fn.qualname), _strip_args(chain_text), depth + 1)
         return tuple(values)
@@ -553,7 +556,8 @@ def _is_property(fn) -> bool:
 
 
 def _looks_like_chain(text: str) -> bool:
-    return bool(text) and (text[0].isalpha() or text[0] == "_") and " " not in _strip_args(text)
+    return bool(text) and (text[0].isalpha() or text[0] == "_" or text.startswith("<lambda")) \
+        and " " not in _strip_args(text)
 
 
 def _strip_args(text: str) -> str:
