@@ -188,8 +188,24 @@ def test_bad_link_template(tmp_path: Path, capsys) -> None:
     args = ["docs", str(MINIVLLM), "--context", str(stub_root()), "--no-cache", "-q",
             "--out", str(tmp_path), "--link-template", "https://x/{repo}/{file}"]
     assert main(args) == 2
-    assert "{root}, {path}, {file} and {line}" in capsys.readouterr().err
+    assert "{root}, {path} (or {root_path}), {file} and {line}" in capsys.readouterr().err
     assert not (tmp_path / "README.md").exists()
+
+
+def test_link_templates_take_the_same_placeholders(tmp_path: Path) -> None:
+    """``{path}`` (and the old ``{root_path}``) work in ``docs`` and ``graph`` alike."""
+    from kvflowmap.render.dot import _link
+
+    roots = {"mini": "/src/mini"}
+    for i, name in enumerate(("path", "root_path")):
+        template = "https://h{" + name + "}/{file}#L{line}"
+        assert _link(template, roots, "mini", "a.py", 3) == "https://h/src/mini/a.py#L3"
+        pages = _pages(tmp_path / str(i), template=template)
+        assert f"https://h{MINIVLLM}/miniflow/" in pages["README.md"].decode()
+    out = tmp_path / "g.svg"
+    args = ["graph", str(MINIVLLM), "--context", str(stub_root()), "--no-cache", "-q",
+            "--out", str(out), "--link-template", "https://h/{root}/{path}/{file}#L{line}"]
+    assert main(args) == 0 and "https://h/" in out.read_text()
 
 
 @pytest.mark.skipif(os.environ.get("KVFLOWMAP_UPDATE_GOLDEN") == "1", reason="regenerating")

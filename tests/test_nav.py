@@ -130,6 +130,31 @@ def test_cli_exit_codes(capsys) -> None:
     assert main(["path", *_cli("WorkerConnector.start_load_kv", "Scheduler.schedule")]) == 1
 
 
+def test_cli_where_and_path_write_out(capsys, tmp_path) -> None:
+    """``-o/--out`` as in ``graph``, ``states``, ``lifecycle`` and ``check``."""
+    w, p = tmp_path / "where.txt", tmp_path / "path.json"
+    assert main(["where", *_cli("WorkerConnector.get_finished"), "-o", str(w)]) == 0
+    assert main(["path", *_cli("Scheduler.schedule", "start_load_kv"), "--out", str(p),
+                 "-f", "json"]) == 0
+    assert capsys.readouterr().out == ""
+    assert "called by (1)" in w.read_text() and json.loads(p.read_text())["paths"]
+
+
+def test_cli_out_suffix_decides_the_format(capsys, tmp_path) -> None:
+    """``states --out st.svg`` writes SVG, ``--out st.json`` JSON; a suffix
+    that names no format is refused before the analysis (never written as
+    some default), in ``graph`` too."""
+    svg, js = tmp_path / "st.svg", tmp_path / "st.json"
+    assert main(["states", *_cli(), "--out", str(svg)]) == 0
+    assert svg.read_text().lstrip().startswith("<?xml")
+    assert main(["states", *_cli(), "--out", str(js)]) == 0
+    assert "enums" in json.loads(js.read_text())
+    for cmd in ("states", "graph"):
+        bad = tmp_path / f"{cmd}.txt2"
+        assert main([cmd, *_cli(), "--out", str(bad)]) == 2
+        assert "cannot tell the format" in capsys.readouterr().err and not bad.exists()
+
+
 def test_cli_states_formats(capsys, tmp_path) -> None:
     assert main(["states", *_cli(), "-f", "json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -60,6 +60,28 @@ def _options(kw: dict) -> SourceOptions:
     )
 
 
+GRAPH_SUFFIXES = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot",
+                  ".mmd": "mermaid", ".mermaid": "mermaid", ".json": "json"}
+STATES_SUFFIXES = {".txt": "text", ".json": "json", ".mmd": "mermaid", ".mermaid": "mermaid",
+                   ".svg": "svg"}
+
+
+def out_format(out: str | None, fmt: str | None, suffixes: dict[str, str],
+               default: str) -> str | None:
+    """The format to write: ``--format`` if given, else the one the ``--out``
+    suffix names; a suffix that names none is an error (never a silent
+    default); with neither, ``default`` (None for graph's stdout, which picks
+    its own)."""
+    if fmt or not out:
+        return fmt or (default if out or default == "text" else None)
+    suffix = Path(out).suffix.lower()
+    if suffix in suffixes:
+        return suffixes[suffix]
+    known = ", ".join(sorted(suffixes))
+    raise click.UsageError(f"cannot tell the format from {out!r}: give --format, or end the "
+                           f"file name with one of {known}")
+
+
 def prepare(kw: dict):
     """Options -> (Request, ProjectConfig, Reporter)."""
     rep = Reporter(quiet=kw.pop("quiet"), verbose=kw.pop("verbose"))
@@ -92,7 +114,8 @@ def cli() -> None:
 @click.option("--max-nodes", type=int, default=80, show_default=True,
               help="Node budget of the default flow picture.")
 @click.option("--link-template", metavar="URL",
-              help="Source links, e.g. https://host/org/repo/blob/main/{file}#L{line}.")
+              help="Source links from {root} (label), {path} (its folder), {file}, {line}, "
+                   "e.g. https://host/org/repo/blob/main/{file}#L{line}.")
 @click.option("--show-unresolved", is_flag=True, help="List the calls that were not resolved.")
 def graph(**kw) -> None:
     """Draw the flow across scheduler, worker and connector."""
@@ -100,6 +123,7 @@ def graph(**kw) -> None:
     from kvflowmap.commands.memo_run import run_memoised
 
     check_writable(kw["out"])
+    kw["fmt"] = out_format(kw["out"], kw["fmt"], GRAPH_SUFFIXES, default="svg")
     req, config, rep = prepare(kw)
     options = tuple(sorted((k, repr(v)) for k, v in kw.items()))
     result = run_memoised(req, config, rep, ("graph", options),
@@ -123,7 +147,8 @@ def _produce_graph(analysis, config, kw: dict):
               show_default=True, help="Lowest severity that makes the exit code 1.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
               default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(), help="Write the report here, not stdout.")
+@click.option("-o", "--out", "--output", "output", type=click.Path(),
+              help="Write the report here, not stdout (--output is the old spelling).")
 @click.option("--baseline", type=click.Path(), help="Report only findings not in this file.")
 @click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
 @click.option("--diff-base", metavar="REV",
@@ -229,13 +254,14 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def where(name: str, fmt: str, **kw) -> None:
+@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+def where(name: str, fmt: str, out: str | None, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
     from kvflowmap.commands.nav_cmd import answer, where_answer
 
     req, config, rep = prepare(kw)
     raise click.exceptions.Exit(answer(req, config, rep, ("where", name, fmt),
-                                       lambda a: where_answer(a, name, fmt)))
+                                       lambda a: where_answer(a, name, fmt), out))
 
 
 @cli.command("path")
@@ -246,26 +272,29 @@ def where(name: str, fmt: str, **kw) -> None:
 @click.option("--calls-only", is_flag=True, help="Only calls, dispatch and bridges (no data steps).")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, **kw) -> None:
+@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, out: str | None,
+             **kw) -> None:
     """Paths from A to B, shortest first; file:line per step."""
     from kvflowmap.commands.nav_cmd import answer, path_answer
 
     req, config, rep = prepare(kw)
     raise click.exceptions.Exit(answer(
         req, config, rep, ("path", a, b, max_paths, fmt, calls_only),
-        lambda an: path_answer(an, a, b, max_paths, fmt, calls_only)))
+        lambda an: path_answer(an, a, b, max_paths, fmt, calls_only), out))
 
 
 @cli.command()
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
-              default="text", show_default=True)
+              help="Output format (default: from the --out suffix, else text).")
 @click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
-def states(fmt: str, out: str | None, **kw) -> None:
+def states(fmt: str | None, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
     from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
 
     check_writable(out)
+    fmt = out_format(out, fmt, STATES_SUFFIXES, default="text") or "text"
     width = states_width(fmt, out)
     req, config, rep = prepare(kw)
     raise click.exceptions.Exit(answer(req, config, rep, ("states", fmt, width),
@@ -291,7 +320,7 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(), help="Folder of the pages.")
 @click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
 @click.option("--link-template", metavar="URL",
-              help="Source links from {root} (label), {path}, {file}, {line}.")
+              help="Source links from {root} (label), {path} (its folder), {file}, {line}.")
 def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
     """Onboarding pages generated from the code (Markdown + SVG)."""
     from kvflowmap.commands.memo_run import run_memoised

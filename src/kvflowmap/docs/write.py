@@ -126,8 +126,8 @@ def _flow_dot(ctx: DocContext, opts: DocsOptions) -> str:
     view.graph = copy.deepcopy(dict(ctx.g.graph))
     view.graph["roots"] = [{"label": r.label, "path": r.label, "subject": r.subject}
                            for r in ctx.analysis.roots]
-    template = opts.link_template if opts.link_template and "{path}" not in opts.link_template \
-        else "{root}/{file}#L{line}"
+    # The picture's roots carry their labels as paths: no machine folder in a page.
+    template = opts.link_template or "{root}/{file}#L{line}"
     return to_dot(view, link_template=template, title=f"KV-transfer flow: {ctx.title()}")
 
 

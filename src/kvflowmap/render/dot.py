@@ -133,6 +133,9 @@ def _attrs(**kw: object) -> str:
     return "[" + ", ".join(items) + "]" if items else ""
 
 
+LINK_PLACEHOLDERS = "{root}, {path} (or {root_path}), {file} and {line}"
+
+
 def _link(template: str | None, roots: dict[str, str], root: str | None,
           file: str | None, line: object) -> str | None:
     """The URL of a source location, or None when the location is unknown."""
@@ -141,14 +144,15 @@ def _link(template: str | None, roots: dict[str, str], root: str | None,
     line = line or 1
     if template is None:
         return f"{urllib.parse.quote(file)}#L{line}"
-    # {root} is the label (stable across machines); {root_path} the folder.
-    values = {"root": root or "", "root_path": roots.get(root or "") or root or "",
-              "file": file, "line": line}
+    # {root} is the label (stable across machines); {path} (or {root_path},
+    # the older spelling) the folder: the same placeholders as ``docs``.
+    folder = roots.get(root or "") or root or ""
+    values = {"root": root or "", "path": folder, "root_path": folder, "file": file, "line": line}
     try:
         return template.format_map(values)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
         raise RenderError(f"link template {template!r} is not usable ({exc!r}); "
-                          "use only the placeholders {root}, {root_path}, {file} and {line}") from exc
+                          f"use only the placeholders {LINK_PLACEHOLDERS}") from exc
 
 
 def _tooltip(n: str, d: dict) -> str:
@@ -265,7 +269,7 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: str | None = None,
     """Deterministic Graphviz DOT text for ``g``.
 
     ``link_template`` builds each node's and edge's ``URL`` with the
-    placeholders ``{root}`` (the root's label), ``{root_path}`` (its folder),
+    placeholders ``{root}`` (the root's label), ``{path}``/``{root_path}`` (its folder),
     ``{file}`` and ``{line}``; without a template the URL is the
     relative ``file#L<line>``. ``title`` is drawn above the picture.
     """
