@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 _COMPUTED = frozenset({"len", "sorted", "list", "tuple", "set", "dict", "frozenset", "int",
                        "str", "float", "bool", "min", "max", "sum", "range", "getattr",
                        "enumerate", "zip", "reversed", "iter", "next", "id", "hash", "abs"})
+# ``self._leases.pop()``, ``self._q.popleft()``: taken out of state (a ``get`` leaves it there)
+_FROM_STATE = re.compile(r"^self(\.\w+)+\.(pop|popleft|popitem|get_nowait)\(\)$")
 _CHAIN = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -79,7 +81,8 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
                         and not any(_acquire_named(sites, j) for j in calls):
                     out.append(Resource(node.id, "call", a.value or "?", None,
                                         aliases(sites, frozenset({a.target})), a.line, a.col,
-                                        held_if=tests[id(s)]))
+                                        held_if=tests[id(s)],
+                                        held_on_entry=bool(_FROM_STATE.match(a.value or ""))))
     return out
 
 

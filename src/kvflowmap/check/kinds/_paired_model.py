@@ -47,6 +47,10 @@ class Resource:
     # Tests of the ``if`` statements the acquisition is nested in: true while
     # held, so a later false edge of the same test is not taken.
     held_if: frozenset[str] = frozenset()
+    # Taken out of ``self`` state (``lease = self._leases.pop(rid)``): an
+    # earlier hook stored it for the request, so every raising exit of this
+    # one must release it or put it back, whatever the rule's failure options.
+    held_on_entry: bool = False
 
 
 @dataclass

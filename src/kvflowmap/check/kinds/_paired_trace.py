@@ -64,7 +64,7 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         after = sites.filled(m, filled)
         known = _forget(sites, m, known)
         for d, lab in cfg.successors(m):
-            if lab in FAILING and not sites.spec.follow_failures:
+            if lab in FAILING and not (sites.spec.follow_failures or r.held_on_entry):
                 continue
             if sites.pruned(m, lab, r.handles | after):
                 continue

@@ -53,7 +53,7 @@ def _check_function(ctx: CheckContext, spec: Spec, summaries: Summaries,
     for r in sorted(sites.acquires(), key=lambda r: (r.line, r.col, r.what)):
         trace = sites.trace(r)
         path = (trace.normal if spec.on_return else None) or \
-               (trace.exceptional if spec.on_exception else None)
+               (trace.exceptional if spec.on_exception or r.held_on_entry else None)
         seen[r.what] = seen.get(r.what, 0) + 1
         if path is None:
             continue
