@@ -24,10 +24,6 @@ from kvflowmap.gc_tuning import fewer_collections
 from kvflowmap.sources.errors import SourceError
 
 
-class UsageFailure(Exception):
-    """Exit 2 with this message."""
-
-
 def source_options(f):
     """Options shared by every command that analyses code."""
     opts = [
@@ -394,7 +390,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except click.exceptions.Abort as exc:  # click turns Ctrl-C into Abort
         return EXIT_INTERRUPTED if isinstance(exc.__cause__, KeyboardInterrupt) else 2
-    except (SourceError, UsageFailure) as exc:
+    except SourceError as exc:
         click.echo(f"kvflowmap: error: {exc}", err=True)
         return 2
     except SystemExit as exc:

@@ -8,6 +8,4 @@ from kvflowmap.report.json_out import render_json, summarize
 from kvflowmap.report.sarif import render_sarif
 from kvflowmap.report.text import render_text
 
-FORMATS = ("text", "json", "sarif", "github")
-
-__all__ = ["FORMATS", "render_github", "render_json", "render_sarif", "render_text", "summarize"]
+__all__ = ["render_github", "render_json", "render_sarif", "render_text", "summarize"]

@@ -71,7 +71,10 @@ def root_for(src: str, *, subject: bool, label: str | None = None,
         return Root(base, label or base.name, subject, (path,), exclude)
     if (path / "__init__.py").exists():
         base = _climb(path)
-        return Root(base, label or path.name, subject, (path,), exclude)
+        # The package's dotted name (``lmcache.integration.vllm``, not ``vllm``):
+        # a folder name alone is ambiguous in links, SARIF and headings.
+        dotted = ".".join(path.relative_to(base).parts) or path.name
+        return Root(base, label or dotted, subject, (path,), exclude)
     return Root(path, label or path.name, subject, (), exclude)
 
 
