@@ -120,7 +120,7 @@ def test_dot_clusters_by_side_then_package() -> None:
     assert where[f"{SCHED}.schedule"] == ["cluster_scheduler", "cluster_scheduler_1"]
     assert where[f"{PEGA}.build_connector_meta"] == ["cluster_scheduler", "cluster_scheduler_0"]
     assert where[f"{WORKER}.get_finished"][0] == "cluster_worker"
-    assert where[STATE][0] == "cluster_shared"
+    assert where[STATE][0] == "cluster_scheduler"  # request states live in the scheduler
     assert where["&lt;builtin&gt;.len"][0] == "cluster_external"
     dot = to_dot(make_graph())
     assert 'label="vLLM"' in dot and 'label="pegaflow"' in dot

@@ -83,6 +83,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     lk.graph.graph["roots"] = [{"label": r.label, "path": str(r.path), "subject": r.subject,
                                 "prefix": _package_prefix(r)} for r in roots]
     lk.graph.graph["vllm_version"] = version
+    lk.graph.graph["kv_states"] = list(protocol.kv_states)
     problems += [Problem(w) for w in lk.warnings]
     return Analysis(lk.graph, lk, roots, stats, [p.text for p in problems], timings, version,
                     problems)

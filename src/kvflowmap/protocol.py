@@ -55,6 +55,9 @@ class Protocol:
     # classes whose fields cross the process boundary -> their fields that are not
     # carriers; any other field the analysed vLLM has is one the file does not declare
     carrier_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # request states (member names, globs) the KV-cache lifecycle goes through:
+    # the default picture draws only these (empty: every state)
+    kv_states: tuple[str, ...] = ()
 
     def expected_in(self, name: str, version: str | None) -> bool:
         """Whether ``name`` should exist in vLLM ``version`` (False when the
@@ -137,6 +140,7 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
         since={str(k): str(v) for k, v in need("since", dict, {}).items()},
         carrier_classes={str(k): tuple(v or ()) for k, v in
                          need("carrier_classes", dict, {}).items()},
+        kv_states=tuple(str(x) for x in need("kv_states", list, [])),
     )
     if errors:
         raise SourceError("\n".join(errors))

@@ -89,3 +89,37 @@ def test_nixl_read_blocks_reaches_the_scheduler_through_its_own_state(
     readers = {s.node for s in found.get("consumers")}
     assert f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results" in readers
     assert not any(".push_worker." in r or r.endswith(".__init__") for r in readers)
+
+
+def test_nixl_concrete_connectors_run_the_inherited_hooks(
+        vllm_connectors_analysis: Analysis) -> None:
+    """NIXL's Pull and Push connectors inherit twelve hooks from
+    ``NixlBaseConnector``: they count, the picture of the Pull connector draws
+    them with its own ``start_load_kv``, the metadata its inherited
+    ``build_connector_meta`` builds is bridged to each subclass's own
+    ``start_load_kv`` (never the abstract base's), and ``finished_sending``
+    is a bridge of its own next to ``finished_recving``."""
+    from kvflowmap.graph.select import choose_connectors, flow_view
+
+    g = vllm_connectors_analysis.graph
+    pull, push = f"{NIXL}.connector.NixlPullConnector", f"{NIXL}.connector.NixlPushConnector"
+    base = f"{NIXL}.connector.NixlBaseConnector"
+    assert g.nodes[pull]["connector_hooks"] >= 12
+    assert pull in g.nodes[f"{base}.get_transfer_results"]["connectors"]
+    meta = {v for _, v, d in g.out_edges(f"{base}.build_connector_meta", data=True)
+            if d.get("kind") == "bridge"}
+    assert {f"{pull}.start_load_kv", f"{push}.start_load_kv"} <= meta
+    assert "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1.start_load_kv" \
+        not in meta
+    sched = "vllm.v1.core.sched.scheduler.Scheduler._update_from_kv_xfer_finished"
+    carriers = {d.get("carrier", "").rpartition(".")[2] for _, v, d in
+                g.out_edges(f"{base}.get_transfer_results", data=True)
+                if d.get("kind") == "bridge" and v == sched}
+    assert {"finished_recving", "finished_sending"} <= carriers
+    view = flow_view(g, connectors=[pull])
+    assert f"{pull}.start_load_kv" in view and f"{base}.get_transfer_results" in view
+    states = {n.rpartition(".")[2] for n, k in view.nodes(data="kind") if k == "state"}
+    assert "WAITING_FOR_REMOTE_KVS" in states
+    assert not states & {"WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR", "WAITING_FOR_STREAMING_REQ"}
+    nixl_only = [c for c in choose_connectors(g) if ".nixl." in c]
+    assert nixl_only in ([], [pull], [push])  # never the intermediate base

@@ -60,7 +60,9 @@ class Linker:
         return f"{module}.{scope}" if scope else module
 
     def add_edge(self, u: str, v: str, kind: str, module: str, line: int, **attrs) -> None:
-        key = (u, v, kind, line)
+        # a bridge per carrier: finished_recving and finished_sending join the
+        # same two functions at the same line
+        key = (u, v, kind, line, attrs.get("carrier"))
         if key in self._edge_keys:
             return
         self._edge_keys.add(key)
@@ -69,8 +71,9 @@ class Linker:
                 self.graph.add_node(node, kind="external", file="", line=0, root="",
                                     package=node.lstrip("<").split(".")[0].rstrip(">"),
                                     subject=False)
-        self.graph.add_edge(u, v, key=f"{kind}:{line}", kind=kind, line=line,
-                            **self.where(module), **attrs)
+        carrier = attrs.get("carrier")
+        self.graph.add_edge(u, v, key=f"{kind}:{line}" + (f":{carrier}" if carrier else ""),
+                            kind=kind, line=line, **self.where(module), **attrs)
 
 
 def add_definitions(lk: Linker) -> None:

@@ -149,18 +149,29 @@ def add_bridges(lk: Linker) -> None:
         for src in sources:
             d = lk.model.defs[src]
             for dst in targets:
-                lk.add_edge(src, _own(lk, src, dst), "bridge", d.module, d.fact.line,
-                            carrier=c.field)
+                for own in _own(lk, src, dst):
+                    lk.add_edge(src, own, "bridge", d.module, d.fact.line, carrier=c.field)
 
 
-def _own(lk: Linker, src: str, dst: str) -> str:
-    """``dst`` as the class of method ``src`` resolves it, when both are
-    methods of one hierarchy; else ``dst``."""
+def _own(lk: Linker, src: str, dst: str) -> list[str]:
+    """``dst`` as the classes that run method ``src`` resolve it, when both
+    are methods of one hierarchy; else ``[dst]``. The class of ``src`` itself
+    when it has its own ``dst``; when it only inherits the base's (NIXL's
+    ``NixlBaseConnector.build_connector_meta``, whose ``start_load_kv`` lives
+    in the Pull and Push subclasses), each subclass that still runs ``src``,
+    with its own ``dst``."""
     cls, dst_cls = src.rpartition(".")[0], dst.rpartition(".")[0]
     if not (lk.classes.is_class(cls) and lk.classes.is_class(dst_cls)) or \
             dst_cls not in lk.classes.mro(cls):
-        return dst
-    return lk.classes.find_member(cls, dst.rpartition(".")[2]) or dst
+        return [dst]
+    name, src_name = dst.rpartition(".")[2], src.rpartition(".")[2]
+    mine = lk.classes.find_member(cls, name) or dst
+    if mine != dst:
+        return [mine]
+    subs = [lk.classes.find_member(sub, name) for sub in lk.classes.all_subclasses(cls)
+            if lk.classes.find_member(sub, src_name) == src]
+    found = sorted({m for m in subs if m and m != dst})
+    return found or [dst]
 
 
 def check_protocol(lk: Linker, version: str | None) -> None:
@@ -280,18 +291,33 @@ def mark_flow(lk: Linker) -> None:
 
 
 def _mark_connectors(lk: Linker, hooks: list[str]) -> None:
+    """Per connector class, the hook implementations it runs: its own
+    overrides and those it inherits from an analysed class between it and the
+    protocol base (NIXL's Pull and Push connectors run the twelve hooks of
+    ``NixlBaseConnector``). Each gets ``implements``, ``connector`` (the class
+    that defines it) and ``connectors`` (every class that runs it), as do the
+    same-package functions they call; the class gets ``connector_hooks``."""
     g = lk.graph
-    for cls in lk.classes.all_subclasses(lk.protocol.base_class):
-        overrides = [f"{cls}.{h.rpartition('.')[2]}" for h in hooks
-                     if f"{cls}.{h.rpartition('.')[2]}" in lk.model.defs]
-        if cls not in g or not overrides:
+    base = lk.protocol.base_class
+    for cls in lk.classes.all_subclasses(base):
+        impls = [m for h in hooks if (m := lk.classes.find_member(cls, h.rpartition(".")[2]))
+                 and m in lk.model.defs and m.rpartition(".")[0] != base
+                 and base in lk.classes.mro(m.rpartition(".")[0])]
+        if cls not in g or not impls:
             continue
-        g.nodes[cls]["connector_hooks"] = len(overrides)
-        for m in overrides:
-            g.nodes[m]["implements"] = f"{lk.protocol.base_class}.{m.rpartition('.')[2]}"
-            g.nodes[m].setdefault("connector", cls)
+        g.nodes[cls]["connector_hooks"] = len(impls)
+        for m in impls:
+            g.nodes[m]["implements"] = f"{base}.{m.rpartition('.')[2]}"
+            _runs_for(g.nodes[m], m.rpartition(".")[0], cls)
             for _, nxt, kind in g.out_edges(m, data="kind"):
                 d = g.nodes[nxt]
                 if kind == "call" and d.get("kind") == "function" and d.get("role") != "module" \
                         and d.get("package") == g.nodes[m].get("package"):
-                    d.setdefault("connector", cls)
+                    _runs_for(d, m.rpartition(".")[0], cls)
+
+
+def _runs_for(d: dict, owner: str, cls: str) -> None:
+    d.setdefault("connector", owner)
+    if cls not in d.setdefault("connectors", []):
+        d["connectors"].append(cls)
+        d["connectors"].sort()

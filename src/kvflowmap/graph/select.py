@@ -101,9 +101,12 @@ def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str
     if names:
         found = resolve(g, names)
         return [n for n in found if g.nodes[n].get("connector_hooks")] or found
-    cands = [(-int(d.get("connector_hooks", 0)), n) for n, d in g.nodes(data=True)
+    # ties go to a class nothing derives from (the concrete connector, not
+    # the intermediate base whose hooks it inherits)
+    bases = {b for m in g.graph.get("mro", {}).values() for b in m[1:]}
+    cands = [(-int(d.get("connector_hooks", 0)), n in bases, n) for n, d in g.nodes(data=True)
              if d.get("connector_hooks") and d.get("subject")]
-    return [min(cands)[1]] if cands else []
+    return [min(cands)[2]] if cands else []
 
 
 def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
@@ -130,12 +133,16 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
     chosen = set(choose_connectors(g, connectors))
     flow = [n for n, d in g.nodes(data=True)
             if (d.get("flow") and d.get("connector") in (None, *chosen))
-            or d.get("connector") in chosen or n in chosen]
+            or d.get("connector") in chosen or chosen & set(d.get("connectors", ()))
+            or n in chosen]
     view = _subgraph(g, flow)
     # a state nothing in the flow sets or reads (``FINISHED_REPETITION``)
-    # says nothing about the KV flow: drawn, it only floats alone
+    # says nothing about the KV flow: drawn, it only floats alone; nor does
+    # one the protocol does not list for the KV lifecycle (``kv_states``)
+    kv_states = tuple(g.graph.get("kv_states") or ("*",))
     view = _subgraph(view, [n for n in view if view.nodes[n].get("kind") != "state"
-                            or view.degree(n)])
+                            or (view.degree(n) and any(
+                                fnmatch.fnmatchcase(n.rpartition(".")[2], p) for p in kv_states))])
     view.graph["connectors"] = sorted(chosen)
     if view.number_of_nodes() <= max_nodes:
         return view

@@ -5,7 +5,8 @@ clusters, nodes and edges are emitted in sorted order. Parallel edges of the
 same kind between the same two nodes are drawn once; their lines are listed
 in the edge tooltip.
 
-Layout: a cluster per process side (scheduler, worker, both, shared/unknown,
+Layout: a cluster per process side (scheduler with the request states, worker, both,
+what is carried between them,
 external code), inside it a cluster per top-level package; a legend cluster for
 the node and edge kinds present. The grouping and labelling helpers are shared
 with the mermaid renderer.
@@ -29,7 +30,7 @@ SIDES = {
     "scheduler": ("scheduler process", "#eef4fb", "#4a7fb5"),
     "worker": ("worker process", "#fdf3ea", "#c0762c"),
     "both": ("both processes", "#f5f0fa", "#8e6bb0"),
-    "shared": ("shared / side unknown", "#f6f6f6", "#999999"),
+    "shared": ("carried between the processes", "#f6f6f6", "#999999"),
     "external": ("outside the analysed sources", "#ffffff", "#cccccc"),
 }
 
@@ -80,8 +81,14 @@ def group_key(n: str, d: dict) -> tuple[tuple[int, str], str]:
     """``((side order, side), package)`` cluster of a node."""
     if node_kind(d) == "external":
         side = "external"
+    elif d.get("side") in SIDES:
+        side = d["side"]
+    elif d.get("kind") == "state":
+        side = "scheduler"  # a request's status lives in the scheduler's Request
+    elif d.get("connector_hooks"):
+        side = "both"  # a connector class: one object per process, hooks of both
     else:
-        side = d["side"] if d.get("side") in SIDES else "shared"
+        side = "shared"
     pkg = d.get("package") or ("builtins" if n.startswith("<builtin>") else n.split(".")[0])
     return (list(SIDES).index(side), side), str(pkg)
 
