@@ -121,5 +121,10 @@ def test_nixl_concrete_connectors_run_the_inherited_hooks(
     states = {n.rpartition(".")[2] for n, k in view.nodes(data="kind") if k == "state"}
     assert "WAITING_FOR_REMOTE_KVS" in states
     assert not states & {"WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR", "WAITING_FOR_STREAMING_REQ"}
+    from kvflowmap.graph.select import match_nodes
+
+    # vLLM registers the Pull connector under its alias too (``NixlConnector =
+    # NixlPullConnector``); the alias designates it in where/--connector
+    assert match_nodes(g, "NixlConnector") == [pull]
     nixl_only = [c for c in choose_connectors(g) if ".nixl." in c]
     assert nixl_only in ([], [pull], [push])  # never the intermediate base

@@ -182,9 +182,16 @@ def add_registry(lk: Linker) -> None:
     create_module = lk.model.defs[create].module
     for name, mod, cls, _caller in sorted(set(lk.registrations)):
         target = lk.model.canonical(f"{mod}.{cls}")
+        if target not in lk.model.defs and mod in lk.model.facts:
+            # a module-level alias (``NixlConnector = NixlPullConnector``)
+            target = next((f for k, f in lk.values.eval((mod, ""), cls) if k == "class"), target)
         if target not in lk.model.defs:
             continue  # registered module not indexed (lazy mode) or not analysed
         ctor = lk.calls.constructor(target)
         lk.add_edge(create, ctor, "call", create_module, lk.model.defs[create].fact.line,
                     registry=name)
-        lk.graph.nodes[target]["registered_as"] = name
+        node = lk.graph.nodes[target]
+        node.setdefault("registered_as", name)  # the first name, in sorted order
+        names = node.setdefault("registered_names", [])
+        if name not in names:
+            names.append(name)

@@ -33,11 +33,16 @@ class SelectError(ValueError):
 
 def match_nodes(g: nx.MultiDiGraph, name: str) -> list[str]:
     """Node ids that ``name`` designates: itself if it is an id, else every id
-    ending with ``.name`` (sorted). Empty when nothing matches."""
+    ending with ``.name`` (sorted), else the classes registered under that
+    name. Empty when nothing matches."""
     if name in g:
         return [name]
     suffix = "." + name.lstrip(".")
-    return sorted(n for n in g if n.endswith(suffix))
+    found = sorted(n for n in g if n.endswith(suffix))
+    # the name vLLM's factory knows a connector by (``NixlConnector``, an
+    # alias of ``NixlPullConnector``)
+    return found or sorted(n for n, names in g.nodes(data="registered_names")
+                           if names and name in names)
 
 
 def resolve(g: nx.MultiDiGraph, names: Iterable[str]) -> list[str]:
