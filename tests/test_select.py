@@ -104,6 +104,17 @@ def test_focus_directions_and_depth() -> None:
         focus(g, ["probe"], 1, "up")  # type: ignore[arg-type]
 
 
+def test_focus_keeps_a_node_budget_nearest_first() -> None:
+    g = make_graph()
+    whole = focus(g, ["Conn.get_finished"], 2, "both")
+    cut = focus(g, ["Conn.get_finished"], 2, "both", max_nodes=4)
+    assert len(cut) == 4 and cut.graph["cut"] == len(whole)
+    assert f"{C}.get_finished" in cut
+    one_hop = set(focus(g, ["Conn.get_finished"], 1, "both"))
+    assert one_hop < set(cut)  # the whole first hop, then the best of the second
+    assert "cut" not in focus(g, ["Conn.get_finished"], 2, "both", max_nodes=50).graph
+
+
 def test_find_paths_shortest_first() -> None:
     g = make_graph()
     paths = find_paths(g, "Scheduler.schedule", "Scheduler.finish", 10)

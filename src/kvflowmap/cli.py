@@ -108,7 +108,7 @@ def cli() -> None:
 @click.option("--connector", multiple=True, metavar="CLASS",
               help="Connector classes to draw (default: the subject's main connector).")
 @click.option("--max-nodes", type=int, default=80, show_default=True,
-              help="Node budget of the default flow picture.")
+              help="Node budget of the picture (the default flow and --focus).")
 @click.option("--link-template", metavar="URL",
               help="Source links from {root} (label), {path} (its folder), {file}, {line}, "
                    "e.g. https://host/org/repo/blob/main/{file}#L{line}.")

@@ -22,7 +22,7 @@ def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_
     if path_from:
         view = select.paths_view(g, path_from, path_to)
     elif focus:
-        view = select.focus(g, list(focus), depth, direction)
+        view = select.focus(g, list(focus), depth, direction, max_nodes=max_nodes)
     elif full:
         view = g
     else:
@@ -60,6 +60,9 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
     note = (f"{view.number_of_nodes()} nodes, {view.number_of_edges()} edges drawn (graph: "
             f"{g.number_of_nodes()} nodes, {g.number_of_edges()} edges, "
             f"{len(analysis.unresolved)} unresolved calls)")
+    if view.graph.get("cut"):
+        note += (f"; --focus reached {view.graph['cut']} nodes within --depth {depth}, the "
+                 f"{view.number_of_nodes()} nearest are drawn (--max-nodes to draw more)")
     unresolved = tuple(f"{u.file}:{u.line}: {u.caller}: {u.callee}" for u in sorted(
         analysis.unresolved, key=lambda u: (u.file, u.line, u.callee))) if show_unresolved else ()
     return GraphResult(data, fmt, note, unresolved)

@@ -181,10 +181,12 @@ def _tier(g: nx.MultiDiGraph, n: str) -> int:
 
 
 def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
-          direction: Direction = "both") -> nx.MultiDiGraph:
+          direction: Direction = "both", max_nodes: int | None = None) -> nx.MultiDiGraph:
     """The symbols plus everything within ``depth`` edges of them, following
     edges backwards (``callers``), forwards (``callees``) or both ways; all
-    edges among the kept nodes are included."""
+    edges among the kept nodes are included. With ``max_nodes``, at most that
+    many: nearest hops first, within a hop analysed nodes before externals,
+    the subject's before its context's, and higher degree first; ``graph["cut"]`` then says how many were found."""
     if direction not in ("callers", "callees", "both"):
         raise SelectError(f"direction must be callers, callees or both, not {direction!r}")
     if depth < 0:
@@ -192,6 +194,7 @@ def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
     start = resolve(g, symbols)
     seen = set(start)
     frontier = set(start)
+    rings: list[set[str]] = []
     for _ in range(depth):
         nxt: set[str] = set()
         for n in frontier:
@@ -201,7 +204,17 @@ def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
                 nxt.update(g.successors(n))
         frontier = nxt - seen
         seen |= frontier
-    return _subgraph(g, seen)
+        rings.append(frontier)
+    if max_nodes is None or len(seen) <= max_nodes:
+        return _subgraph(g, seen)
+    keep = set(start)
+    for ring in rings:
+        ranked = sorted(ring, key=lambda n: (g.nodes[n].get("kind") == "external",
+                                             not g.nodes[n].get("subject"), -g.degree(n), n))
+        keep.update(ranked[:max(max_nodes - len(keep), 0)])
+    view = _subgraph(g, keep)
+    view.graph["cut"] = len(seen)
+    return view
 
 
 def find_paths(g: nx.MultiDiGraph, src: str, dst: str, max_paths: int = 10) -> list[list[str]]:

@@ -6,7 +6,7 @@ same kind between the same two nodes are drawn once; their lines are listed
 in the edge tooltip.
 
 Layout: a cluster per process side (scheduler with the request states, worker, both,
-what is carried between them,
+what is carried between them, process not known,
 external code), inside it a cluster per top-level package; a legend cluster for
 the node and edge kinds present. The grouping and labelling helpers are shared
 with the mermaid renderer.
@@ -31,6 +31,7 @@ SIDES = {
     "worker": ("worker process", "#fdf3ea", "#c0762c"),
     "both": ("both processes", "#f5f0fa", "#8e6bb0"),
     "shared": ("carried between the processes", "#f6f6f6", "#999999"),
+    "unknown": ("process not known", "#fafafa", "#bbbbbb"),
     "external": ("outside the analysed sources", "#ffffff", "#cccccc"),
 }
 
@@ -87,8 +88,10 @@ def group_key(n: str, d: dict) -> tuple[tuple[int, str], str]:
         side = "scheduler"  # a request's status lives in the scheduler's Request
     elif d.get("connector_hooks"):
         side = "both"  # a connector class: one object per process, hooks of both
-    else:
+    elif d.get("kind") == "field":
         side = "shared"
+    else:
+        side = "unknown"
     pkg = d.get("package") or ("builtins" if n.startswith("<builtin>") else n.split(".")[0])
     return (list(SIDES).index(side), side), str(pkg)
 
