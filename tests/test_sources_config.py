@@ -121,3 +121,15 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         ProjectConfig().sources = ("x",)  # type: ignore[misc]
+
+
+def test_context_may_name_the_shipped_stub_vllm(tmp_path: Path) -> None:
+    """``kvflowmap:stub-vllm`` is the stub vLLM shipped with the rules, so a
+    project copied anywhere (the toy example) needs no path into this repo."""
+    from kvflowmap.check.stubs import stub_root
+
+    write(tmp_path / "pyproject.toml",
+          '[tool.kvflowmap]\nsources = ["src"]\ncontext = ["kvflowmap:stub-vllm", "ctx"]\n')
+    cfg = load_config(tmp_path)
+    assert cfg.context == (str(stub_root()), str((tmp_path / "ctx").resolve()))
+    assert (stub_root() / "vllm").is_dir()

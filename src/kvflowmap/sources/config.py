@@ -5,6 +5,7 @@ Example::
     [tool.kvflowmap]
     sources = ["src"]                  # the code under analysis
     context = ["../vllm"]              # code it calls into, analysed as context
+                                       # ("kvflowmap:stub-vllm": the shipped stub vLLM)
     releases = ["vllm==0.33.0"]        # context fetched from the package index
     exclude = ["*/tests/*"]            # glob patterns of files to skip
     link_template = "https://example.org/blob/main/{path}#L{line}"
@@ -95,13 +96,20 @@ def _strings(key: str, value: Any, base: Path) -> tuple[tuple[str, ...], list[st
     return tuple(value), errors
 
 
+# A context entry naming the stub vLLM shipped with kvflowmap's rules, so that a
+# project (the toy example copied anywhere) needs no path into this repository.
+STUB_VLLM = "kvflowmap:stub-vllm"
+_STUB_ROOT = Path(__file__).resolve().parent.parent / "rules" / "stubs"
+
+
 def _paths(key: str, value: Any, base: Path) -> tuple[tuple[str, ...], list[str]]:
     items, errors = _strings(key, value, base)
     if errors:
         return (), errors
     # Relative to the pyproject's directory, not the cwd: the same config must
     # mean the same files wherever kvflowmap is run from.
-    return tuple(str((base / Path(p).expanduser()).resolve()) for p in items), []
+    return tuple(str(_STUB_ROOT) if key == "context" and p == STUB_VLLM else
+                 str((base / Path(p).expanduser()).resolve()) for p in items), []
 
 
 def _specs(key: str, value: Any, base: Path) -> tuple[tuple[str, ...], list[str]]:
