@@ -14,6 +14,9 @@ from kvflowmap.render.dot import RenderError
 from kvflowmap.sources.config import ProjectConfig
 
 
+LARGE_PICTURE = 1500  # nodes beyond which a Graphviz layout is slow enough to warn
+
+
 def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_to,
                 include, exclude, full, max_nodes, connector=()) -> nx.MultiDiGraph:
     """The subgraph the options ask for; the KV-transfer flow by default."""
@@ -52,6 +55,12 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
         raise click.UsageError(str(exc)) from exc
     template = link_template or config.link_template
     title = _title(analysis, view.graph.get("connectors", []))
+    if fmt in ("svg", "png", "pdf") and view.number_of_nodes() > LARGE_PICTURE:
+        # Graphviz's layout grows much faster than the graph: --full on
+        # vllm-ascend ran dot for more than ten minutes
+        click.echo(f"kvflowmap: drawing {view.number_of_nodes()} nodes with Graphviz may take "
+                   "many minutes; --focus, --connector or --format json/dot/mermaid answer "
+                   "at once", err=True)
     try:
         data = render_graph(view, fmt, link_template=template, title=title)
     except RenderError as exc:
