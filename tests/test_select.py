@@ -151,3 +151,17 @@ def test_filter_globs() -> None:
     assert f"{S}.helper" not in kept and f"{S}.schedule" in kept and f"{W}.save" not in kept
     assert kept.has_edge(f"{S}.schedule", STATE)
     assert set(filter_globs(g, [], ["<builtin>.*"])) == set(g) - {"<builtin>.len"}
+
+
+def test_focus_and_connector_refuse_an_ambiguous_name() -> None:
+    """Two analysed nodes of one short name are listed, never merged."""
+    from kvflowmap.graph.select import choose_connectors
+
+    g = make_graph()
+    hits = [n for n in g if n.endswith(".get_finished")]
+    assert len(hits) > 1
+    with pytest.raises(SelectError, match="names .* nodes; give one of"):
+        focus(g, ["get_finished"], 1, "both")
+    with pytest.raises(SelectError, match="give one of"):
+        choose_connectors(g, ["get_finished"])
+

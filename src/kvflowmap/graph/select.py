@@ -45,19 +45,27 @@ def match_nodes(g: nx.MultiDiGraph, name: str) -> list[str]:
                            if names and name in names)
 
 
-def resolve(g: nx.MultiDiGraph, names: Iterable[str]) -> list[str]:
+def resolve(g: nx.MultiDiGraph, names: Iterable[str], *, unique: bool = False) -> list[str]:
     """Match every name; raise :class:`SelectError` naming close candidates
-    for each name that matches nothing. Returns the sorted union."""
+    for each name that matches nothing. Returns the sorted union. With
+    ``unique``, a name that designates several analysed nodes (two classes
+    called ``WorkerConnector`` in different modules) is an error listing
+    them, as ``where`` answers, rather than a silent merge."""
     found: set[str] = set()
     missing: list[str] = []
+    ambiguous: list[str] = []
     for name in names:
         hits = match_nodes(g, name)
-        if hits:
-            found.update(hits)
+        inside = [n for n in hits if g.nodes[n].get("kind") != "external"]
+        if unique and len(inside) > 1:
+            ambiguous.append(f"{name!r} names {len(inside)} nodes; give one of: "
+                             + ", ".join(inside[:8]) + (" ..." if len(inside) > 8 else ""))
+        elif hits:
+            found.update(inside if unique and inside else hits)
         else:
             missing.append(name)
-    if missing:
-        raise SelectError("\n".join(_no_match_message(g, m) for m in missing))
+    if missing or ambiguous:
+        raise SelectError("\n".join([_no_match_message(g, m) for m in missing] + ambiguous))
     return sorted(found)
 
 
@@ -104,7 +112,7 @@ def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str
     that overrides the most protocol hooks (the main one of a package)."""
     names = list(names)
     if names:
-        found = resolve(g, names)
+        found = resolve(g, names, unique=True)
         return [n for n in found if g.nodes[n].get("connector_hooks")] or found
     # ties go to a class nothing derives from (the concrete connector, not
     # the intermediate base whose hooks it inherits)
@@ -191,7 +199,7 @@ def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
         raise SelectError(f"direction must be callers, callees or both, not {direction!r}")
     if depth < 0:
         raise SelectError(f"depth must be 0 or more, not {depth}")
-    start = resolve(g, symbols)
+    start = resolve(g, symbols, unique=True)
     seen = set(start)
     frontier = set(start)
     rings: list[set[str]] = []
