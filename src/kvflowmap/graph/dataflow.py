@@ -110,12 +110,23 @@ def _is_owner(lk: Linker, ctx, base: str, owner: str) -> bool:
 def _field_edge(lk: Linker, u: str, v: str, kind: str, module: str, line: int) -> None:
     field = v if kind == "produces" else u
     if field not in lk.graph or lk.graph.nodes[field].get("kind") != "field":
-        owner = field.rpartition(".")[0]
+        owner, _, attr = field.rpartition(".")
         d = lk.model.defs.get(owner)
         where = lk.where(d.module) if d else {"file": "", "root": ""}
-        lk.graph.add_node(field, kind="field", line=d.fact.line if d else 0, flow=True,
+        lk.graph.add_node(field, kind="field", line=_field_line(lk, d, attr), flow=True,
                           package=field.split(".")[0], subject=False, **where)
     lk.add_edge(u, v, kind, module, line)
+
+
+def _field_line(lk: Linker, d, attr: str) -> int:
+    """The line that declares ``attr`` in the class body of ``d`` (its
+    ``finished_recving: set[str] | None = None``), else the class line."""
+    if d is None:
+        return 0
+    for a in lk.model.facts[d.module].assigns:
+        if a.scope == d.fact.qualname and a.target == attr:
+            return a.line
+    return d.fact.line
 
 
 def _with_overrides(lk: Linker, names) -> list[str]:
