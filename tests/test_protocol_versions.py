@@ -37,6 +37,18 @@ def test_names_newer_than_the_analysed_vllm_are_expected_to_be_missing() -> None
     assert p.expected_in("vllm.x.KVConnectorBase_V1.start_load_kv", "0.1.0")  # no since
 
 
+def test_names_removed_before_the_analysed_vllm_are_expected_to_be_missing() -> None:
+    import dataclasses
+
+    p = dataclasses.replace(load_protocol(), until={"get_finished": "0.40.0"})
+    name = "vllm.x.KVConnectorBase_V1.get_finished"
+    assert p.expected_in(name, "0.33.0") and p.expected_in(name, "0.40.0")
+    assert not p.expected_in(name, "0.41.0")
+    assert not p.expected_in(name, None)
+    both = dataclasses.replace(p, since={"get_finished": "0.20.0"})
+    assert not both.expected_in(name, "0.11.0") and both.expected_in(name, "0.33.0")
+
+
 def test_an_undeclared_carrier_field_is_a_warning(tree, tmp_path: Path) -> None:
     root = tree({"vllm/__init__.py": "", "vllm/v1/__init__.py": "",
                  "vllm/v1/outputs.py": OUTPUTS})

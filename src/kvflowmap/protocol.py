@@ -58,15 +58,25 @@ class Protocol:
     # request states (member names, globs) the KV-cache lifecycle goes through:
     # the default picture draws only these (empty: every state)
     kv_states: tuple[str, ...] = ()
+    # name -> the last vLLM release known to have it: a newer vLLM without it
+    # is expected (the name was removed), not a rename to warn about
+    until: dict[str, str] = field(default_factory=dict)
 
     def expected_in(self, name: str, version: str | None) -> bool:
-        """Whether ``name`` should exist in vLLM ``version`` (False when the
-        file says it came later, or when the version is unknown and it has a
-        ``since`` at all: nothing to compare with)."""
-        first = self.since.get(name) or self.since.get(name.rpartition(".")[2])
-        if first is None:
+        """Whether ``name`` should exist in vLLM ``version``: False when the
+        file says it came later (``since``) or went away earlier (``until``),
+        or when the version is unknown and it has either bound at all (nothing
+        to compare with)."""
+        short = name.rpartition(".")[2]
+        first = self.since.get(name) or self.since.get(short)
+        last = self.until.get(name) or self.until.get(short)
+        if first is None and last is None:
             return True
-        return version is not None and version_key(version) >= version_key(first)
+        if version is None:
+            return False
+        key = version_key(version)
+        return (first is None or key >= version_key(first)) and \
+            (last is None or key <= version_key(last))
 
     def side_of_method(self, name: str) -> str | None:
         for side, names in self.methods.items():
@@ -141,6 +151,7 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
         carrier_classes={str(k): tuple(v or ()) for k, v in
                          need("carrier_classes", dict, {}).items()},
         kv_states=tuple(str(x) for x in need("kv_states", list, [])),
+        until={str(k): str(v) for k, v in (need("until", dict, {}) or {}).items()},
     )
     if errors:
         raise SourceError("\n".join(errors))
