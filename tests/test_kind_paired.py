@@ -633,3 +633,57 @@ def test_record_then_pin_is_handed_over_before_the_pin(check) -> None:
     """
     assert check(code.format(record="self._pinned[job] = (ids, 4)"), **params) == []
     assert lines(check(code.format(record="self._count += 1"), **params)) == [4]
+
+
+def test_tests_prove_emptiness_through_and_or_and_sentinels() -> None:
+    from kvflowmap.check.kinds._paired_text import emptiness
+
+    # (names empty on the true edge, names empty on the false edge)
+    assert emptiness('"pool" in locals() and pool is not None') == (set(), {"pool"})
+    assert emptiness("not x or x is None") == ({"x"}, set())
+    assert emptiness("x is None or y is None") == (set(), set())  # either one: neither proven
+    assert emptiness("a and b") == (set(), set())
+    assert emptiness("fd >= 0") == (set(), {"fd"}) and emptiness("fd < 0") == ({"fd"}, set())
+
+
+INFERRED = {"resource": "resource", "infer_from_release": True, "on_exception": False,
+            "follow_failures": False, "acquire": ["acquire", "_acquire*"],
+            "release": ["release", "_release*", "close", "os.close"]}
+
+
+def test_inferred_pairs_and_held_on_entry(check) -> None:
+    found = check('''
+class W:
+    def ok(self, ctx, stop):
+        sock = ctx.socket()
+        try:
+            if stop:
+                return
+            sock.send(b"x")
+        finally:
+            sock.close()
+
+    def early(self, ctx, stop):
+        sock = ctx.socket()
+        if stop:
+            return
+        sock.close()
+
+    def popped(self, rid):
+        lease = self._leases.pop(rid)
+        self._log.debug("lease %s", lease.get_id())
+        self._store.read(lease)
+        self._client.release(lease)
+
+    def counted(self, n):
+        k = len(self._items)
+        if n:
+            return
+        self._sem.release(k)
+''', **INFERRED)
+    got = sorted((f.function.rpartition(".")[2], f.line) for f in found)
+    # ``popped``: read() may raise after the pop (held on entry: raising
+    # exits count); the logging statement before it raises nothing
+    assert got == [("early", 12), ("popped", 18)], got
+    popped = next(f for f in found if f.function.endswith("popped"))
+    assert "an exception from `self._store.read` at line 20" in popped.message

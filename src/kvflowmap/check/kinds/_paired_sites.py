@@ -27,6 +27,20 @@ from kvflowmap.facts import CONTAINER_METHODS, ContainerOpFact, Stmt
 
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
 _BOUND_METHOD = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.(\w+)(?!\w|\s*\()")
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+                         "log"})
+
+
+def _is_log_call(callee: str | None) -> bool:
+    """``logger.debug(...)``, ``self._log.info(...)``, ``logging.warning``,
+    ``print``: a level method on a receiver named like a logger (the index's
+    rule for log markers)."""
+    if callee in ("print", None):
+        return callee == "print"
+    receiver, _, method = callee.rpartition(".")
+    return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()
+
+
 _CONSTANT = re.compile(r"^(None|-?\d+|False|True)$")
 _CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
 
@@ -121,7 +135,12 @@ class FunctionSites:
     def _may_raise(self, stmt: Stmt) -> bool:
         if not self.spec.calls_raise:
             return False
-        return any(self.call_may_raise(i) for i in self.events(stmt, "call"))
+        calls = self.events(stmt, "call")
+        if stmt.kind == "simple" and calls and _is_log_call(self.ff.calls[calls[0]].callee):
+            # a logging statement (its outermost call, met first): what its
+            # arguments compute is for the message (``mem.get_ref_count()``)
+            return False
+        return any(self.call_may_raise(i) for i in calls)
 
     def call_may_raise(self, index: int) -> bool:
         """Whether call ``index`` may raise: not a ``no_raise`` pattern, not a

@@ -154,7 +154,9 @@ _EMPTY = (re.compile(r"^not\s+(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is
           re.compile(r"^(?P<n>[\w.]+)\s*(<\s*0|==\s*-1)$"))
 _FULL = (re.compile(r"^(?P<n>[\w.]+)$"), re.compile(r"^(?P<n>[\w.]+)\s+is\s+not\s+None$"),
          re.compile(r"^(?P<n>[\w.]+)\s*!=\s*None$"), re.compile(r"^len\((?P<n>[\w.]+)\)$"),
-         re.compile(r"^(?P<n>[\w.]+)\s*(>=\s*0|!=\s*-1)$"))
+         re.compile(r"^(?P<n>[\w.]+)\s*(>=\s*0|!=\s*-1)$"),
+         # false: the name was never bound, so it holds nothing
+         re.compile(r"^[\"'](?P<n>\w+)[\"']\s+in\s+(locals|globals|vars)\(\)$"))
 
 
 def emptiness(test: str) -> tuple[set[str], set[str]]:
@@ -162,16 +164,20 @@ def emptiness(test: str) -> tuple[set[str], set[str]]:
 
     ``x is None`` / ``not x``: x is empty when true. ``x`` / ``x is not None``:
     x is empty when false. ``a and b`` passes on the true edge what each
-    conjunct proves; ``a or b`` passes on the false edge what each disjunct
-    proves; anything else proves nothing."""
+    conjunct proves and on the false edge what every conjunct's falsity
+    proves; ``a or b`` the other way round; anything else proves nothing."""
     test = test.strip()
     if test.startswith("(") and test.endswith(")"):
         test = test[1:-1].strip()
     conj, disj = split_top(test, "and"), split_top(test, "or")
     if len(conj) > 1:
-        return set().union(*(emptiness(c)[0] for c in conj)), set()
+        # false: some conjunct is false, so only what each one's falsity proves
+        # (``"x" in locals() and x is not None``)
+        parts = [emptiness(c) for c in conj]
+        return set().union(*(t for t, _ in parts)), set.intersection(*(f for _, f in parts))
     if len(disj) > 1:
-        return set(), set().union(*(emptiness(d)[1] for d in disj))
+        parts = [emptiness(d) for d in disj]
+        return set.intersection(*(t for t, _ in parts)), set().union(*(f for _, f in parts))
     true = {m.group("n") for p in _EMPTY if (m := p.match(test))}
     false = {m.group("n") for p in _FULL if (m := p.match(test))}
     return true - {"True", "False"}, false - {"True", "False"}
