@@ -247,7 +247,13 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 state.keyed_attrs.add(a.target.rpartition(".")[2])
             if "." in a.target or "[" in a.target or a.aug:
                 continue
-            if state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
+            if a.key is not None and a.key not in state.spec.id_fields and \
+                    (a.value or "").endswith("[]"):
+                # ``remote_host = req_meta["remote_host"]``: a named field of a
+                # request's record (even one taken off a request queue) is its data
+                if a.target not in carriers:
+                    mine.records.add(a.target)
+            elif state.is_id(fn, a.value) and not (a.value or "").endswith("()"):
                 mine.ids.add(a.target)
             elif (a.value or "").endswith("()") and \
                     (a.value or "")[:-2].rpartition(".")[2] in state.id_returners:
