@@ -15,6 +15,7 @@ from kvflowmap.sources.config import ProjectConfig
 
 
 LARGE_PICTURE = 1500  # nodes beyond which a Graphviz layout is slow enough to warn
+LOCAL_LINKS = "file://{path}/{file}#L{line}"  # links of a picture with no --link-template
 
 
 def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_to,
@@ -54,6 +55,10 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     template = link_template or config.link_template
+    if template is None and fmt in ("svg", "pdf"):
+        # a picture opened from disk: absolute links reach the sources from
+        # wherever the file is (root-relative ones went nowhere)
+        template = LOCAL_LINKS
     title = _title(analysis, view.graph.get("connectors", []))
     if fmt in ("svg", "png", "pdf") and view.number_of_nodes() > LARGE_PICTURE:
         # Graphviz's layout grows much faster than the graph: --full on
