@@ -66,6 +66,16 @@ def test_text_and_sarif_and_github(repo, monkeypatch, capsys, tmp_path) -> None:
     assert capsys.readouterr().out.startswith("::error file=")
 
 
+def test_github_annotations_name_files_from_the_checkout(tree, monkeypatch, capsys) -> None:
+    """A package under ``src/``: the annotation names ``src/conn/hangs.py``
+    (what GitHub attaches to), not the root-relative ``conn/hangs.py``."""
+    root = tree({"src/conn/__init__.py": "", "src/conn/hangs.py": HANGS.format(suppress="")})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["src"]\ncontext = ["{stub_root()}"]\n')
+    assert run(root, monkeypatch, *RULE, "-f", "github", "-q") == 1
+    assert capsys.readouterr().out.startswith("::error file=src/conn/hangs.py,")
+
+
 def test_files_given_filter_what_is_reported(repo, monkeypatch) -> None:
     root = repo()
     assert run(root, monkeypatch, *RULE, "conn/clean.py", "-q") == 0

@@ -44,6 +44,21 @@ def split_sources(src: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | No
     return src, None
 
 
+def checkout_path(f: Finding, roots: dict[str, str], cwd: Path | None = None) -> str:
+    """The finding's file relative to the working directory (the checkout a
+    GitHub workflow runs in: ``src/conn/hangs.py``, not the root-relative
+    ``conn/hangs.py``), or root-relative when it lies outside it."""
+    base = roots.get(f.root)
+    if not base:
+        return f.file
+    full = (Path(base) / f.file).resolve()
+    here = (cwd or Path.cwd()).resolve()
+    try:
+        return full.relative_to(here).as_posix()
+    except ValueError:
+        return f.file
+
+
 def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
            to_file: bool = False, problems: Sequence[Problem] = ()) -> str:
     """The report in ``fmt``; no colour codes when it goes to a file.
@@ -55,7 +70,7 @@ def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
     if fmt == "sarif":
         return render_sarif(findings, rules, roots, problems)
     if fmt == "github":
-        return render_github(findings)
+        return render_github(findings, file_of=lambda f: checkout_path(f, roots))
     console = Console(file=io.StringIO(), color_system=None, width=200) if to_file else None
     return render_text(findings, console=console)
 
