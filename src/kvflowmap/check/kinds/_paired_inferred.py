@@ -12,6 +12,11 @@ from where:
   the same function also names (``self._acquire_step()`` ...
   ``self._release_step()``, ``self._lock.acquire()`` ... ``.release()``).
 
+A local bound from what the function pops out of ``self`` state (``lease =
+self._leases.pop(rid)``) was stored for the request by an earlier hook: it is
+*held on entry*, and its raising exits count whatever the rule's failure
+options (``Resource.held_on_entry``).
+
 Parameters a release consumes and ``self`` container entries removed again
 under the same key were tried too and left out: on the five code bases of
 the mutation bench they were mostly counts (``sem.release(n)``), objects the
