@@ -74,6 +74,11 @@ def test_github_annotations_name_files_from_the_checkout(tree, monkeypatch, caps
         f'[tool.kvflowmap]\nsources = ["src"]\ncontext = ["{stub_root()}"]\n')
     assert run(root, monkeypatch, *RULE, "-f", "github", "-q") == 1
     assert capsys.readouterr().out.startswith("::error file=src/conn/hangs.py,")
+    # SARIF too: GitHub's upload joins URIs to the checkout and ignores uriBaseId
+    assert run(root, monkeypatch, *RULE, "-f", "sarif", "--output", "r.sarif", "-q") == 1
+    result = json.loads((root / "r.sarif").read_text())["runs"][0]["results"][0]
+    loc = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert loc == {"uri": "src/conn/hangs.py"}
 
 
 def test_files_given_filter_what_is_reported(repo, monkeypatch) -> None:

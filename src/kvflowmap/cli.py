@@ -93,7 +93,7 @@ def cli() -> None:
 
 @cli.command()
 @source_options
-@click.option("-o", "--out", type=click.Path(), help="Output file (format from suffix).")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Output file (format from suffix).")
 @click.option("-f", "--format", "fmt", type=click.Choice(
     ["svg", "png", "pdf", "dot", "mermaid", "json", "pycg-json"]), help="Output format.")
 @click.option("--focus", multiple=True, metavar="SYMBOL", help="Centre on these symbols.")
@@ -143,8 +143,8 @@ def _produce_graph(analysis, config, kw: dict):
               show_default=True, help="Lowest severity that makes the exit code 1.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
               default="text", show_default=True)
-@click.option("-o", "--out", "--output", "output", type=click.Path(),
-              help="Write the report here, not stdout (--output is the old spelling).")
+@click.option("-o", "--output", "--out", "output", type=click.Path(),
+              help="Write the report here, not stdout.")
 @click.option("--baseline", type=click.Path(), help="Report only findings not in this file.")
 @click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
 @click.option("--diff-base", metavar="REV",
@@ -250,7 +250,7 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
 def where(name: str, fmt: str, out: str | None, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
     from kvflowmap.commands.nav_cmd import answer, where_answer
@@ -268,7 +268,7 @@ def where(name: str, fmt: str, out: str | None, **kw) -> None:
 @click.option("--calls-only", is_flag=True, help="Only calls, dispatch and bridges (no data steps).")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
 def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, out: str | None,
              **kw) -> None:
     """Paths from A to B, shortest first; file:line per step."""
@@ -284,7 +284,7 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, out: st
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
               help="Output format (default: from the --out suffix, else text).")
-@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
 def states(fmt: str | None, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
     from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
@@ -301,7 +301,7 @@ def states(fmt: str | None, out: str | None, **kw) -> None:
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("-o", "--out", type=click.Path(), help="Write here instead of stdout.")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
 def lifecycle(fmt: str, out: str | None, **kw) -> None:
     """Request ids per connector package: containers, hooks, hand-offs, reports."""
     from kvflowmap.commands.lifecycle_cmd import run_lifecycle
@@ -313,7 +313,7 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
 
 @cli.command()
 @source_options
-@click.option("-o", "--out", required=True, type=click.Path(), help="Folder of the pages.")
+@click.option("-o", "--output", "--out", "out", required=True, type=click.Path(), help="Folder of the pages.")
 @click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
 @click.option("--link-template", metavar="URL",
               help="Source links from {root} (label), {path} (its folder), {file}, {line}.")

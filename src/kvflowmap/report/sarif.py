@@ -78,8 +78,9 @@ def _descriptors(rules: Iterable[Rule], findings: list[Finding]) -> list[dict[st
 
 
 class _Locator:
-    """Artifact locations: a relative URI under a root's base id when the root
-    is known, else an absolute file URI, else the bare relative path."""
+    """Artifact locations: a URI relative to the working directory for a file
+    under it, else relative under a root's base id when the root is known,
+    else an absolute file URI, else the bare relative path."""
 
     def __init__(self, roots: Mapping[str, str]) -> None:
         self.roots = dict(roots)
@@ -87,7 +88,15 @@ class _Locator:
     def artifact(self, file: str, root: str, abspath: str = "") -> dict[str, Any]:
         rel = file.replace(os.sep, "/")
         if root in self.roots and rel:
-            return {"uri": quote(rel, safe="/"), "uriBaseId": root}
+            # under the working directory (the checkout a workflow runs in):
+            # relative to it, as GitHub's upload joins URIs to the checkout
+            # root and ignores uriBaseId (``src/conn/hangs.py``)
+            full = Path(os.path.abspath(os.path.join(self.roots[root], rel)))
+            try:
+                here = full.relative_to(Path.cwd().resolve()).as_posix()
+            except ValueError:
+                return {"uri": quote(rel, safe="/"), "uriBaseId": root}
+            return {"uri": quote(here, safe="/")}
         if abspath:
             return {"uri": _file_uri(abspath)}
         return {"uri": quote(rel or ".", safe="/")}
