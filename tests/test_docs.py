@@ -180,8 +180,8 @@ def test_cli_docs_check(tmp_path: Path, capsys) -> None:
 def test_url_template_makes_links(tmp_path: Path) -> None:
     pages = _pages(tmp_path, template="https://code.example/{root}/blob/main/{file}#L{line}")
     readme = pages["README.md"].decode()
-    assert ("[miniflow/connector/__init__.py:22](https://code.example/minivllm/blob/main/"
-            "miniflow/connector/__init__.py#L22)") in readme
+    assert ("[miniflow/connector/\\_\\_init\\_\\_.py:22](https://code.example/minivllm/blob/main/"
+            "miniflow/connector/__init__.py#L22)") in readme  # link text escaped, the URL not
 
 
 def test_bad_link_template(tmp_path: Path, capsys) -> None:

@@ -88,7 +88,15 @@ def prepare(kw: dict):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kvflowmap")
 def cli() -> None:
-    """Map, check and document the KV-cache flow of vLLM and its KV connectors."""
+    """Map, check and document the KV-cache flow of vLLM and its KV connectors.
+
+    \b
+    Exit codes:
+      0  done (check: no finding at --fail-on or above; where/path: one answer)
+      1  check: findings; docs/catalogue --check: stale; where: ambiguous; path: no path
+      2  bad usage or input (a name that matches nothing, a missing file, a bad config)
+      130  interrupted
+    """
 
 
 @cli.command()

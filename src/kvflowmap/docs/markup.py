@@ -93,9 +93,10 @@ def is_release(root: Root) -> bool:
 
 
 def escape(text: str) -> str:
-    """Text safe inside a table cell or link text."""
+    """Text safe inside a table cell or link text (``__init__`` is not bold)."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("[", "\\[").replace(
-        "]", "\\]").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+        "]", "\\]").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ").replace(
+        "_", "\\_").replace("*", "\\*")
 
 
 def code(text: str) -> str:
