@@ -26,7 +26,7 @@ def _page(ctx: DocContext, cls: str) -> bytes:
 def _header(ctx: DocContext, cls: str, path: str) -> list[str]:
     lk, nd = ctx.lk, ctx.g.nodes[cls]
     mro = [c for c in lk.classes.mro(cls)[1:] if c != cls]
-    reg = nd.get("registered_as")
+    reg = (nd.get("registered_names") or [None])[0]
     out = [f"- Full name: {code(cls)}", f"- Defined at: {ctx.node_loc(cls, path)}",
            f"- Bases, in method resolution order: {', '.join(code(c) for c in mro) or '-'}",
            f"- Registered with the connector factory as: {code(reg) if reg else '-'}",

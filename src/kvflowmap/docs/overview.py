@@ -60,7 +60,7 @@ def _connectors(ctx: DocContext) -> list[str]:
     rows = []
     for cls in ctx.connectors:
         n = sum(flowinfo.overrides(ctx.lk, cls, m) for _, m in flowinfo.protocol_methods(ctx.lk))
-        reg = ctx.g.nodes[cls].get("registered_as")
+        reg = (ctx.g.nodes[cls].get("registered_names") or [None])[0]
         rows.append([f"[{escape(flowinfo.qual(ctx.lk, cls))}]({connector_page(cls)})",
                      code(cls), code(reg) if reg else "-", ctx.node_loc(cls, PAGE), str(n)])
     out = ["## Connector classes", "",

@@ -190,8 +190,6 @@ def add_registry(lk: Linker) -> None:
         ctor = lk.calls.constructor(target)
         lk.add_edge(create, ctor, "call", create_module, lk.model.defs[create].fact.line,
                     registry=name)
-        node = lk.graph.nodes[target]
-        node.setdefault("registered_as", name)  # the first name, in sorted order
-        names = node.setdefault("registered_names", [])
+        names = lk.graph.nodes[target].setdefault("registered_names", [])
         if name not in names:
-            names.append(name)
+            names.append(name)  # in sorted order: the first is the one pages show

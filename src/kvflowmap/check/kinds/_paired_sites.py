@@ -24,21 +24,18 @@ from kvflowmap.check.kinds._paired_text import (emptiness, is_decrement, mention
                                                statement_text)
 from kvflowmap.check.kinds._paired_trace import trace
 from kvflowmap.facts import CONTAINER_METHODS, ContainerOpFact, Stmt
+from kvflowmap.index.extract import LOG_LEVELS
+from kvflowmap.lifecycle.effects import is_logging
 
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
 _BOUND_METHOD = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.(\w+)(?!\w|\s*\()")
-_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
-                         "log"})
-
-
 def _is_log_call(callee: str | None) -> bool:
-    """``logger.debug(...)``, ``self._log.info(...)``, ``logging.warning``,
-    ``print``: a level method on a receiver named like a logger (the index's
-    rule for log markers)."""
-    if callee in ("print", None):
-        return callee == "print"
-    receiver, _, method = callee.rpartition(".")
-    return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()
+    """``logger.debug(...)``, ``self._log.info(...)``, ``print``: a level
+    method (the index's ``LOG_LEVELS``) on what ``lifecycle`` reads as a
+    logger."""
+    if not callee:
+        return False
+    return callee == "print" or (callee.rpartition(".")[2] in LOG_LEVELS and is_logging(callee))
 
 
 _CONSTANT = re.compile(r"^(None|-?\d+|False|True)$")

@@ -37,11 +37,11 @@ class Spec:
         'Call patterns that are never an acquire, release or hand-over.')
     infer_from_release: bool = option(
         False,
-        'Acquisitions are those the function itself releases somewhere (see '
-        '_paired_inferred): a local bound to a call, or a parameter, that a release call '
-        'consumes; an acquire call whose receiver a release names; a self container entry '
-        'removed again under the same key. Needs no acquire names and applies to any '
-        'function: a function that releases on one path owes the release on all of them.')
+        'Acquisitions are those the function itself releases somewhere outside an except '
+        'handler (see _paired_inferred): a local bound to a call that a release consumes; '
+        'an acquire call whose receiver a release names. What the function pops out of self '
+        'state is held on entry: its raising exits count too. Needs no acquire names and '
+        'applies to any function: one that releases on one path owes the release on all.')
     containers: tuple[str, ...] = option(
         (),
         'Container attribute patterns whose entries are resources: an add (add_ops) '
