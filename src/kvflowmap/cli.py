@@ -113,10 +113,13 @@ def cli() -> None:
 @click.option("--include", multiple=True, metavar="GLOB", help="Keep only matching node ids.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Drop matching node ids.")
 @click.option("--full", is_flag=True, help="The whole graph, not only the KV-transfer flow.")
+@click.option("--view", default="all", show_default=True, metavar="NAME",
+              help="all: the KV-transfer flow; load, save (the protocol file's views): one "
+                   "request's story, stage by stage, for the connector.")
 @click.option("--connector", multiple=True, metavar="CLASS",
               help="Connector classes to draw (default: the subject's main connector).")
 @click.option("--max-nodes", type=int, default=80, show_default=True,
-              help="Node budget of the picture (the default flow and --focus).")
+              help="Node budget of the picture (every view, --focus included).")
 @click.option("--link-template", metavar="URL",
               help="Source links from {root} (label), {path} (its folder), {file}, {line}, "
                    "e.g. https://host/org/repo/blob/main/{file}#L{line}.")

@@ -33,6 +33,28 @@ class Carrier:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One column of a story picture: the hooks, vLLM functions and request
+    states a request meets at that step."""
+
+    label: str
+    hooks: tuple[str, ...] = ()  # connector hook short names
+    functions: tuple[str, ...] = ()  # full names of vLLM functions
+    states: tuple[str, ...] = ()  # request state member globs
+
+
+@dataclass(frozen=True)
+class View:
+    """A story ``graph --view NAME`` draws: stages left to right, and the
+    carrier fields (short names) whose bridges it shows."""
+
+    name: str
+    title: str
+    stages: tuple[Stage, ...]
+    carriers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Protocol:
     """What the protocol file declares."""
 
@@ -61,6 +83,8 @@ class Protocol:
     # name -> the last vLLM release known to have it: a newer vLLM without it
     # is expected (the name was removed), not a rename to warn about
     until: dict[str, str] = field(default_factory=dict)
+    # the stories ``graph --view`` draws, by name
+    views: dict[str, View] = field(default_factory=dict)
 
     def expected_in(self, name: str, version: str | None) -> bool:
         """Whether ``name`` should exist in vLLM ``version``: False when the
@@ -110,6 +134,8 @@ class Protocol:
             out.append(("carriers.field", c.field))
             out += [("carriers.from", n) for n in c.sources]
             out += [("carriers.to", n) for n in c.targets]
+        out += [(f"views.{v.name}", n) for v in self.views.values() for st in v.stages
+                for n in st.functions]
         return out
 
 
@@ -152,10 +178,33 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
                          need("carrier_classes", dict, {}).items()},
         kv_states=tuple(str(x) for x in need("kv_states", list, [])),
         until={str(k): str(v) for k, v in (need("until", dict, {}) or {}).items()},
+        views=_views(path, need("views", dict, {}), errors),
     )
     if errors:
         raise SourceError("\n".join(errors))
     return proto
+
+
+def _names(value: object) -> tuple[str, ...]:
+    return tuple(str(x) for x in value) if isinstance(value, list) else ()
+
+
+def _views(path: Path, data: dict, errors: list[str]) -> dict[str, View]:
+    """The ``views`` section; a malformed entry is an error naming it."""
+    views: dict[str, View] = {}
+    for name, spec in data.items():
+        stages = spec.get("stages") if isinstance(spec, dict) else None
+        if not isinstance(stages, list) or not all(
+                isinstance(st, dict) and isinstance(st.get("label"), str) for st in stages):
+            errors.append(f"{path}: views.{name} needs 'stages', a list of mappings with "
+                          "'label' and any of 'hooks', 'functions', 'states'")
+            continue
+        views[str(name)] = View(
+            str(name), str(spec.get("title") or name),
+            tuple(Stage(st["label"], _names(st.get("hooks")), _names(st.get("functions")),
+                        _names(st.get("states"))) for st in stages),
+            _names(spec.get("carriers")))
+    return views
 
 
 def version_key(version: str) -> tuple[int, ...]:

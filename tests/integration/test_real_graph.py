@@ -81,3 +81,53 @@ def test_cli_graph_on_real_releases(tmp_path, vllm_root, pegaflow_root) -> None:
     flow = json.loads(out.read_text())
     assert 10 <= len(flow["nodes"]) <= 80
     assert {"call", "bridge"} <= {link["kind"] for link in flow["links"]}
+
+
+def _story(analysis, name: str, connector: str) -> nx.MultiDiGraph:
+    from kvflowmap.graph import story
+    from kvflowmap.nav.statelinks import with_state_links
+
+    proto = analysis.linker.protocol
+    return story.story_view(analysis.graph, proto.views[name], proto.base_class,
+                            connectors=[connector], state=with_state_links(analysis.linker))
+
+
+def _anchors(view: nx.MultiDiGraph, label: str) -> list[str]:
+    return next(s["anchors"] for s in view.graph["stages"] if s["label"] == label)
+
+
+def test_nixl_load_story(vllm_connectors_analysis) -> None:
+    """Checked against vLLM 0.33.0's nixl/ sources: the Pull connector's
+    inherited hooks, its own worker only, no get_finished (NixlBaseConnector
+    overrides get_transfer_results, so vLLM never calls it), and the
+    hand-over through ``_recving_transfers`` (filled by ``_read_blocks``
+    under ``start_load_kv``, read by ``get_transfer_results``)."""
+    nixl = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
+    view = _story(vllm_connectors_analysis, "load", "NixlConnector")
+    assert view.graph["connectors"] == [f"{nixl}.connector.NixlPullConnector"]
+    assert _anchors(view, "probe") == [f"{nixl}.connector.NixlBaseConnector.get_num_new_matched_tokens"]
+    assert f"{nixl}.connector.NixlPullConnector.start_load_kv" in _anchors(view, "start load")
+    assert f"{nixl}.connector.NixlBaseConnector.get_transfer_results" in _anchors(view, "report")
+    assert f"{nixl}.connector.NixlBaseConnector.get_finished" not in view
+    assert not [n for n in view if "Push" in n]
+    notes = {n: d["label"] for n, d in view.nodes(data=True) if "<handover" in n}
+    worker = [n for n, label in notes.items() if "_recving_transfers" in label]
+    assert worker, notes
+    (dst,) = [v for _, v, k in view.out_edges(worker[0], data="kind") if k == "consumes"]
+    assert dst.endswith("get_transfer_results")
+    bridges = {(u.rpartition(".")[2], v.rpartition(".")[2], d["carrier"].rpartition(".")[2])
+               for u, v, d in view.edges(data=True) if d.get("kind") == "bridge"}
+    assert ("get_transfer_results", "_update_from_kv_xfer_finished", "finished_recving") in bridges
+    assert ("get_transfer_results", "_handle_failed_recving", "failed_recving") in bridges
+
+
+def test_pegaflow_save_story(pegaflow_analysis) -> None:
+    view = _story(pegaflow_analysis, "save", "PegaKVConnector")
+    assert _anchors(view, "request finished") == ["pegaflow.connector.PegaKVConnector.request_finished"]
+    assert view.has_edge(f"{SCHED}._connector_finished",
+                         "pegaflow.connector.PegaKVConnector.request_finished")
+    assert "pegaflow.connector.PegaKVConnector.wait_for_save" in _anchors(view, "save")
+    carriers = {d["carrier"].rpartition(".")[2] for *_, d in view.edges(data=True)
+                if d.get("kind") == "bridge"}
+    assert carriers == {"kv_connector_metadata", "finished_sending"}
+    assert f"{SCHED}._free_blocks" in view

@@ -8,7 +8,9 @@ import networkx as nx
 
 from kvflowmap.api import Analysis
 from kvflowmap.commands.graph_result import GraphResult
-from kvflowmap.graph import select
+from kvflowmap.graph import select, story
+from kvflowmap.nav.statelinks import with_state_links
+from kvflowmap.protocol import Protocol
 from kvflowmap.render import format_from_suffix, render_graph
 from kvflowmap.render.dot import RenderError
 from kvflowmap.sources.config import ProjectConfig
@@ -19,11 +21,24 @@ LOCAL_LINKS = "file://{path}/{file}#L{line}"  # links of a picture with no --lin
 
 
 def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_to,
-                include, exclude, full, max_nodes, connector=()) -> nx.MultiDiGraph:
+                include, exclude, full, max_nodes, connector=(), view_name: str = "all",
+                protocol: Protocol | None = None,
+                state: nx.MultiDiGraph | None = None) -> nx.MultiDiGraph:
     """The subgraph the options ask for; the KV-transfer flow by default."""
     if bool(path_from) != bool(path_to):
         raise click.UsageError("--from and --to go together")
-    if path_from:
+    if view_name != "all":
+        views = protocol.views if protocol else {}
+        if view_name not in views:
+            raise click.UsageError(f"--view {view_name!r}: the protocol file has the views "
+                                   + ", ".join(["all", *sorted(views)]))
+        if focus or path_from or full:
+            raise click.UsageError("--view draws a story; it does not combine with --focus, "
+                                   "--from/--to or --full")
+        assert protocol is not None
+        view = story.story_view(g, views[view_name], protocol.base_class, connectors=connector,
+                                max_nodes=max_nodes, state=state)
+    elif path_from:
         view = select.paths_view(g, path_from, path_to)
     elif focus:
         view = select.focus(g, list(focus), depth, direction, max_nodes=max_nodes)
@@ -39,8 +54,10 @@ def choose_view(g: nx.MultiDiGraph, *, focus, depth, direction, path_from, path_
 
 def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus, depth,
                   direction, path_from, path_to, include, exclude, full, max_nodes,
-                  link_template, show_unresolved, connector=()) -> GraphResult:
-    """Select and render the view the options ask for."""
+                  link_template, show_unresolved, connector=(), view: str = "all") -> GraphResult:
+    """Select and render the picture the options ask for (``view``: all, or
+    a story of the protocol file)."""
+    view_name = view
     fmt = fmt or (format_from_suffix(out) if out else None) or ("svg" if out else "dot")
     if not out and fmt in ("svg", "png", "pdf"):
         raise click.UsageError(f"--format {fmt} needs --out FILE")
@@ -48,10 +65,12 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
     # asked for (the ~80-node flow picture is for reading)
     whole = fmt in ("json", "pycg-json") and not (focus or path_from or connector)
     try:
-        view = choose_view(analysis.graph, focus=focus, depth=depth, direction=direction,
-                           path_from=path_from, path_to=path_to, include=include,
-                           exclude=exclude, full=full or whole, max_nodes=max_nodes,
-                           connector=connector)
+        picture = choose_view(
+            analysis.graph, focus=focus, depth=depth, direction=direction, path_from=path_from,
+            path_to=path_to, include=include, exclude=exclude,
+            full=(full or whole) and view_name == "all", max_nodes=max_nodes,
+            connector=connector, view_name=view_name, protocol=analysis.linker.protocol,
+            state=with_state_links(analysis.linker) if view_name != "all" else None)
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     template = link_template or config.link_template
@@ -59,30 +78,33 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
         # a picture opened from disk: absolute links reach the sources from
         # wherever the file is (root-relative ones went nowhere)
         template = LOCAL_LINKS
-    title = _title(analysis, view.graph.get("connectors", []))
-    if fmt in ("svg", "png", "pdf") and view.number_of_nodes() > LARGE_PICTURE:
+    title = _title(analysis, picture.graph.get("connectors", []), picture.graph.get("view"))
+    if fmt in ("svg", "png", "pdf") and picture.number_of_nodes() > LARGE_PICTURE:
         # Graphviz's layout grows much faster than the graph: --full on
         # vllm-ascend ran dot for more than ten minutes
-        click.echo(f"kvflowmap: drawing {view.number_of_nodes()} nodes with Graphviz may take "
+        click.echo(f"kvflowmap: drawing {picture.number_of_nodes()} nodes with Graphviz may take "
                    "many minutes; --focus, --connector or --format json/dot/mermaid answer "
                    "at once", err=True)
     try:
-        data = render_graph(view, fmt, link_template=template, title=title)
+        data = render_graph(picture, fmt, link_template=template, title=title)
     except RenderError as exc:
         raise click.ClickException(str(exc)) from exc
     g = analysis.graph
-    note = (f"{view.number_of_nodes()} nodes, {view.number_of_edges()} edges drawn (graph: "
+    note = (f"{picture.number_of_nodes()} nodes, {picture.number_of_edges()} edges drawn (graph: "
             f"{g.number_of_nodes()} nodes, {g.number_of_edges()} edges, "
             f"{len(analysis.unresolved)} unresolved calls)")
-    if view.graph.get("cut"):
-        note += (f"; --focus reached {view.graph['cut']} nodes within --depth {depth}, the "
-                 f"{view.number_of_nodes()} nearest are drawn (--max-nodes to draw more)")
+    if picture.graph.get("cut"):
+        note += (f"; --focus reached {picture.graph['cut']} nodes within --depth {depth}, the "
+                 f"{picture.number_of_nodes()} nearest are drawn (--max-nodes to draw more)")
     unresolved = tuple(f"{u.file}:{u.line}: {u.caller}: {u.callee}" for u in sorted(
         analysis.unresolved, key=lambda u: (u.file, u.line, u.callee))) if show_unresolved else ()
     return GraphResult(data, fmt, note, unresolved)
 
 
-def _title(analysis: Analysis, connectors: list[str]) -> str:
+def _title(analysis: Analysis, connectors: list[str], view: str | None = None) -> str:
     labels = " + ".join(r.label for r in analysis.roots)
     shown = ", ".join(c.rpartition(".")[2] for c in connectors)
+    if view:
+        return (f"{analysis.linker.protocol.views[view].title}: {shown or 'connector'} "
+                f"({labels})")
     return f"KV-transfer flow: {labels}" + (f" (connector: {shown})" if shown else "")

@@ -82,7 +82,7 @@ def _no_match_message(g: nx.MultiDiGraph, name: str) -> str:
     return msg
 
 
-def _subgraph(g: nx.MultiDiGraph, nodes: Iterable[str],
+def subgraph(g: nx.MultiDiGraph, nodes: Iterable[str],
               edges: Iterable[tuple] | None = None) -> nx.MultiDiGraph:
     """A deterministic copy holding ``nodes`` and either the given
     ``(u, v, key)`` edges or all edges among ``nodes``."""
@@ -148,12 +148,12 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
             if (d.get("flow") and d.get("connector") in (None, *chosen))
             or d.get("connector") in chosen or chosen & set(d.get("connectors", ()))
             or n in chosen]
-    view = _subgraph(g, flow)
+    view = subgraph(g, flow)
     # a state nothing in the flow sets or reads (``FINISHED_REPETITION``)
     # says nothing about the KV flow: drawn, it only floats alone; nor does
     # one the protocol does not list for the KV lifecycle (``kv_states``)
     kv_states = tuple(g.graph.get("kv_states") or ("*",))
-    view = _subgraph(view, [n for n in view if view.nodes[n].get("kind") != "state"
+    view = subgraph(view, [n for n in view if view.nodes[n].get("kind") != "state"
                             or (view.degree(n) and any(
                                 fnmatch.fnmatchcase(n.rpartition(".")[2], p) for p in kv_states))])
     view.graph["connectors"] = sorted(chosen)
@@ -169,7 +169,7 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
             keep.add(n)
     keep -= {n for n in keep if view.nodes[n].get("kind") == "state" and
              not _touches(view, n, keep)}
-    return _subgraph(view, keep)
+    return subgraph(view, keep)
 
 
 def _touches(g: nx.MultiDiGraph, n: str, nodes: set[str]) -> bool:
@@ -214,13 +214,13 @@ def focus(g: nx.MultiDiGraph, symbols: list[str], depth: int,
         seen |= frontier
         rings.append(frontier)
     if max_nodes is None or len(seen) <= max_nodes:
-        return _subgraph(g, seen)
+        return subgraph(g, seen)
     keep = set(start)
     for ring in rings:
         ranked = sorted(ring, key=lambda n: (g.nodes[n].get("kind") == "external",
                                              not g.nodes[n].get("subject"), -g.degree(n), n))
         keep.update(ranked[:max(max_nodes - len(keep), 0)])
-    view = _subgraph(g, keep)
+    view = subgraph(g, keep)
     view.graph["cut"] = len(seen)
     return view
 
@@ -255,7 +255,7 @@ def paths_view(g: nx.MultiDiGraph, src: str, dst: str, max_paths: int = 10) -> n
     pairs = {(u, v) for p in paths for u, v in zip(p, p[1:], strict=False)}
     nodes = {n for p in paths for n in p}
     edges = [(u, v, k) for u, v in pairs for k in g[u][v]]
-    return _subgraph(g, nodes, edges)
+    return subgraph(g, nodes, edges)
 
 
 def filter_globs(g: nx.MultiDiGraph, include: list[str], exclude: list[str]) -> nx.MultiDiGraph:
@@ -265,4 +265,4 @@ def filter_globs(g: nx.MultiDiGraph, include: list[str], exclude: list[str]) -> 
         return any(fnmatch.fnmatchcase(n, p) for p in pats)
 
     keep = [n for n in g if (not include or hit(n, include)) and not hit(n, exclude)]
-    return _subgraph(g, keep)
+    return subgraph(g, keep)

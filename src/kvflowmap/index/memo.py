@@ -30,7 +30,11 @@ SUFFIX = ".msgpack"
 def tool_fingerprint() -> str:
     """Hash of kvflowmap's own code and shipped rules: a new build misses."""
     h = hashlib.sha256(__version__.encode())
-    for path in sorted(PACKAGE.rglob("*")):
+    # os.walk follows the link: in a checkout ``kvflowmap/rules`` is a symlink to
+    # the repository's rules/, which Path.rglob skips (an edited protocol file
+    # then reused results computed with the old one)
+    files = [Path(d) / f for d, _, fs in os.walk(PACKAGE, followlinks=True) for f in fs]
+    for path in sorted(files):
         if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
             h.update(str(path.relative_to(PACKAGE)).encode())
             h.update(path.read_bytes())

@@ -47,6 +47,7 @@ NODE_STYLES: dict[str, dict[str, str]] = {
 EDGE_STYLES: dict[str, dict[str, str]] = {
     "call": {"color": "#333333"},
     "call_ref": {"color": "#999999", "arrowhead": "vee"},
+    "hook_call": {"color": "#7b3294", "penwidth": "1.6"},
     "dispatch": {"color": "#7b3294", "arrowhead": "empty"},
     "bridge": {"color": "#d7191c", "style": "dashed,bold", "penwidth": "2.2",
                "fontcolor": "#d7191c", "fontsize": "10"},
@@ -75,6 +76,8 @@ def edge_style_key(d: dict) -> str:
     kind = d.get("kind", "other")
     if kind == "call" and d.get("ref"):
         return "call_ref"
+    if kind == "call" and d.get("via"):
+        return "hook_call"
     return kind if kind in EDGE_STYLES else "other"
 
 
@@ -123,6 +126,12 @@ def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
         elif node_kind(d) == "external" and len(n) <= EXTERNAL_FULL_LABEL:
             labels[n] = n  # `<builtin>.None.x`, `torch.cuda.synchronize`: keep the origin
     return labels
+
+
+def _two_lines(label: str) -> str:
+    """``Class.method`` as ``Class`` over ``.method`` (one line when short)."""
+    head, dot, tail = label.rpartition(".")
+    return f"{head}\n.{tail}" if dot and "\n" not in label and len(label) > 24 else label
 
 
 def esc(text: object) -> str:
@@ -196,6 +205,9 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
                    roots: dict[str, str]) -> list[str]:
     """Side clusters containing package clusters containing node statements."""
     labels = short_labels(g)
+    if g.graph.get("stages"):
+        # a story reads left to right: two short lines keep its columns narrow
+        labels = {n: _two_lines(t) for n, t in labels.items()}
     groups = group_nodes(g)
     out: list[str] = []
     for side in sorted(groups):
@@ -210,7 +222,7 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
             for n in groups[side][pkg]:
                 d = g.nodes[n]
                 url = _link(link_template, roots, d.get("root"), d.get("file"), d.get("line"))
-                out.append(_node_stmt(n, d, labels[n], url, "      "))
+                out.append(_node_stmt(n, d, d.get("label") or labels[n], url, "      "))
             out.append("    }")
         out.append("  }")
     return out
@@ -231,6 +243,10 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, 
         locs = ", ".join(f"{d.get('file', '?')}:{d.get('line', '?')}" for d in ds[:12])
         more = f" (+{len(ds) - 12} more)" if len(ds) > 12 else ""
         via = f" via {carrier}" if carrier else ""
+        if ds[0].get("kind") == "call" and ds[0].get("via"):
+            via = f" through the hook {ds[0]['via']}"
+        elif ds[0].get("note"):
+            via = f": {ds[0]['note']}"
         tip = esc(f"{u}\n{kind.replace('_', ' ')}{via} → {v}\n{locs}{more}")
         first = ds[0]
         url = _link(link_template, roots, first.get("root"), first.get("file"), first.get("line"))
@@ -240,14 +256,15 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, 
             label = esc(carrier.rsplit(".", 1)[-1])
         out.append(f'  "{esc(u)}" -> "{esc(v)}" ' + _attrs(
             label=label, tooltip=tip, labeltooltip=tip if label else None,
+            constraint="false" if any(d.get("constraint") is False for d in ds) else None,
             URL=esc(url) if url else None, **EDGE_STYLES[kind]))
     return out
 
 
-LEGEND_GLYPHS = {"call": "───▶", "call_ref": "───&gt;", "dispatch": "───▷", "bridge": "<B>╍╍╍▶</B>",
+LEGEND_GLYPHS = {"call": "───▶", "call_ref": "───&gt;", "hook_call": "<B>───▶</B>", "dispatch": "───▷", "bridge": "<B>╍╍╍▶</B>",
                  "sets_state": "━━━▶", "reads_state": "───&gt;", "produces": "┈┈┈▶",
                  "consumes": "┈┈┈▶", "other": "┈┈┈&gt;"}
-LEGEND_NAMES = {"call_ref": "reference (callback)", "module": "module code",
+LEGEND_NAMES = {"call_ref": "reference (callback)", "hook_call": "call of a protocol hook", "module": "module code",
                 "bridge": "bridge (label: carrier field)", "dispatch": "dispatch (base → override)"}
 
 
@@ -292,10 +309,46 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: str | None = None,
              '  node [fontname="Helvetica", fontsize="11", height="0.35"];',
              '  edge [fontname="Helvetica", fontsize="9", arrowsize="0.7"];']
     lines += _cluster_lines(g, link_template, roots)
+    lines += _stage_lines(g)
     lines += _legend_lines(g)
     lines += _edge_lines(g, link_template, roots)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _stage_lines(g: nx.MultiDiGraph) -> list[str]:
+    """For a story picture (``graph["stages"]``): a header per stage and one
+    rank per column, chained left to right by invisible edges, so the stages
+    read in order whatever the lanes hold."""
+    stages = g.graph.get("stages") or ()
+    # the headers in one borderless cluster: Graphviz keeps a cluster in one
+    # piece, so they line up in a row above or below the lanes
+    out: list[str] = ['  subgraph cluster_stages {', '    style="invis";'] if stages else []
+    for i, stage in enumerate(stages):
+        out.append(f'    "stage:{i}" ' + _attrs(
+            label=esc(f"{i + 1}. {stage['label']}"), shape="plaintext", fontsize="16",
+            fontcolor="#444444", tooltip=esc(stage["label"])))
+    if stages:
+        out.append("  }")
+    previous = None
+    for i, stage in enumerate(stages):
+        head = f"stage:{i}"
+        if previous:
+            # room for the next stage's callers between two stages' hooks
+            out.append(f'  "{previous}" -> "{head}" [style="invis", weight="10", minlen="2"];')
+        previous = head
+        members = "".join(f' "{esc(n)}";' for n in stage["anchors"])
+        out.append(f'  {{rank="same"; "{head}";{members}}}')
+        # the rest of the stage keeps its distance to the stage's column:
+        # callers before it, what the hooks delegate to after it
+        for n, offset in sorted(stage.get("offsets", {}).items()):
+            if offset < 0:
+                out.append(f'  "{esc(n)}" -> "{head}" [style="invis", weight="0", '
+                           f'minlen="{-offset}"];')
+            elif offset > 0:
+                out.append(f'  "{head}" -> "{esc(n)}" [style="invis", weight="0", '
+                           f'minlen="{offset}"];')
+    return out
 
 
 def _dot_program() -> str:
