@@ -188,7 +188,7 @@ def test_bad_link_template(tmp_path: Path, capsys) -> None:
     args = ["docs", str(MINIVLLM), "--context", str(stub_root()), "--no-cache", "-q",
             "--out", str(tmp_path), "--link-template", "https://x/{repo}/{file}"]
     assert main(args) == 2
-    assert "{root}, {path} (or {root_path}), {file} and {line}" in capsys.readouterr().err
+    assert "{root}, {path} (or {root_path}), {version}, {file} and {line}" in capsys.readouterr().err
     assert not (tmp_path / "README.md").exists()
 
 

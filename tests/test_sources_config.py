@@ -102,7 +102,7 @@ sorces = ["typo"]
     assert "releases[0]: 'vllm>=0.3' is not NAME==VERSION" in msg
     assert "link_template: expected a string" in msg
     assert "unknown key 'sorces'" in msg
-    assert "known keys: context, exclude, link_template, releases, sources" in msg
+    assert "known keys: context, exclude, link_template, link_templates, releases, sources" in msg
 
 
 def test_table_that_is_not_a_table(tmp_path: Path) -> None:

@@ -120,9 +120,9 @@ def cli() -> None:
               help="Connector classes to draw (default: the subject's main connector).")
 @click.option("--max-nodes", type=int, default=80, show_default=True,
               help="Node budget of the picture (every view, --focus included).")
-@click.option("--link-template", metavar="URL",
-              help="Source links from {root} (label), {path} (its folder), {file}, {line}, "
-                   "e.g. https://host/org/repo/blob/main/{file}#L{line}.")
+@click.option("--link-template", "link_template", multiple=True, metavar="[NAME=]URL",
+              help="Source links: URL (every root) or NAME=URL (the root NAME: vllm, pegaflow); "
+                   "placeholders {root}, {path}, {version}, {file}, {line}. Repeatable.")
 @click.option("--show-unresolved", is_flag=True, help="List the calls that were not resolved.")
 def graph(**kw) -> None:
     """Draw the flow across scheduler, worker and connector."""
@@ -141,7 +141,20 @@ def graph(**kw) -> None:
 def _produce_graph(analysis, config, kw: dict):
     from kvflowmap.commands.graph_cmd import produce_graph
 
-    return produce_graph(analysis, config, **kw)
+    return produce_graph(analysis, config, **{**kw, "link_template": link_templates(
+        kw["link_template"], config)})
+
+
+def link_templates(values: tuple[str, ...], config) -> dict[str, str] | None:
+    """The command line's templates over the project's; a bad one is a usage error."""
+    from kvflowmap.render import links
+
+    try:
+        found = links.merged(values, config.link_template, config.link_templates)
+        links.check(found)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return found
 
 
 @cli.command()
@@ -326,16 +339,17 @@ def lifecycle(fmt: str, out: str | None, **kw) -> None:
 @source_options
 @click.option("-o", "--output", "--out", "out", required=True, type=click.Path(), help="Folder of the pages.")
 @click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
-@click.option("--link-template", metavar="URL",
-              help="Source links from {root} (label), {path} (its folder), {file}, {line}.")
-def docs(out: str, check: bool, link_template: str | None, **kw) -> None:
+@click.option("--link-template", "link_template", multiple=True, metavar="[NAME=]URL",
+              help="Source links: URL (every root) or NAME=URL (the root NAME: vllm, pegaflow); "
+                   "placeholders {root}, {path}, {version}, {file}, {line}. Repeatable.")
+def docs(out: str, check: bool, link_template: tuple[str, ...], **kw) -> None:
     """Onboarding pages generated from the code (Markdown + SVG)."""
     from kvflowmap.commands.memo_run import run_memoised
     from kvflowmap.commands.docs_cmd import docs_key, docs_pages, run_docs
 
     check_writable(out, folder=True)
     req, config, rep = prepare(kw)
-    template = link_template or config.link_template
+    template = link_templates(link_template, config)
     pages = run_memoised(req, config, rep, docs_key(out, template),
                          lambda a: docs_pages(a, out, template))
     raise click.exceptions.Exit(run_docs(pages, out, check, say=rep.note))

@@ -9,17 +9,20 @@ import click
 from kvflowmap.api import Analysis
 from kvflowmap.docs.write import DocsOptions, check_pages, generate, write_pages
 from kvflowmap.sources.errors import SourceError
+from kvflowmap.render.links import Templates
 
 
-def docs_key(out: str, link_template: str | None) -> tuple:
+def docs_key(out: str, link_template: Templates | None) -> tuple:
     """What the pages depend on besides the analysis: where they go (links are
     relative to it), the template, and whether SVGs can be drawn."""
     from kvflowmap.docs.write import graphviz_available
 
-    return ("docs", str(Path(out).resolve()), link_template, graphviz_available())
+    return ("docs", str(Path(out).resolve()), sorted((link_template or {}).items()),
+            graphviz_available())
 
 
-def docs_pages(analysis: Analysis, out: str, link_template: str | None) -> dict[str, bytes]:
+def docs_pages(analysis: Analysis, out: str,
+               link_template: Templates | None) -> dict[str, bytes]:
     """Every page for ``out``, as ``{relative path: bytes}`` (plain data, so
     the run memo can keep it)."""
     try:

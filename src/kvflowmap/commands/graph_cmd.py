@@ -73,11 +73,11 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
             state=with_state_links(analysis.linker) if view_name != "all" else None)
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc
-    template = link_template or config.link_template
-    if template is None and fmt in ("svg", "pdf"):
+    template = dict(link_template or {})
+    if "" not in template and fmt in ("svg", "pdf"):
         # a picture opened from disk: absolute links reach the sources from
         # wherever the file is (root-relative ones went nowhere)
-        template = LOCAL_LINKS
+        template[""] = LOCAL_LINKS
     title = _title(analysis, picture.graph.get("connectors", []), picture.graph.get("view"))
     if fmt in ("svg", "png", "pdf") and picture.number_of_nodes() > LARGE_PICTURE:
         # Graphviz's layout grows much faster than the graph: --full on
@@ -86,7 +86,7 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
                    "many minutes; --focus, --connector or --format json/dot/mermaid answer "
                    "at once", err=True)
     try:
-        data = render_graph(picture, fmt, link_template=template, title=title)
+        data = render_graph(picture, fmt, link_template=template or None, title=title)
     except RenderError as exc:
         raise click.ClickException(str(exc)) from exc
     g = analysis.graph

@@ -11,6 +11,7 @@ import networkx as nx
 
 from kvflowmap.render.dot import RENDER_FORMATS, RenderError, render, to_dot
 from kvflowmap.render.json_out import to_node_link, to_pycg
+from kvflowmap.render.links import Templates
 from kvflowmap.render.mermaid import to_mermaid
 
 __all__ = ["FORMATS", "RenderError", "format_from_suffix", "render", "render_graph", "to_dot",
@@ -41,7 +42,7 @@ def _json_bytes(data: dict) -> bytes:
     return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
 
 
-def render_graph(g: nx.MultiDiGraph, fmt: str, *, link_template: str | None = None,
+def render_graph(g: nx.MultiDiGraph, fmt: str, *, link_template: Templates | str | None = None,
                  title: str | None = None) -> bytes:
     """``g`` in output format ``fmt`` (one of :data:`FORMATS`) as bytes.
 

@@ -22,6 +22,9 @@ from collections import defaultdict
 
 import networkx as nx
 
+from kvflowmap.render import links
+from kvflowmap.render.links import Templates
+
 RENDER_FORMATS = ("svg", "png", "pdf")
 EXTERNAL_FULL_LABEL = 40  # longest external id drawn in full
 
@@ -152,26 +155,23 @@ def _attrs(**kw: object) -> str:
     return "[" + ", ".join(items) + "]" if items else ""
 
 
-LINK_PLACEHOLDERS = "{root}, {path} (or {root_path}), {file} and {line}"
-
-
-def _link(template: str | None, roots: dict[str, str], root: str | None,
+def _link(template: Templates | str | None, roots: dict[str, str], root: str | None,
           file: str | None, line: object) -> str | None:
     """The URL of a source location, or None when the location is unknown."""
     if not file:
         return None
     line = line or 1
-    if template is None:
+    chosen = links.pick(template, root or "")
+    if chosen is None:
         return f"{urllib.parse.quote(file)}#L{line}"
     # {root} is the label (stable across machines); {path} (or {root_path},
     # the older spelling) the folder: the same placeholders as ``docs``.
     folder = roots.get(root or "") or root or ""
-    values = {"root": root or "", "path": folder, "root_path": folder, "file": file, "line": line}
     try:
-        return template.format_map(values)
+        return links.fill(chosen, root or "", folder, file, line)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
-        raise RenderError(f"link template {template!r} is not usable ({exc!r}); "
-                          f"use only the placeholders {LINK_PLACEHOLDERS}") from exc
+        raise RenderError(f"link template {chosen!r} is not usable ({exc!r}); "
+                          f"use only the placeholders {links.PLACEHOLDERS}") from exc
 
 
 def _tooltip(n: str, d: dict) -> str:
@@ -201,7 +201,7 @@ def group_nodes(g: nx.MultiDiGraph) -> dict[tuple[int, str], dict[str, list[str]
     return groups
 
 
-def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
+def _cluster_lines(g: nx.MultiDiGraph, link_template: Templates | str | None,
                    roots: dict[str, str]) -> list[str]:
     """Side clusters containing package clusters containing node statements."""
     labels = short_labels(g)
@@ -228,7 +228,7 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: str | None,
     return out
 
 
-def _edge_lines(g: nx.MultiDiGraph, link_template: str | None, roots: dict[str, str]) -> list[str]:
+def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots: dict[str, str]) -> list[str]:
     """Edge statements; parallel edges of one style (and carrier) are merged.
 
     A bridge is labelled with its carrier's field name, once per (carrier,
@@ -291,7 +291,7 @@ def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
     return out
 
 
-def to_dot(g: nx.MultiDiGraph, *, link_template: str | None = None,
+def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
            title: str | None = None) -> str:
     """Deterministic Graphviz DOT text for ``g``.
 

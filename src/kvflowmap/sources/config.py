@@ -9,6 +9,7 @@ Example::
     releases = ["vllm==0.33.0"]        # context fetched from the package index
     exclude = ["*/tests/*"]            # glob patterns of files to skip
     link_template = "https://example.org/blob/main/{path}#L{line}"
+    link_templates = {vllm = "https://github.com/vllm-project/vllm/blob/v{version}/{file}#L{line}"}
 
 The whole table is validated up front and every problem is reported in one
 error, so a user fixes the file in one pass.
@@ -43,6 +44,8 @@ class ProjectConfig:
     releases: tuple[str, ...] = ()  # validated NAME==VERSION specs
     exclude: tuple[str, ...] = ()  # glob patterns, as written
     link_template: str | None = None
+    # root name (vllm, pegaflow) -> its link template
+    link_templates: dict[str, str] | None = None
 
 
 def load_config(start: Path) -> ProjectConfig:
@@ -131,12 +134,20 @@ def _opt_str(key: str, value: Any, base: Path) -> tuple[str | None, list[str]]:
     return None, [f"{key}: expected a string, got {_type_name(value)}"]
 
 
+def _str_table(key: str, value: Any, base: Path) -> tuple[dict[str, str] | None, list[str]]:
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return {str(k): v for k, v in value.items()}, []
+    return None, [f"{key}: expected a table of strings (root name = URL template), "
+                  f"got {_type_name(value)}"]
+
+
 KEYS: dict[str, Checker] = {
     "sources": _paths,
     "context": _paths,
     "releases": _specs,
     "exclude": _strings,
     "link_template": _opt_str,
+    "link_templates": _str_table,
 }
 
 
