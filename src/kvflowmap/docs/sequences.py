@@ -134,7 +134,10 @@ def _class_of(d: _Diagram, fn: str) -> str:
     df = lk.model.defs.get(fn)
     owner = getattr(df.fact, "class_qualname", None) if df is not None else None
     key = f"{df.module}.{owner}" if df is not None and owner else fn
-    return d.pid(key, key.rsplit(".", 1)[-1])
+    # a nested function keeps its enclosing one (``maybe_transfer_kv_layer.wrapper``)
+    title = key.rsplit(".", 1)[-1] if owner or df is None else \
+        str(getattr(df.fact, "qualname", "") or key.rsplit(".", 1)[-1])
+    return d.pid(key, title)
 
 
 def _conn(d: _Diagram, side: str) -> str:
