@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 import re
 import shutil
@@ -150,7 +152,8 @@ def test_dot_shapes_and_edge_styles() -> None:
     assert 'style="dotted"' in _edge_line(dot, f"{WORKER}.get_finished", FIELD)
     state_line = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{STATE}" ['))
     assert 'shape="ellipse"' in state_line and 'style="filled"' in state_line
-    assert 'label="RequestStatus.WAITING_FOR_REMOTE_KVS"' in state_line
+    # two lines keep the columns narrow: the class over the member
+    assert 'label="RequestStatus\\n.WAITING_FOR_REMOTE_KVS"' in state_line
     ext = next(ln for ln in dot.splitlines() if ln.strip().startswith('"&lt;builtin&gt;.len" ['))
     assert 'label="&lt;builtin&gt;.len"' in ext and 'style="dotted"' in ext
     g = make_graph()
@@ -283,3 +286,36 @@ def test_formats_and_suffixes() -> None:
     assert render_graph(make_graph(), "dot").startswith(b'digraph "kvflowmap"')
     with pytest.raises(RenderError, match="unknown output format"):
         render_graph(make_graph(), "bmp")
+
+
+def _fake_graphviz(tmp_path, monkeypatch, sfdp_sleeps: bool) -> None:
+    """``dot`` that never finishes in time, and an ``sfdp`` that answers."""
+    import stat
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {"dot": "#!/bin/sh\nexec sleep 5\n",
+               "sfdp": "#!/bin/sh\n" + ("exec sleep 5\n" if sfdp_sleeps else "") +
+               "cat > /dev/null\necho '<svg>sfdp</svg>'\n"}
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text, encoding="utf-8")
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("KVFLOWMAP_DOT_TIMEOUT", "0.3")
+
+
+def test_slow_dot_falls_back_to_sfdp_and_says_so(tmp_path, monkeypatch) -> None:
+    from kvflowmap.render.dot import render
+
+    _fake_graphviz(tmp_path, monkeypatch, sfdp_sleeps=False)
+    notes: list[str] = []
+    assert render("digraph { a -> b }", "svg", notes=notes) == b"<svg>sfdp</svg>\n"
+    assert notes and "within 0.3 s" in notes[0] and "sfdp" in notes[0]
+
+
+def test_a_picture_too_big_for_both_layouts_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    from kvflowmap.render.dot import render
+
+    _fake_graphviz(tmp_path, monkeypatch, sfdp_sleeps=True)
+    with pytest.raises(RenderError, match=r"within 0.3 s \(dot, then sfdp\).*--focus"):
+        render("digraph { a -> b }", "svg")

@@ -266,15 +266,43 @@ def test_sarif_content(sample):
     loc = res["locations"][0]
     assert loc["physicalLocation"]["artifactLocation"] == {"uri": "pkg/worker.py",
                                                            "uriBaseId": "conn"}
-    assert loc["physicalLocation"]["region"] == {"startLine": 3, "startColumn": 2}
+    assert loc["physicalLocation"]["region"] == {
+        "startLine": 3, "startColumn": 2, "endLine": 3, "endColumn": 27,
+        "snippet": {"text": "\tself._pending[req.id] = 1"}}
     assert loc["logicalLocations"][0]["fullyQualifiedName"] == "pkg.worker.W.start"
     flow = res["codeFlows"][0]["threadFlows"][0]["locations"]
     assert [s["location"]["message"]["text"] for s in flow][:2] == [
         "id enters self._pending", "parks the request"]
     assert flow[1]["location"]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "vllm"
-    assert res["partialFingerprints"] == {"kvflowmap/v1": findings[0].fingerprint}
+    prints = res["partialFingerprints"]
+    assert prints["kvflowmap/v1"] == findings[0].fingerprint
+    # GitHub's line hash: the line's text and its occurrence, not its number
+    assert prints["primaryLocationLineHash"].endswith(":1")
+    assert parked_rule["name"] == "TitleOfParkedReleased" != parked_rule["id"]
+    assert run["automationDetails"] == {"id": "kvflowmap/check/"}
     levels = {r["ruleId"]: r["level"] for r in run["results"]}
     assert levels["style"] == "note" and levels["no-blocking"] == "warning"
+
+
+def test_sarif_line_hash_follows_the_text_and_descriptions_are_short(tmp_path):
+    from kvflowmap.report.sarif import _line_hash, rule_descriptor
+
+    src = tmp_path / "m.py"
+    src.write_text("x = 1\ny = 2\nx = 1\n", encoding="utf-8")
+    at = {"rule": "r", "severity": "error", "message": "m", "file": "m.py", "column": 1,
+          "function": "f", "abspath": str(src)}
+    first, third = _line_hash(Finding(line=1, **at)), _line_hash(Finding(line=3, **at))
+    assert first and third and first != third  # same text, other occurrence
+    assert first.split(":")[0] == third.split(":")[0]
+    src.write_text("# moved\nx = 1\ny = 2\nx = 1\n", encoding="utf-8")
+    from kvflowmap.report import sarif
+    sarif._lines.cache_clear()
+    assert _line_hash(Finding(line=2, **at)) == first
+    long = Rule(id="long", title="t", severity="error", rationale="word " * 400, kind="reach",
+                params={}, applies_to=AppliesTo(), examples=(), help="h", pack="p",
+                path=Path("long.yaml"))
+    text = rule_descriptor(long)["fullDescription"]["text"]
+    assert len(text) <= 1024 and text.endswith("…")
 
 
 def test_sarif_without_roots_uses_file_uris(sample):

@@ -131,3 +131,21 @@ def test_pegaflow_save_story(pegaflow_analysis) -> None:
                 if d.get("kind") == "bridge"}
     assert carriers == {"kv_connector_metadata", "finished_sending"}
     assert f"{SCHED}._free_blocks" in view
+
+
+def test_default_flow_has_nothing_alone_and_every_hook_its_caller(pegaflow_analysis) -> None:
+    from kvflowmap.graph import select
+
+    view = select.flow_view(pegaflow_analysis.graph)
+    assert not [n for n in view if view.degree(n) == 0]
+    hooks = [n for n, d in view.nodes(data=True) if d.get("implements")]
+    assert "pegaflow.connector.PegaKVConnector.register_kv_caches" in hooks
+    # each implementation is reached from its base hook, which vLLM calls
+    for n in hooks:
+        base = view.nodes[n]["implements"]
+        assert view.has_edge(base, n), n
+        assert any(k == "call" for *_, k in view.in_edges(base, data="kind")), base
+    # a base hook is nobody's connector: MultiConnector forwarding to it made it
+    # MultiConnector's, and the flow dropped save_kv_layer's and take_events' bases
+    base = pegaflow_analysis.linker.protocol.base_class
+    assert f"{base}.save_kv_layer" in view and f"{base}.take_events" in view

@@ -86,13 +86,17 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
                    "many minutes; --focus, --connector or --format json/dot/mermaid answer "
                    "at once", err=True)
     try:
-        data = render_graph(picture, fmt, link_template=template or None, title=title)
+        layout_notes: list[str] = []
+        data = render_graph(picture, fmt, link_template=template or None, title=title,
+                            notes=layout_notes)
     except RenderError as exc:
         raise click.ClickException(str(exc)) from exc
     g = analysis.graph
     note = (f"{picture.number_of_nodes()} nodes, {picture.number_of_edges()} edges drawn (graph: "
             f"{g.number_of_nodes()} nodes, {g.number_of_edges()} edges, "
             f"{len(analysis.unresolved)} unresolved calls)")
+    for line in layout_notes:
+        note += f"; {line}"
     if picture.graph.get("cut"):
         note += (f"; --focus reached {picture.graph['cut']} nodes within --depth {depth}, the "
                  f"{picture.number_of_nodes()} nearest are drawn (--max-nodes to draw more)")
@@ -105,6 +109,5 @@ def _title(analysis: Analysis, connectors: list[str], view: str | None = None) -
     labels = " + ".join(r.label for r in analysis.roots)
     shown = ", ".join(c.rpartition(".")[2] for c in connectors)
     if view:
-        return (f"{analysis.linker.protocol.views[view].title}: {shown or 'connector'} "
-                f"({labels})")
+        return f"{analysis.linker.protocol.views[view].title}: {shown or 'connector'} — {labels}"
     return f"KV-transfer flow: {labels}" + (f" (connector: {shown})" if shown else "")

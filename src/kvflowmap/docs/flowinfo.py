@@ -17,6 +17,7 @@ import networkx as nx
 
 from kvflowmap.graph.build import Linker
 from kvflowmap.nav.where import FLOW_KINDS, Site, edge_sites
+from kvflowmap.graph import select
 
 TOUCH_RELATIONS = (("out", ("sets_state",)), ("in", ("reads_state",)),
                    ("out", ("produces",)), ("in", ("consumes",)))
@@ -61,12 +62,16 @@ def overrides(lk: Linker, cls: str, method: str) -> bool:
 
 
 def vllm_callers(g: nx.MultiDiGraph, lk: Linker, method: str, impl: str | None) -> list[Site]:
-    """Calls from context code (vLLM) into the base method or the implementation."""
+    """Calls from context code (vLLM) into the base method or the
+    implementation; another connector forwarding to its children
+    (MultiConnector) is not vLLM calling this one."""
     sites: set[Site] = set()
+    base = lk.protocol.base_class
     for target in {t for t in (base_method(lk, method), impl) if t is not None}:
         if target in g:
             for s in edge_sites(g, target, "in", ("call",)):
-                if s.node in g and not g.nodes[s.node].get("subject"):
+                if s.node in g and not g.nodes[s.node].get("subject") and \
+                        not select.connector_method(g, s.node, base):
                     sites.add(s)
     return sorted(sites, key=_place)
 

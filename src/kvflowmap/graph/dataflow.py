@@ -322,8 +322,11 @@ def _mark_connectors(lk: Linker, hooks: list[str]) -> None:
             _runs_for(g.nodes[m], m.rpartition(".")[0], cls)
             for _, nxt, kind in g.out_edges(m, data="kind"):
                 d = g.nodes[nxt]
+                # a call back into the protocol base (MultiConnector forwarding
+                # to its children's hooks) is every connector's, not this one's
                 if kind == "call" and d.get("kind") == "function" and d.get("role") != "module" \
-                        and d.get("package") == g.nodes[m].get("package"):
+                        and d.get("package") == g.nodes[m].get("package") \
+                        and nxt.rpartition(".")[0] != base:
                     _runs_for(d, m.rpartition(".")[0], cls)
 
 

@@ -148,6 +148,7 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
             if (d.get("flow") and d.get("connector") in (None, *chosen))
             or d.get("connector") in chosen or chosen & set(d.get("connectors", ()))
             or n in chosen]
+    flow += _hook_callers(g, flow)
     view = subgraph(g, flow)
     # a state nothing in the flow sets or reads (``FINISHED_REPETITION``)
     # says nothing about the KV flow: drawn, it only floats alone; nor does
@@ -156,6 +157,9 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
     view = subgraph(view, [n for n in view if view.nodes[n].get("kind") != "state"
                             or (view.degree(n) and any(
                                 fnmatch.fnmatchcase(n.rpartition(".")[2], p) for p in kv_states))])
+    # nothing floats alone: a node with no edge in the flow (the connector
+    # class itself, a hook whose base no analysed vLLM code calls) says nothing
+    view = subgraph(view, [n for n in view if view.degree(n)])
     view.graph["connectors"] = sorted(chosen)
     if view.number_of_nodes() <= max_nodes:
         return view
@@ -170,6 +174,37 @@ def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
     keep -= {n for n in keep if view.nodes[n].get("kind") == "state" and
              not _touches(view, n, keep)}
     return subgraph(view, keep)
+
+
+def connector_method(g: nx.MultiDiGraph, n: str, base: str) -> bool:
+    """Whether ``n`` belongs to a connector class: its innermost enclosing
+    class derives from the protocol base ``base`` (the base's own defaults
+    are vLLM's code, not a connector's)."""
+    mros = g.graph.get("mro", {})
+    parts = n.split(".")
+    owner = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
+                  if ".".join(parts[:k]) in mros), None)
+    return owner is not None and owner != base and base in mros[owner]
+
+
+def _hook_callers(g: nx.MultiDiGraph, nodes: list[str]) -> list[str]:
+    """Every drawn hook implementation has its caller: the base hook it
+    implements and the vLLM functions calling that (``register_kv_caches``
+    from ``ActiveKVConnector.__init__``), when the flow lacks them."""
+    have = set(nodes)
+    out: list[str] = []
+    for n in nodes:
+        base_hook = g.nodes[n].get("implements")
+        if not base_hook or base_hook not in g or base_hook in have:
+            continue
+        base = base_hook.rpartition(".")[0]
+        callers = sorted(u for u, _, k in g.in_edges(base_hook, data="kind") if k == "call"
+                         and g.nodes[u].get("kind") == "function"
+                         and not connector_method(g, u, base))
+        if callers:
+            out += [base_hook, *[u for u in callers if u not in have]]
+            have.update(out)
+    return out
 
 
 def _touches(g: nx.MultiDiGraph, n: str, nodes: set[str]) -> bool:

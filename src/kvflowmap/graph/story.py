@@ -115,16 +115,6 @@ def _bridged(g: nx.MultiDiGraph, n: str, carriers: set[str]) -> bool:
                in carriers for *_, d in (*g.in_edges(n, data=True), *g.out_edges(n, data=True)))
 
 
-def _connector_method(g: nx.MultiDiGraph, n: str, base: str) -> bool:
-    """Whether ``n`` is a method of some connector class (or of the base)."""
-    mros = g.graph.get("mro", {})
-    parts = n.split(".")
-    # the innermost enclosing class (a lambda inside MultiConnector.request_finished)
-    owner = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
-                  if ".".join(parts[:k]) in mros), None)
-    return owner is not None and (owner == base or base in mros[owner])
-
-
 def _callers(g: nx.MultiDiGraph, hook: str, base: str,
              chosen: set[str]) -> list[tuple[str, str | None, list[dict]]]:
     """vLLM functions calling ``hook``: ``(caller, None, edges)``, or, when the
@@ -146,7 +136,7 @@ def _callers(g: nx.MultiDiGraph, hook: str, base: str,
                 continue
             out += [(c, u, ds) for c, _, _ in _callers(g, u, base, chosen)
                     if c.rpartition(".")[0] != base]
-        elif not _connector_method(g, u, base):
+        elif not select.connector_method(g, u, base):
             out.append((u, None, ds))
     return out
 
@@ -317,7 +307,7 @@ def _place_callers(g: nx.MultiDiGraph, p: _Placement, view: View, base: str) -> 
                 u in p.at for u in g.predecessors(n) if u != n):
             continue
         for u in sorted(set(g.predecessors(n))):
-            if g.nodes[u].get("kind") == "function" and not _connector_method(g, u, base) and \
+            if g.nodes[u].get("kind") == "function" and not select.connector_method(g, u, base) and \
                     any(d.get("kind") == "call" for d in g[u][n].values()):
                 p.place(u, i, col - 1)
 

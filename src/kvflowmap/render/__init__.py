@@ -43,14 +43,14 @@ def _json_bytes(data: dict) -> bytes:
 
 
 def render_graph(g: nx.MultiDiGraph, fmt: str, *, link_template: Templates | str | None = None,
-                 title: str | None = None) -> bytes:
+                 title: str | None = None, notes: list[str] | None = None) -> bytes:
     """``g`` in output format ``fmt`` (one of :data:`FORMATS`) as bytes.
 
     Raises :class:`RenderError` for an unknown format or, for svg/png/pdf,
     when Graphviz is missing or fails.
     """
     if fmt in RENDER_FORMATS:
-        return render(to_dot(g, link_template=link_template, title=title), fmt)
+        return render(to_dot(g, link_template=link_template, title=title), fmt, notes=notes)
     if fmt == "dot":
         return to_dot(g, link_template=link_template, title=title).encode("utf-8")
     if fmt == "mermaid":

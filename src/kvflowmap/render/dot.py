@@ -205,9 +205,10 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: Templates | str | None,
                    roots: dict[str, str]) -> list[str]:
     """Side clusters containing package clusters containing node statements."""
     labels = short_labels(g)
-    if g.graph.get("stages"):
-        # a story reads left to right: two short lines keep its columns narrow
-        labels = {n: _two_lines(t) for n, t in labels.items()}
+    # pictures read left to right: two short lines keep the columns narrow
+    # (an external keeps its id on one line: it says where it comes from)
+    labels = {n: t if node_kind(g.nodes[n]) == "external" else _two_lines(t)
+              for n, t in labels.items()}
     groups = group_nodes(g)
     out: list[str] = []
     for side in sorted(groups):
@@ -363,16 +364,52 @@ def _dot_program() -> str:
     return path
 
 
-def render(dot_text: str, fmt: str) -> bytes:
+LAYOUT_TIMEOUT = 120.0  # seconds dot may take before the fast fallback layout is used
+# the fallback: a force-directed layout with straight edges, seconds where
+# dot's layered one takes an hour on a few thousand nodes (clusters are drawn
+# only as far as sfdp supports them)
+FALLBACK = ("sfdp", "-Goverlap=prism", "-Gsplines=false", "-Goutputorder=edgesfirst")
+
+
+def render(dot_text: str, fmt: str, *, timeout: float | None = None,
+           notes: list[str] | None = None) -> bytes:
     """Run Graphviz ``dot -T<fmt>`` on ``dot_text`` (svg, png or pdf) and
     return the bytes. ``SOURCE_DATE_EPOCH`` is pinned so dates embedded by
-    the output backends do not change between runs."""
+    the output backends do not change between runs. When dot takes longer
+    than ``timeout`` seconds (``KVFLOWMAP_DOT_TIMEOUT``, else
+    :data:`LAYOUT_TIMEOUT`), the picture is laid out with ``sfdp`` instead and
+    ``notes`` gets a line saying so; when that too runs out of time, a
+    :class:`RenderError` says what to draw instead."""
     if fmt not in RENDER_FORMATS:
         raise RenderError(f"dot cannot draw {fmt!r}; use one of {', '.join(RENDER_FORMATS)}")
+    if timeout is None:
+        timeout = float(os.environ.get("KVFLOWMAP_DOT_TIMEOUT") or LAYOUT_TIMEOUT)
+    dot = _dot_program()
+    try:
+        return _run([dot, f"-T{fmt}"], dot_text, timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    sfdp = shutil.which("sfdp") or os.path.join(os.path.dirname(dot), "sfdp")
+    try:
+        data = _run([sfdp, *FALLBACK[1:], f"-T{fmt}"], dot_text, timeout)
+    except (subprocess.TimeoutExpired, FileNotFoundError) as exc:
+        raise RenderError(
+            f"Graphviz did not lay the picture out within {timeout:g} s (dot, then sfdp): it is "
+            "too big to draw. Draw a part (--focus SYMBOL, --connector CLASS, --view load), "
+            "raise KVFLOWMAP_DOT_TIMEOUT, or write --format dot/json/mermaid, which need no "
+            f"layout ({type(exc).__name__}).") from exc
+    if notes is not None:
+        notes.append(f"dot did not finish within {timeout:g} s; laid out with sfdp instead "
+                     "(straight edges; --focus or --connector draw a readable part)")
+    return data
+
+
+def _run(cmd: list[str], dot_text: str, timeout: float) -> bytes:
     env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0")}
-    proc = subprocess.run([_dot_program(), f"-T{fmt}"], input=dot_text.encode("utf-8"),
-                          capture_output=True, check=False, env=env)
+    proc = subprocess.run(cmd, input=dot_text.encode("utf-8"), capture_output=True,
+                          check=False, env=env, timeout=timeout)
     if proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip()
-        raise RenderError(f"Graphviz dot failed (exit {proc.returncode}): {msg}")
+        raise RenderError(f"Graphviz {os.path.basename(cmd[0])} failed (exit "
+                          f"{proc.returncode}): {msg}")
     return proc.stdout

@@ -7,8 +7,11 @@ the stable fingerprint in ``partialFingerprints``."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,8 @@ SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/sche
 # Where people learn about the tool; replace when the project has a public home.
 INFORMATION_URI = "https://github.com/kvflowmap/kvflowmap"
 FINGERPRINT_KEY = "kvflowmap/v1"
+LINE_HASH_KEY = "primaryLocationLineHash"  # GitHub matches results across commits by it
+MAX_DESCRIPTION = 1024  # GitHub's limit on a rule's fullDescription
 LEVELS = {"error": "error", "warning": "warning", "note": "note"}
 
 # Rule ids the tool itself reports, which no rule file declares.
@@ -42,15 +47,30 @@ def _text(value: str, fallback: str) -> str:
     return value.strip() or fallback
 
 
+def rule_name(title: str, rule_id: str) -> str:
+    """SARIF's human rule name, not the id: the title in UpperCamelCase
+    (``The probe is a probe`` -> ``TheProbeIsAProbe``)."""
+    words = re.findall(r"[A-Za-z0-9]+", title) or re.findall(r"[A-Za-z0-9]+", rule_id)
+    return "".join(w[:1].upper() + w[1:] for w in words) or rule_id
+
+
+def _shortened(text: str, limit: int = MAX_DESCRIPTION) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
 def rule_descriptor(rule: Rule) -> dict[str, Any]:
     """A ``reportingDescriptor`` for one rule file."""
     help_text = _text(rule.help, rule.title)
     markdown = f"**{rule.title}**\n\n{_text(rule.rationale, rule.title)}\n\n{help_text}"
     return {
         "id": rule.id,
-        "name": rule.id,
+        "name": rule_name(rule.title, rule.id),
         "shortDescription": {"text": _text(rule.title, rule.id)},
-        "fullDescription": {"text": _text(rule.rationale, rule.title or rule.id)},
+        "fullDescription": {"text": _shortened(_text(rule.rationale, rule.title or rule.id))},
         "help": {"text": help_text or rule.id, "markdown": markdown},
         "defaultConfiguration": {"level": LEVELS.get(rule.severity, "warning")},
         "properties": {"tags": sorted({t for t in (rule.pack, rule.kind) if t})},
@@ -60,8 +80,8 @@ def rule_descriptor(rule: Rule) -> dict[str, Any]:
 def _builtin_descriptor(rule_id: str, severity: str) -> dict[str, Any]:
     title, level, text = BUILTIN_RULES.get(rule_id, (rule_id, severity, rule_id))
     return {
-        "id": rule_id, "name": rule_id,
-        "shortDescription": {"text": title}, "fullDescription": {"text": text},
+        "id": rule_id, "name": rule_name(title, rule_id),
+        "shortDescription": {"text": title}, "fullDescription": {"text": _shortened(text)},
         "help": {"text": text, "markdown": text},
         "defaultConfiguration": {"level": LEVELS.get(level, "warning")},
         "properties": {"tags": ["kvflowmap"]},
@@ -120,11 +140,38 @@ def _file_uri(path: str) -> str:
     return Path(os.path.abspath(path)).as_uri()
 
 
-def _physical(artifact: dict[str, Any], line: int, column: int | None) -> dict[str, Any]:
-    region: dict[str, Any] = {"startLine": max(1, line)}
+@functools.lru_cache(maxsize=256)
+def _lines(abspath: str) -> tuple[str, ...]:
+    """The text lines of a reported file (empty when it cannot be read)."""
+    try:
+        return tuple(Path(abspath).read_text(encoding="utf-8", errors="replace").splitlines())
+    except OSError:
+        return ()
+
+
+def _physical(artifact: dict[str, Any], line: int, column: int | None,
+              abspath: str = "") -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": max(1, line), "endLine": max(1, line)}
     if column is not None:
         region["startColumn"] = max(1, column)
+    text = _lines(abspath) if abspath else ()
+    if 0 < line <= len(text):
+        # the finding names a statement's line: the region ends with it
+        region["endColumn"] = len(text[line - 1]) + 1
+        region["snippet"] = {"text": text[line - 1]}
     return {"artifactLocation": artifact, "region": region}
+
+
+def _line_hash(f: Finding) -> str | None:
+    """GitHub's ``primaryLocationLineHash``: a hash of the finding's source
+    line (whitespace-normalised) and which occurrence of that text in the
+    file it is, so the result follows the line when others move."""
+    text = _lines(f.abspath) if f.abspath else ()
+    if not 0 < f.line <= len(text):
+        return None
+    norm = [" ".join(t.split()) for t in text]
+    n = norm[:f.line].count(norm[f.line - 1])
+    return hashlib.sha256(norm[f.line - 1].encode()).hexdigest()[:16] + f":{n}"
 
 
 def _logical(function: str) -> list[dict[str, Any]]:
@@ -147,7 +194,8 @@ def _code_flow(f: Finding, loc: _Locator) -> dict[str, Any]:
 
 def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
     location: dict[str, Any] = {
-        "physicalLocation": _physical(loc.artifact(f.file, f.root, f.abspath), f.line, f.column)}
+        "physicalLocation": _physical(loc.artifact(f.file, f.root, f.abspath), f.line, f.column,
+                                      f.abspath)}
     if f.function:
         location["logicalLocations"] = _logical(f.function)
     result: dict[str, Any] = {
@@ -157,6 +205,8 @@ def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
     }
+    if (line_hash := _line_hash(f)) is not None:
+        result["partialFingerprints"][LINE_HASH_KEY] = line_hash
     if f.path:
         result["codeFlows"] = [_code_flow(f, loc)]
     if f.suppressed:
@@ -192,6 +242,8 @@ def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
         "tool": {"driver": {"name": "kvflowmap", "version": __version__,
                             "informationUri": INFORMATION_URI, "rules": descriptors}},
         "columnKind": "unicodeCodePoints",
+        # one category per tool: GitHub keeps this run's results apart from other analyses'
+        "automationDetails": {"id": "kvflowmap/check/"},
         "results": [_result(f, index, loc) for f in items],
         "invocations": [{"executionSuccessful": True,
                          "toolExecutionNotifications": [

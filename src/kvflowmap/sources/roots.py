@@ -57,6 +57,21 @@ class ModuleTable:
             self.files[sf.module] = sf
 
 
+def _release_label(base: Path, dotted: str) -> str:
+    """``pegaflow-llm 0.25.1`` for a package of an installed or unpacked
+    distribution (``lmcache 0.5.6 (lmcache.integration.vllm)`` for a part of
+    one): what links, SARIF and headings call it. A plain checkout keeps the
+    package's dotted name."""
+    from kvflowmap.sources.version import distribution
+
+    top = dotted.split(".")[0]
+    dist = distribution(base, top)
+    if dist is None:
+        return dotted
+    name, version = dist
+    return f"{name} {version}" + ("" if dotted == top else f" ({dotted})")
+
+
 def root_for(src: str, *, subject: bool, label: str | None = None,
              exclude: tuple[str, ...] = ()) -> Root:
     """The root for one SRC argument; raises SourceError when it is missing."""
@@ -74,7 +89,7 @@ def root_for(src: str, *, subject: bool, label: str | None = None,
         # The package's dotted name (``lmcache.integration.vllm``, not ``vllm``):
         # a folder name alone is ambiguous in links, SARIF and headings.
         dotted = ".".join(path.relative_to(base).parts) or path.name
-        return Root(base, label or dotted, subject, (path,), exclude)
+        return Root(base, label or _release_label(base, dotted), subject, (path,), exclude)
     return Root(path, label or path.name, subject, (), exclude)
 
 

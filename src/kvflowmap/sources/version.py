@@ -28,6 +28,29 @@ def detect_version(root: Path, package: str) -> str | None:
             or _from_source(root, package))
 
 
+def distribution(root: Path, package: str) -> tuple[str, str] | None:
+    """``(name, version)`` of the installed or unpacked distribution under
+    ``root`` that ships top-level ``package`` (``("pegaflow-llm", "0.25.1")``
+    for ``pegaflow``), from its packaging metadata only; None for a plain
+    source tree."""
+    try:
+        entries = sorted(Path(root).iterdir())
+    except OSError:
+        return None
+    want = _norm(package)
+    metas = [(e, m) for e in entries if (m := _meta_file(e)) is not None]
+    # the distribution named like the package first, then one that ships it
+    ordered = sorted(metas, key=lambda em: _norm(em[0].name.rsplit(".", 1)[0].split("-")[0])
+                     != want)
+    for entry, meta in ordered:
+        named = _norm(entry.name.rsplit(".", 1)[0].split("-")[0]) == want
+        if named or (entry.is_dir() and _owns(entry, package)):
+            name, version = _header(meta, "Name"), _header(meta, "Version")
+            if name and version:
+                return name, version
+    return None
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
