@@ -49,7 +49,8 @@ def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list
                          for a in fn.all_assigns if a.target in ids}
     for block, then in _blocks(fn.fact.body):
         for i, st in enumerate(block):
-            if st.kind != "try" or not works_on(fn, st.body, carriers):
+            if st.kind != "try" or not works_on(fn, st.body, carriers) or \
+                    _succeeds_inside(fn, st.body):
                 continue
             after = [*st.final, *block[i + 1:], *then]
             hand = _first_handover(fn, eff, after, ids)
@@ -85,6 +86,22 @@ def works_on(fn: FnView, body: tuple[Stmt, ...], names: set[str]) -> bool:
     return any(not is_logging(c.callee or "") and any(
         (a or "").partition(".")[0].removesuffix("[]") in names
         for a in (*c.args, *(v for _, v in c.kwargs))) for s in walk(body) for c in fn.calls(s))
+
+
+def _succeeds_inside(fn: FnView, body: tuple[Stmt, ...]) -> bool:
+    """The ``try`` leaves on success itself: a ``return`` under a test of
+    what its work returned (``ok = client.unpin(...); if ok: return None``).
+    Falling out of it, or out of its handler, is then the failure path, and
+    what follows is how the function reports the failure, not a success."""
+    results: set[str] = set()
+    for s in walk(body):
+        if s.kind == "simple" and fn.calls(s):
+            results.update(n for a in fn.assigns(s)
+                           for n in a.target.strip("()").replace(" ", "").split(","))
+        elif s.kind == "if" and results & set(s.names) and any(
+                b.kind == "return" for b in s.body):
+            return True
+    return False
 
 
 def _only_logs(fn: FnView, handler: Stmt) -> bool:

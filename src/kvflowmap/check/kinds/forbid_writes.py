@@ -154,6 +154,8 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                 continue
             if op == "=" and _lazy_init(ctx.function(fqn).body, target, line):
                 continue  # ``if self.client is None: self.client = ...``: done once
+            if op in KEYED and key and _moved(ctx, fqn, key, line):
+                continue  # the entry was taken out under that key first: a move, no commit
             ok = {"reset", "remove"} if op in KEYED and key else {"reset"}
             sent = op in KEYED and key and target.count(".") == 1 and any(
                 a == _attr(target) and ctx.classes.related(cls, k) for k, a in handed or ()) and \
@@ -177,6 +179,18 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                                    f"{short(fqn)}: {why}", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
     return out
+
+
+def _moved(ctx: CheckContext, fqn: str, key: str, line: int) -> bool:
+    """Before the keyed write at ``line``, ``fqn`` took an entry out of one
+    of its object's containers under the same key (``probe =
+    self._probes.pop(rid)`` ... ``self._retry[rid] = left``): what it writes
+    is that request's existing state moved or put back, not new state the
+    probe commits."""
+    fn, ff = ctx.function(fqn), ctx.facts(fqn)
+    me = f"{fn.params[0].name}." if fn.params else "self."
+    return any(c.scope == fn.qualname and c.op in REMOVALS and c.key == key and c.line < line
+               and c.container.startswith(me) for c in ff.containers)
 
 
 def _lazy_init(body, target: str, line: int) -> bool:
