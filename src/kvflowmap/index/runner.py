@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterable
@@ -29,6 +30,9 @@ def kill_workers() -> None:
     for pool in list(_POOLS):
         procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        # a worker started while the signal arrived may not be in the pool's
+        # table yet (seen once on a loaded machine): every child of ours goes
+        procs += [c for c in multiprocessing.active_children() if c not in procs]
         for proc in procs:
             proc.terminate()
         for proc in procs:
