@@ -96,8 +96,7 @@ def _succeeds_inside(fn: FnView, body: tuple[Stmt, ...]) -> bool:
     results: set[str] = set()
     for s in walk(body):
         if s.kind == "simple" and fn.calls(s):
-            results.update(n for a in fn.assigns(s)
-                           for n in a.target.strip("()").replace(" ", "").split(","))
+            results.update(a.target for a in fn.assigns(s))  # ``ok, msg =``: one per name
         elif s.kind == "if" and results & set(s.names) and any(
                 b.kind == "return" for b in s.body):
             return True

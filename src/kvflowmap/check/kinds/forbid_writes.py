@@ -182,15 +182,21 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
 
 
 def _moved(ctx: CheckContext, fqn: str, key: str, line: int) -> bool:
-    """Before the keyed write at ``line``, ``fqn`` took an entry out of one
-    of its object's containers under the same key (``probe =
-    self._probes.pop(rid)`` ... ``self._retry[rid] = left``): what it writes
-    is that request's existing state moved or put back, not new state the
-    probe commits."""
+    """The keyed write at ``line`` stores what ``fqn`` took out of one of its
+    object's containers under the same key, or what a call made of it
+    (``probe = self._probes.pop(rid)``, ``left = self._unpin(rid, probe)``,
+    ``self._retry[rid] = left``): that request's existing state moved or put
+    back, not new state the probe commits."""
     fn, ff = ctx.function(fqn), ctx.facts(fqn)
     me = f"{fn.params[0].name}." if fn.params else "self."
-    return any(c.scope == fn.qualname and c.op in REMOVALS and c.key == key and c.line < line
-               and c.container.startswith(me) for c in ff.containers)
+    pops = {c.line for c in ff.containers if c.scope == fn.qualname and c.op in REMOVALS
+            and c.key == key and c.line < line and c.container.startswith(me)}
+    mine = [a for a in ff.assigns if a.scope == fn.qualname and a.line < line]
+    taken = {a.target for a in mine if a.line in pops}
+    made = {c.line for c in ff.calls if c.scope == fn.qualname and taken & {
+        (x or "").partition(".")[0] for x in (*c.args, *(v for _, v in c.kwargs))}}
+    taken |= {a.target for a in mine if a.line in made}
+    return bool(taken) and any(s.line == line and taken & set(s.names) for s in walk(fn.body))
 
 
 def _lazy_init(body, target: str, line: int) -> bool:
