@@ -57,7 +57,6 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
                   link_template, show_unresolved, connector=(), view: str = "all") -> GraphResult:
     """Select and render the picture the options ask for (``view``: all, or
     a story of the protocol file)."""
-    view_name = view
     fmt = fmt or (format_from_suffix(out) if out else None) or ("svg" if out else "dot")
     if not out and fmt in ("svg", "png", "pdf"):
         raise click.UsageError(f"--format {fmt} needs --out FILE")
@@ -68,9 +67,9 @@ def produce_graph(analysis: Analysis, config: ProjectConfig, *, out, fmt, focus,
         picture = choose_view(
             analysis.graph, focus=focus, depth=depth, direction=direction, path_from=path_from,
             path_to=path_to, include=include, exclude=exclude,
-            full=(full or whole) and view_name == "all", max_nodes=max_nodes,
-            connector=connector, view_name=view_name, protocol=analysis.linker.protocol,
-            state=with_state_links(analysis.linker) if view_name != "all" else None)
+            full=(full or whole) and view == "all", max_nodes=max_nodes,
+            connector=connector, view_name=view, protocol=analysis.linker.protocol,
+            state=with_state_links(analysis.linker) if view != "all" else None)
     except select.SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     template = dict(link_template or {})

@@ -8,12 +8,15 @@ delegates to inside its own package, ``depth`` calls deep. A hook the
 connector inherits from an analysed class between it and the protocol base
 is drawn where it is defined; one it leaves to the protocol base's default
 is drawn only when a carrier of the story ends there. Bridges are drawn for
-the story's carriers only, request states only when a drawn function sets or
-reads them and the stage names them.
+the story's carriers only, request states only when a drawn function sets
+them and the stage names them, and request-keyed containers one stage fills
+and a later one reads as notes between the two.
 
 The result is a plain graph like every selection (see ``select``), plus
-``graph["stages"]``: per stage its label and its nodes by column, which the
-DOT renderer turns into one rank per column.
+``graph["stages"]``: per stage its label, its ``anchors`` (the hooks and
+listed functions, one rank with the stage's header) and the ``offsets`` of
+the rest (columns before or after the anchors), which the DOT renderer turns
+into rank constraints.
 """
 
 from __future__ import annotations
@@ -195,8 +198,8 @@ def _place_handovers(sg: nx.MultiDiGraph, p: _Placement, chosen: set[str]) -> No
     two, with a ``produces`` and a ``consumes`` edge naming the function and
     line that fill and read it."""
     mine = [n for n in p.at if n in sg and chosen & set(sg.nodes[n].get("connectors", ()))]
-    owned = _owned_classes(sg, chosen)
-    reach = {n: _reach(sg, n, owned) for n in mine}
+    subclasses = _subclasses(sg, _owned_classes(sg, chosen))
+    reach = {n: _reach(sg, n, subclasses) for n in mine}
     found = []
     for c, d in sg.nodes(data=True):
         if d.get("kind") != "field" or c in p.at:
@@ -261,19 +264,23 @@ def _owned_classes(g: nx.MultiDiGraph, chosen: set[str]) -> set[str]:
     return owned
 
 
-def _reach(g: nx.MultiDiGraph, start: str, owned: set[str]) -> set[str]:
-    """Functions of ``start``'s package it reaches within HANDOVER_REACH calls,
-    a call to a method standing for its overrides in the classes the
-    connector constructs too (NIXL's connector calls
-    ``NixlBaseConnectorScheduler.request_finished`` on what is a
-    ``NixlPullConnectorScheduler``); with no such class known, in every
-    subclass."""
-    pkg = g.nodes[start].get("package")
-    subclasses: dict[str, list[str]] = {}
+def _subclasses(g: nx.MultiDiGraph, owned: set[str]) -> dict[str, list[str]]:
+    """Base class -> the subclasses a call to its method may land in: those
+    the connector constructs (``owned``), or every one when none is known."""
+    out: dict[str, list[str]] = {}
     for cls, mro in g.graph.get("mro", {}).items():
         if not owned or cls in owned:
             for b in mro[1:]:
-                subclasses.setdefault(b, []).append(cls)
+                out.setdefault(b, []).append(cls)
+    return out
+
+
+def _reach(g: nx.MultiDiGraph, start: str, subclasses: dict[str, list[str]]) -> set[str]:
+    """Functions of ``start``'s package it reaches within HANDOVER_REACH calls,
+    a call to a method standing for its overrides in ``subclasses`` too
+    (NIXL's connector calls ``NixlBaseConnectorScheduler.request_finished`` on
+    what is a ``NixlPullConnectorScheduler``)."""
+    pkg = g.nodes[start].get("package")
     seen = {start}
     frontier = [start]
     for _ in range(HANDOVER_REACH):

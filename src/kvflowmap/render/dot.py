@@ -169,9 +169,8 @@ def _link(template: Templates | str | None, roots: dict[str, str], root: str | N
     folder = roots.get(root or "") or root or ""
     try:
         return links.fill(chosen, root or "", folder, file, line)
-    except (KeyError, IndexError, ValueError, AttributeError) as exc:
-        raise RenderError(f"link template {chosen!r} is not usable ({exc!r}); "
-                          f"use only the placeholders {links.PLACEHOLDERS}") from exc
+    except ValueError as exc:
+        raise RenderError(str(exc)) from exc
 
 
 def _tooltip(n: str, d: dict) -> str:
@@ -368,7 +367,7 @@ LAYOUT_TIMEOUT = 120.0  # seconds dot may take before the fast fallback layout i
 # the fallback: a force-directed layout with straight edges, seconds where
 # dot's layered one takes an hour on a few thousand nodes (clusters are drawn
 # only as far as sfdp supports them)
-FALLBACK = ("sfdp", "-Goverlap=prism", "-Gsplines=false", "-Goutputorder=edgesfirst")
+FALLBACK_ARGS = ("-Goverlap=prism", "-Gsplines=false", "-Goutputorder=edgesfirst")
 
 
 def render(dot_text: str, fmt: str, *, timeout: float | None = None,
@@ -391,7 +390,7 @@ def render(dot_text: str, fmt: str, *, timeout: float | None = None,
         pass
     sfdp = shutil.which("sfdp") or os.path.join(os.path.dirname(dot), "sfdp")
     try:
-        data = _run([sfdp, *FALLBACK[1:], f"-T{fmt}"], dot_text, timeout)
+        data = _run([sfdp, *FALLBACK_ARGS, f"-T{fmt}"], dot_text, timeout)
     except (subprocess.TimeoutExpired, FileNotFoundError) as exc:
         raise RenderError(
             f"Graphviz did not lay the picture out within {timeout:g} s (dot, then sfdp): it is "

@@ -51,20 +51,21 @@ def pick(templates: Templates | str | None, label: str) -> str | None:
 
 
 def fill(template: str, root: str, folder: str, file: str, line: object) -> str:
-    """The URL of one location; KeyError/ValueError for a bad template."""
-    return template.format_map({"root": root, "path": folder, "root_path": folder,
-                                "version": _version(root), "file": file, "line": line})
+    """The URL of one location; ValueError naming the template and the
+    placeholders when it cannot be filled."""
+    try:
+        return template.format_map({"root": root, "path": folder, "root_path": folder,
+                                    "version": _version(root), "file": file, "line": line})
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise ValueError(f"link template {template!r} is not usable ({exc!r}); use only the "
+                         f"placeholders {PLACEHOLDERS}") from exc
 
 
 def check(templates: Templates | str | None) -> None:
     """Raise ValueError naming a template that cannot be filled."""
     items = [templates] if isinstance(templates, str) else list((templates or {}).values())
     for t in items:
-        try:
-            fill(t, "r 1.0", "p", "f.py", 1)
-        except (KeyError, IndexError, ValueError, AttributeError) as exc:
-            raise ValueError(f"link template {t!r} is not usable ({exc!r}); use only the "
-                             f"placeholders {PLACEHOLDERS}") from exc
+        fill(t, "r 1.0", "p", "f.py", 1)
 
 
 def _version(label: str) -> str:

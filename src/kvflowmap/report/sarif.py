@@ -7,7 +7,6 @@ the stable fingerprint in ``partialFingerprints``."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -21,6 +20,7 @@ from kvflowmap import __version__
 from kvflowmap.check.model import Finding, Rule, Step
 from kvflowmap.problems import Problem
 from kvflowmap.report.json_out import ordered
+from kvflowmap.report.sources import SourceLines
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
@@ -140,21 +140,12 @@ def _file_uri(path: str) -> str:
     return Path(os.path.abspath(path)).as_uri()
 
 
-@functools.lru_cache(maxsize=256)
-def _lines(abspath: str) -> tuple[str, ...]:
-    """The text lines of a reported file (empty when it cannot be read)."""
-    try:
-        return tuple(Path(abspath).read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return ()
-
-
 def _physical(artifact: dict[str, Any], line: int, column: int | None,
-              abspath: str = "") -> dict[str, Any]:
+              text: list[str] | None = None) -> dict[str, Any]:
     region: dict[str, Any] = {"startLine": max(1, line), "endLine": max(1, line)}
     if column is not None:
         region["startColumn"] = max(1, column)
-    text = _lines(abspath) if abspath else ()
+    text = text or []
     if 0 < line <= len(text):
         # the finding names a statement's line: the region ends with it
         region["endColumn"] = len(text[line - 1]) + 1
@@ -162,11 +153,10 @@ def _physical(artifact: dict[str, Any], line: int, column: int | None,
     return {"artifactLocation": artifact, "region": region}
 
 
-def _line_hash(f: Finding) -> str | None:
+def _line_hash(f: Finding, text: list[str]) -> str | None:
     """GitHub's ``primaryLocationLineHash``: a hash of the finding's source
     line (whitespace-normalised) and which occurrence of that text in the
     file it is, so the result follows the line when others move."""
-    text = _lines(f.abspath) if f.abspath else ()
     if not 0 < f.line <= len(text):
         return None
     norm = [" ".join(t.split()) for t in text]
@@ -192,10 +182,12 @@ def _code_flow(f: Finding, loc: _Locator) -> dict[str, Any]:
     return {"threadFlows": [{"locations": steps}]}
 
 
-def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
+def _result(f: Finding, index: dict[str, int], loc: _Locator,
+            sources: SourceLines) -> dict[str, Any]:
+    text = sources.lines(f.abspath)
     location: dict[str, Any] = {
         "physicalLocation": _physical(loc.artifact(f.file, f.root, f.abspath), f.line, f.column,
-                                      f.abspath)}
+                                      text)}
     if f.function:
         location["logicalLocations"] = _logical(f.function)
     result: dict[str, Any] = {
@@ -205,7 +197,7 @@ def _result(f: Finding, index: dict[str, int], loc: _Locator) -> dict[str, Any]:
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
     }
-    if (line_hash := _line_hash(f)) is not None:
+    if (line_hash := _line_hash(f, text)) is not None:
         result["partialFingerprints"][LINE_HASH_KEY] = line_hash
     if f.path:
         result["codeFlows"] = [_code_flow(f, loc)]
@@ -238,13 +230,14 @@ def render_sarif(findings: Iterable[Finding], rules: Iterable[Rule],
     descriptors = _descriptors(rules, items)
     index = {d["id"]: i for i, d in enumerate(descriptors)}
     loc = _Locator(roots)
+    sources = SourceLines()
     run: dict[str, Any] = {
         "tool": {"driver": {"name": "kvflowmap", "version": __version__,
                             "informationUri": INFORMATION_URI, "rules": descriptors}},
         "columnKind": "unicodeCodePoints",
         # one category per tool: GitHub keeps this run's results apart from other analyses'
         "automationDetails": {"id": "kvflowmap/check/"},
-        "results": [_result(f, index, loc) for f in items],
+        "results": [_result(f, index, loc, sources) for f in items],
         "invocations": [{"executionSuccessful": True,
                          "toolExecutionNotifications": [
                              _notification(p) for p in problems]}],

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import itertools
 import sys
-import tokenize
 from collections.abc import Iterable
 
 from rich.console import Console
@@ -16,41 +15,9 @@ from rich.text import Text
 
 from kvflowmap.check.model import SEVERITIES, Finding, Step
 from kvflowmap.report.json_out import ordered, summarize
-from kvflowmap.index.readfile import read_regular
+from kvflowmap.report.sources import SourceLines
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
-
-
-class _Sources:
-    """Source lines by absolute path, read once; unreadable files give no lines."""
-
-    def __init__(self) -> None:
-        self._lines: dict[str, list[str]] = {}
-
-    def line(self, abspath: str, number: int) -> str | None:
-        if not abspath or number < 1:
-            return None
-        if abspath not in self._lines:
-            self._lines[abspath] = _read_lines(abspath)
-        lines = self._lines[abspath]
-        return lines[number - 1] if number <= len(lines) else None
-
-
-def _read_lines(abspath: str) -> list[str]:
-    """The file's lines decoded as Python source would be; [] when unreadable."""
-    try:
-        data = read_regular(abspath)  # a FIFO or device would block an open()
-    except OSError:
-        return []
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError:
-        encoding = "utf-8"
-    try:
-        text = data.decode(encoding, errors="replace")
-    except LookupError:
-        text = data.decode("utf-8", errors="replace")
-    return text.splitlines()
 
 
 def _plain_console() -> Console:
@@ -73,7 +40,7 @@ def _header(f: Finding) -> Text:
     return text
 
 
-def _source(f: Finding, sources: _Sources) -> list[Text]:
+def _source(f: Finding, sources: SourceLines) -> list[Text]:
     """The finding's source line with a caret under its column, if readable."""
     raw = sources.line(f.abspath, f.line)
     if raw is None:
@@ -125,7 +92,7 @@ def render_text(findings: Iterable[Finding], *, console: Console | None = None) 
     stdout is a terminal."""
     items = ordered(findings)
     out = console or _plain_console()
-    sources = _Sources()
+    sources = SourceLines()
     with out.capture() as captured:
         for (root, file), group in itertools.groupby(items, key=lambda f: (f.root, f.file)):
             title = Text(file or "<no file>", style="bold underline")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -33,21 +34,10 @@ def distribution(root: Path, package: str) -> tuple[str, str] | None:
     ``root`` that ships top-level ``package`` (``("pegaflow-llm", "0.25.1")``
     for ``pegaflow``), from its packaging metadata only; None for a plain
     source tree."""
-    try:
-        entries = sorted(Path(root).iterdir())
-    except OSError:
-        return None
-    want = _norm(package)
-    metas = [(e, m) for e in entries if (m := _meta_file(e)) is not None]
-    # the distribution named like the package first, then one that ships it
-    ordered = sorted(metas, key=lambda em: _norm(em[0].name.rsplit(".", 1)[0].split("-")[0])
-                     != want)
-    for entry, meta in ordered:
-        named = _norm(entry.name.rsplit(".", 1)[0].split("-")[0]) == want
-        if named or (entry.is_dir() and _owns(entry, package)):
-            name, version = _header(meta, "Name"), _header(meta, "Version")
-            if name and version:
-                return name, version
+    for meta in _metas(root, package):
+        name, version = _header(meta, "Name"), _header(meta, "Version")
+        if name and version:
+            return name, version
     return None
 
 
@@ -67,23 +57,24 @@ def _meta_file(entry: Path) -> Path | None:
 
 
 def _from_metadata(root: Path, package: str) -> str | None:
+    return next((v for meta in _metas(root, package)
+                 if (v := _header(meta, "Version")) is not None), None)
+
+
+def _metas(root: Path, package: str) -> Iterator[Path]:
+    """Core-metadata files under ``root`` that belong to ``package``: the
+    distribution named like it first (a dist that merely ships a module of
+    the same name, vendoring, must not win over the package's own), then
+    those whose RECORD or top_level.txt ship it."""
     try:
-        entries = sorted(root.iterdir())
+        entries = sorted(Path(root).iterdir())
     except OSError:
-        return None
+        return
     metas = [(e, m) for e in entries if (m := _meta_file(e)) is not None]
     want = _norm(package)
-    # Match the distribution name first: a dist that merely ships a module of
-    # the same name (vendoring) must not win over the package's own metadata.
-    for entry, meta in metas:
-        if _norm(entry.name.rsplit(".", 1)[0].split("-")[0]) == want:
-            if (version := _header(meta, "Version")) is not None:
-                return version
-    for entry, meta in metas:
-        if entry.is_dir() and _owns(entry, package):
-            if (version := _header(meta, "Version")) is not None:
-                return version
-    return None
+    named = [m for e, m in metas if _norm(e.name.rsplit(".", 1)[0].split("-")[0]) == want]
+    yield from named
+    yield from (m for e, m in metas if m not in named and e.is_dir() and _owns(e, package))
 
 
 def _owns(meta_dir: Path, package: str) -> bool:
