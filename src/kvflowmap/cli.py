@@ -233,6 +233,49 @@ def check(**kw) -> None:
 
 
 @cli.command()
+@click.argument("src", nargs=-1, type=click.Path(exists=True))
+@click.option("--vllm", metavar="A..B|A,B,C",
+              help="vLLM releases: a range resolved on the package index, or a list.")
+@click.option("--vllm-from-pins", is_flag=True,
+              help="The releases the connector's own vllm requirement allows.")
+@click.option("--diff", nargs=2, metavar="A B",
+              help="The protocol changes between two releases (vllm==X or an import root).")
+@click.option("--class", "classes", multiple=True, metavar="CLASS",
+              help="Only these connector classes (short or full names).")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "markdown", "sarif"]),
+              help="Output format (default: from --output's suffix, else text).")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write to this file.")
+@click.option("--check", "check_path", type=click.Path(), metavar="FILE",
+              help="Exit 1 when FILE (or its marked compat block) is not the current table.")
+@click.option("--notes", is_flag=True, help="Text: also list notes (hooks not yet in a release).")
+@click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write cached surfaces and facts.")
+def compat(src: tuple[str, ...], vllm: str | None, vllm_from_pins: bool,
+           diff: tuple[str, str] | None, classes: tuple[str, ...], fmt: str | None,
+           out: str | None, check_path: str | None, notes: bool, cache_dir: str | None,
+           no_cache: bool) -> None:
+    """Which vLLM releases a connector works with, and what changed between two."""
+    from kvflowmap.commands import compat_cmd as cc
+
+    fmt = out_format(out, fmt, cc.SUFFIXES, "markdown" if check_path else "text")
+    check_writable(out)
+    store = cc.store_for(cache_dir, no_cache)
+    if diff:
+        text = cc.diff_output(store, diff, fmt or "text")
+    else:
+        if not src:
+            raise click.UsageError("give the connector sources (SRC), or --diff A B")
+        text = cc.matrix_output(store, [Path(s) for s in src], vllm, vllm_from_pins,
+                                list(classes), fmt or "text", notes)
+    if check_path:
+        raise click.exceptions.Exit(cc.check_file(text, check_path))
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command()
 @click.argument("specs", nargs=-1, required=True, metavar="NAME==VERSION...")
 @click.option("--cache-dir", type=click.Path(), envvar="KVFLOWMAP_CACHE_DIR")
 def fetch(specs: Sequence[str], cache_dir: str | None) -> None:

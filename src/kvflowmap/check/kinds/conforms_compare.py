@@ -4,6 +4,8 @@ annotations when both sides have them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_contract import fully_analysed
 from kvflowmap.check.kinds.conforms_signatures import Sig
@@ -35,14 +37,17 @@ class Related:
         return True  # something external: cannot tell
 
 
-def _compatible(a: frozenset[str] | None, b: frozenset[str] | None, related: Related) -> bool:
+def _compatible(a: frozenset[str] | None, b: frozenset[str] | None, related: RelatedFn) -> bool:
     return a is None or b is None or any(related(x, y) for x in a for y in b)
 
 
 Issues = list[tuple[str, str]]
+# What ``compare`` asks of two resolved annotation names: ``Related`` here,
+# ``kvflowmap.compat.related.Related`` across a connector and a release surface.
+RelatedFn = Callable[[str, str], bool]
 
 
-def compare(base: Sig, over: Sig, passed: dict[str, int] | None, related: Related, *,
+def compare(base: Sig, over: Sig, passed: dict[str, int] | None, related: RelatedFn, *,
             annotations: bool = True, returns: bool = True) -> Issues:
     """(key, message) of each way ``over`` breaks callers of ``base``.
     ``passed``: keyword names (and ``*pos``: most positional args) seen at call
@@ -71,7 +76,7 @@ def _kinds(sig: Sig) -> tuple[list[int], bool, bool, set[str]]:
 
 
 def _positional(base: Sig, over: Sig, passed: dict[str, int] | None,
-                related: Related | None) -> Issues:
+                related: RelatedFn | None) -> Issues:
     issues: Issues = []
     pos, has_var, has_kw, names = _kinds(over)
     for n, bi in enumerate(_kinds(base)[0]):
@@ -95,7 +100,7 @@ def _positional(base: Sig, over: Sig, passed: dict[str, int] | None,
     return issues
 
 
-def _keywords(base: Sig, over: Sig, related: Related | None) -> Issues:
+def _keywords(base: Sig, over: Sig, related: RelatedFn | None) -> Issues:
     issues: Issues = []
     _, has_var, has_kw, names = _kinds(over)
     for bi, bp in enumerate(base.params):

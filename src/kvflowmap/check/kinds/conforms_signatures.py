@@ -5,6 +5,7 @@ releases (or a base and its override) can be compared."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.check.kinds.conforms_contract import method_kind
@@ -54,6 +55,15 @@ class Sig:
 
 
 def _heads(linker, module: str, text: str | None) -> frozenset[str] | None:
+    return annotation_heads(text, lambda name: _resolve(linker, module, name))
+
+
+def annotation_heads(text: str | None,
+                     resolve: Callable[[str], str | None]) -> frozenset[str] | None:
+    """The top-level alternatives of annotation ``text`` as FQNs (``resolve``
+    maps a dotted name to one, normalised with ``normalise_fqn``); ``None``
+    when unknown or unconstrained. Shared with ``kvflowmap compat``, which
+    resolves names from a file's imports instead of a linked analysis."""
     if not text:
         return None
     try:
@@ -65,7 +75,7 @@ def _heads(linker, module: str, text: str | None) -> frozenset[str] | None:
         return None
     out = set()
     for name in names:
-        fq = "None" if name == "None" else _resolve(linker, module, name)
+        fq = "None" if name == "None" else resolve(name)
         if fq is None:
             return None
         out.add(fq)
@@ -110,12 +120,18 @@ def _resolve(linker, module: str, name: str) -> str | None:
     for kind, fqn in linker.values.name((module, ""), head, 0):
         if kind not in ("class", "ext", "module"):
             continue
-        full = linker.model.canonical(f"{fqn}.{rest}" if rest else fqn)
-        full = full.removeprefix("<builtin>.").removeprefix("builtins.")
-        mod, _, last = full.rpartition(".")
-        if full in _ANY or mod == "collections.abc":
-            return None
-        if mod in ("typing", "typing_extensions"):
-            return _TYPING_BUILTIN.get(last)
-        return full
+        return normalise_fqn(linker.model.canonical(f"{fqn}.{rest}" if rest else fqn))
     return None
+
+
+def normalise_fqn(full: str) -> str | None:
+    """An annotation's FQN as compared: builtins bare (``set``), ``typing``
+    aliases as their builtin, ``None`` for what accepts anything (``Any``,
+    ``object``, the ``collections.abc`` protocols, other ``typing`` names)."""
+    full = full.removeprefix("<builtin>.").removeprefix("builtins.")
+    mod, _, last = full.rpartition(".")
+    if full in _ANY or mod == "collections.abc":
+        return None
+    if mod in ("typing", "typing_extensions"):
+        return _TYPING_BUILTIN.get(last)
+    return full
