@@ -398,6 +398,37 @@ def docs(out: str, check: bool, link_template: tuple[str, ...], **kw) -> None:
     raise click.exceptions.Exit(run_docs(pages, out, check, say=rep.note))
 
 
+@cli.command()
+@source_options
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "html"]),
+              help="Output format (default: from the --out suffix, else text).")
+@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
+@click.option("--request", "request_id", metavar="ID", help="Only this request's story.")
+@click.option("--since", metavar="TIME", help="Only lines from TIME on (MM-DD HH:MM:SS or HH:MM:SS).")
+@click.option("--until", metavar="TIME", help="Only lines up to TIME.")
+@click.option("--link-template", "link_template", multiple=True, metavar="[NAME=]URL",
+              help="Source links in html/json: URL (every root) or NAME=URL (the root NAME); "
+                   "placeholders {root}, {path}, {version}, {file}, {line}. Repeatable.")
+def trace(fmt: str | None, out: str | None, request_id: str | None, since: str | None,
+          until: str | None, link_template: tuple[str, ...], **kw) -> None:
+    """Each request's story in vLLM + connector logs (LOG...), on the code, and
+    where a stuck one stopped. Arguments are logs and sources: log files (plain
+    or gzip; '-' is stdin) and the folders or .py files they come from. Exit 1
+    when a request is stuck or breaks the protocol."""
+    from kvflowmap.commands.trace_cmd import TRACE_SUFFIXES, run_trace, split_arguments
+
+    logs, sources = split_arguments(tuple(kw["src"]))
+    if not logs:
+        raise click.UsageError("no log given: kvflowmap trace LOG... [SRC...]")
+    kw["src"] = tuple(sources)
+    check_writable(out)
+    fmt = out_format(out, fmt, TRACE_SUFFIXES, default="text") or "text"
+    req, config, rep = prepare(kw)
+    template = link_templates(link_template, config)
+    raise click.exceptions.Exit(run_trace(req, config, rep, logs, fmt, out, request_id,
+                                          since, until, template))
+
+
 def _register_rule_commands() -> None:
     from kvflowmap.commands import rules_cmd
 

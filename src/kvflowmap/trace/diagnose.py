@@ -1,0 +1,226 @@
+"""What the protocol says about each story, and where a stuck request
+likely stopped.
+
+Problems (by the protocol's names, never one connector's):
+
+- ``parked``: parked (its commit hook ran, or it reached a parked state)
+  and no ``finished_recving`` (nor a failed receive or failed blocks) after;
+- ``delayed_free``: it reached a save hook and no ``finished_sending`` after;
+- ``failure_unreported``: a failure line and no failed-receive or
+  failed-block report;
+- ``finished_twice``: the same logging call in the same process reported it
+  finished twice.
+
+For a stuck request the functions that lead on from its last logged line
+(the rest of that function, what it calls, what those call, the rest of its
+caller) are ranked: a function with no logging call the log could show is a
+silent path; one whose caller logs right after the call that never came, one
+whose name says it waits, one run on a thread or executor rank higher.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from kvflowmap.trace.code import CodeIndex, Function, Marker
+from kvflowmap.trace.story import Story, TraceStats, seconds
+
+PARKED, DELAYED_FREE, FAILURE_UNREPORTED, FINISHED_TWICE = (
+    "parked", "delayed_free", "failure_unreported", "finished_twice")
+OUTCOMES = ("stuck", "failed", "aborted", "finished", "preempted", "open")
+SEARCH_DEPTH = 4
+_LEVEL_RANK = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+_WAITING_WORDS = ("wait", "poll", "recv", "receive", "join", "result", "acquire", "sleep",
+                  "read", "accept", "select", "loop", "block")
+_IGNORED_EXTERNAL = ("<builtin>.", "logging.", "time.", "typing.", "dataclasses.", "math.",
+                     "collections.", "os.", "json.", "re.")
+
+
+@dataclass
+class Candidate:
+    """A place a stuck request may have stopped."""
+
+    function: str
+    file: str
+    root: str
+    line: int
+    score: float
+    depth: int
+    via: list[str]  # the functions from the last logged one to it
+    reasons: list[str]
+
+
+@dataclass
+class Diagnosis:
+    """One request's outcome, problems and (when stuck) candidates."""
+
+    outcome: str
+    problems: list[str] = field(default_factory=list)
+    silent_for: float | None = None  # seconds from its last line to the end of its epoch
+    candidates: list[Candidate] = field(default_factory=list)
+    would_log: list[tuple[str, Marker]] = field(default_factory=list)  # (function, marker)
+
+
+def _after(s: Story, kinds: tuple[str, ...], seq: int) -> bool:
+    return any(x > seq for k in kinds for x in s.reports.get(k, ()))
+
+
+def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:
+    """The diagnosis of one story."""
+    kinds = code.report_kinds
+    recv = tuple(k for k in kinds if k == "finished_recving" or k.startswith("failed"))
+    send = tuple(k for k in kinds if k == "finished_sending")
+    failure_reports = tuple(k for k in kinds if k.startswith("failed"))
+    problems: list[str] = []
+    # a request being sent (prefill side) also runs the commit hook: not parked
+    if s.parked_at >= 0 and s.sending_at < 0 and not _after(s, recv, s.parked_at - 1):
+        problems.append(PARKED)
+    if s.sending_at >= 0 and send and not _after(s, send, s.sending_at - 1):
+        problems.append(DELAYED_FREE)
+    if s.failed_at >= 0 and not any(s.reports.get(k) for k in failure_reports):
+        problems.append(FAILURE_UNREPORTED)
+    if any(n > 1 for n in s.report_places.values()):
+        problems.append(FINISHED_TWICE)
+    finished = any(s.reports.get(k) for k in kinds if k.startswith("finished")) or any(
+        st.startswith("FINISHED") for st in s.states)
+    last_state = next(reversed(s.states), "") if s.states else ""
+    if PARKED in problems or DELAYED_FREE in problems:
+        outcome = "stuck"
+    elif s.failed_at >= 0:
+        outcome = "failed"
+    elif s.aborted_at >= 0:
+        outcome = "aborted"
+    elif finished:
+        outcome = "finished"
+    elif last_state.startswith("PREEMPT"):
+        outcome = "preempted"
+    else:
+        outcome = "open"
+    d = Diagnosis(outcome, problems)
+    end = stats.end_ts.get(s.epoch)
+    if end and s.last_ts:
+        a, b = seconds(s.last_ts), seconds(end)
+        if a is not None and b is not None:
+            d.silent_for = max(0.0, b - a)
+    if outcome == "stuck":
+        d.candidates, d.would_log = rank_candidates(s, code, stats)
+    return d
+
+
+def _visible(m: Marker, lowest: int) -> bool:
+    return _LEVEL_RANK.get(m.level, 20) >= lowest
+
+
+def _waits(name: str) -> bool:
+    words = re.split(r"[^a-z]+", name.rpartition(".")[2].lower())
+    return any(w.startswith(_WAITING_WORDS) for w in words if w)
+
+
+def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3
+                    ) -> tuple[list[Candidate], list[tuple[str, Marker]]]:
+    """The top places ``s`` may have stopped after its last logged line, and
+    the logging calls on the paths from there that never appeared for it."""
+    if s.last_marker < 0:
+        return [], []
+    seen_markers = {e.marker for e in s.events()}
+    # a level the log never shows (no DEBUG line at all) proves nothing
+    shown = [_LEVEL_RANK[lv] for lv in stats.levels if lv in _LEVEL_RANK]
+    lowest = min(shown) if shown else 20
+    fns = code.functions
+    scores: dict[str, Candidate] = {}
+    would: dict[int, str] = {}
+
+    def logs_after(fn: Function, line: int) -> list[Marker]:
+        return [code.markers[i] for i in fn.logs
+                if code.markers[i].line > line and _visible(code.markers[i], lowest)]
+
+    def consider(name: str, depth: int, via: list[str], parent: Function | None, call_line: int) -> None:
+        fn = fns.get(name)
+        if fn is None and name.startswith(_IGNORED_EXTERNAL):
+            return
+        visible = [code.markers[i] for i in fn.logs if _visible(code.markers[i], lowest)] if fn else []
+        if any(m.id in seen_markers for m in visible):
+            return  # the request passed through it: it logged there
+        reasons: list[str] = []
+        score = -0.5 * depth
+        if not visible:
+            score += 3
+            reasons.append("no logging call on it the log would show: a silent path"
+                           if fn is not None else "outside the analysed code (no logging call known)")
+        else:
+            for m in visible:
+                would.setdefault(m.id, name)
+        if parent is not None:
+            nxt = [m for m in logs_after(parent, call_line) if m.id not in seen_markers]
+            if nxt:
+                score += 2
+                reasons.append(f"{_short2(parent.name)} logs next at line {nxt[0].line} "
+                               f"({nxt[0].message[:60]!r}) after calling it, and that never came")
+        if _waits(name):
+            score += 1.5
+            reasons.append("its name says it waits or polls")
+        if fn is not None and fn.spawned:
+            score += 1
+            reasons.append("runs on a thread or executor: its caller does not wait for it")
+        if fn is None:
+            score -= 1  # no code to point at
+        old = scores.get(name)
+        if old is None or old.score < score:
+            scores[name] = Candidate(name, fn.file if fn else "", fn.root if fn else "",
+                                     fn.line if fn else 0, round(score, 2), depth, via, reasons)
+
+    for marker, line in _starts(s, code):
+        start = fns.get(marker.function)
+        if start is None:
+            continue
+        todo: deque[tuple[str, int, int, list[str]]] = deque()
+        todo.append((start.name, line, 0, [start.name]))
+        # the way back: the rest of each caller after its call
+        for caller in fns.values():
+            for callee, at, _kind in caller.calls:
+                if callee == start.name:
+                    todo.append((caller.name, at, 1, [caller.name, start.name]))
+        visited: set[tuple[str, int]] = set()
+        while todo:
+            name, after_line, depth, via = todo.popleft()
+            if (name, after_line) in visited or depth > SEARCH_DEPTH:
+                continue
+            visited.add((name, after_line))
+            fn = fns.get(name)
+            if fn is None:
+                continue
+            for m in logs_after(fn, after_line):
+                if m.id not in seen_markers:
+                    would.setdefault(m.id, name)
+            for callee, at, _kind in fn.calls:
+                if at < after_line:
+                    continue
+                consider(callee, depth + 1, [*via, callee], fn, at)
+                if callee in fns and depth + 1 < SEARCH_DEPTH:
+                    todo.append((callee, 0, depth + 1, [*via, callee]))
+    ranked = sorted(scores.values(), key=lambda c: (-c.score, c.depth, c.function))
+    would_log = [(fn, code.markers[i]) for i, fn in sorted(would.items(), key=lambda x: x[0])]
+    return ranked[:top], would_log[:8]
+
+
+def _starts(s: Story, code: CodeIndex) -> list[tuple[Marker, int]]:
+    """Where to search from: the last line of each process the request was
+    in. A line it logged again and again (``still in WAITING_FOR_REMOTE_KVS``)
+    shows a process alive and waiting, not one that stopped: left out unless
+    it is all there is."""
+    events = s.events()
+    counts: dict[int, int] = {}
+    for e in events:
+        counts[e.marker] = counts.get(e.marker, 0) + 1
+    last: dict[int, int] = {}
+    for e in events:
+        last[e.pid] = e.marker
+    ordered = sorted(set(last.values()))
+    keep = [i for i in ordered if counts[i] < 3] or ordered
+    return [(code.markers[i], code.markers[i].line) for i in keep]
+
+
+def _short2(name: str) -> str:
+    return ".".join(name.split(".")[-2:])

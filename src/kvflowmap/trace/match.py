@@ -1,0 +1,151 @@
+"""A record to the logging call that wrote it.
+
+First by ``[file.py:LINE]`` against the analysed sources (``exact``: the
+file's base name and the line agree and the message fits the call's format).
+Otherwise by the format strings (``moved``: the same message from another
+line, so the log is from another release), tried only for the calls whose
+literal prefix starts the message (grouped by its first word). Otherwise
+``unknown``. The placeholders' values come out of the pattern's groups;
+request ids are the values of arguments that are request ids by name, or
+values shaped like the ids seen so far.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from kvflowmap.trace.code import CodeIndex, Marker
+from kvflowmap.trace.formats import Format, compile_format, first_word
+from kvflowmap.trace.parse import Record
+
+EXACT, MOVED, UNKNOWN = "exact", "moved", "unknown"
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_SHAPE = re.compile(r"[0-9a-fA-F]{4,}|\d+")
+_MAX_SHAPES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """How a record was matched: kind, the logging call (None: unknown), values."""
+
+    kind: str
+    marker: Marker | None
+    values: tuple[str, ...] = ()
+
+
+def _shape(value: str) -> str:
+    """``cmpl-3f2a91-0`` -> ``cmpl-x-x``: the look of an id without its digits."""
+    return _SHAPE.sub("x", value)
+
+
+def split_ids(value: str) -> list[str]:
+    """The ids in one placeholder value: itself, or the quoted strings of a
+    logged collection (``['a', 'b']``, ``{'a'}``, ``dict_keys(['a'])``)."""
+    value = value.strip()
+    if value[:1] in "[{(" or value.startswith(("dict_keys(", "set(", "frozenset(")):
+        return [a or b for a, b in _QUOTED.findall(value) if a or b]
+    return [value] if value and value not in ("None", "''", "[]", "set()") else []
+
+
+class Matcher:
+    """Every logging call of a ``CodeIndex`` precompiled, keyed by (file
+    base name, line) for exact matches and by the first word of the literal
+    prefix for moved ones."""
+
+    def __init__(self, code: CodeIndex) -> None:
+        self.code = code
+        self.formats: list[Format] = [compile_format(m.message, m.nargs) for m in code.markers]
+        self.by_place: dict[tuple[str, int], list[Marker]] = defaultdict(list)
+        by_word: dict[str, list[Marker]] = defaultdict(list)
+        self.by_module: dict[str, list[Marker]] = defaultdict(list)
+        unkeyed: list[Marker] = []
+        for m in code.markers:
+            self.by_place[(m.file.rpartition("/")[2], m.line)].append(m)
+            self.by_module[m.module].append(m)
+            word = first_word(self.formats[m.id].prefix)
+            # a prefix that stops inside its first word ("req=%s") keys nothing
+            if word and self.formats[m.id].prefix.startswith(word + " "):
+                by_word[word].append(m)
+            else:
+                unkeyed.append(m)
+
+        def order(ms: list[Marker]) -> list[Marker]:
+            return sorted(ms, key=lambda m: (-self.formats[m.id].literal_chars, m.id))
+
+        self.by_word = {w: order(ms) for w, ms in by_word.items()}
+        self.unkeyed = order(unkeyed)
+        self._base: dict[str, str] = {}
+        self.id_shapes: set[str] = set()
+
+    def match(self, rec: Record) -> Match:
+        """The logging call that wrote ``rec``."""
+        msg = rec.message
+        if rec.line:
+            base = self._base.get(rec.file)
+            if base is None:
+                base = self._base[rec.file] = rec.file.rpartition("/")[2]
+            for m in self.by_place.get((base, rec.line), ()):
+                values = self._fit(m, msg)
+                if values is not None:
+                    return Match(EXACT, m, values)
+        found = self._moved(rec, msg)
+        if found is None and "\n" in msg:  # a traceback after the message
+            found = self._moved(rec, msg.partition("\n")[0])
+        return found or Match(UNKNOWN, None)
+
+    def _fit(self, m: Marker, msg: str) -> tuple[str, ...] | None:
+        fmt = self.formats[m.id]
+        got = fmt.pattern.match(msg)
+        if got is None and "\n" in msg:
+            got = fmt.pattern.match(msg.partition("\n")[0])
+        return None if got is None else got.groups()
+
+    def _moved(self, rec: Record, msg: str) -> Match | None:
+        if rec.logger and rec.logger in self.by_module:
+            # JSON and plain logging name the module: its calls first
+            for m in sorted(self.by_module[rec.logger],
+                            key=lambda m: -self.formats[m.id].literal_chars):
+                values = self._fit(m, msg)
+                if values is not None:
+                    return Match(EXACT if not rec.line or rec.line == m.line else MOVED, m, values)
+        word = first_word(msg)
+        for group in (self.by_word.get(word, ()), self.unkeyed):
+            for m in group:
+                fmt = self.formats[m.id]
+                if not msg.startswith(fmt.prefix):
+                    continue
+                got = fmt.pattern.match(msg)
+                if got is not None:
+                    return Match(MOVED, m, got.groups())
+        return None
+
+    def request_ids(self, match: Match) -> tuple[list[str], list[str]]:
+        """(the request ids a matched line is about, related ids such as a
+        remote request's). Arguments named like ids come first; without any,
+        values shaped like the ids seen so far."""
+        m = match.marker
+        if m is None:
+            return [], []
+        values = match.values
+        ids: list[str] = []
+        for i in m.id_args:
+            if i < len(values):
+                ids += split_ids(values[i])
+        related: list[str] = []
+        for i in m.related_args:
+            if i < len(values):
+                related += split_ids(values[i])
+        if ids:
+            if len(self.id_shapes) < _MAX_SHAPES:
+                for v in ids:
+                    s = _shape(v)
+                    if len(v) >= 6 and s != "x":  # digits alone are no id shape
+                        self.id_shapes.add(s)
+        elif self.id_shapes and not m.id_args:
+            for v in values:
+                for part in split_ids(v):
+                    if len(part) >= 6 and _shape(part) in self.id_shapes:
+                        ids.append(part)
+        return ids, related

@@ -1,0 +1,212 @@
+"""Log lines to records: vLLM's text format (with ``VLLM_LOGGING_PREFIX``,
+colour codes and its repeated-header multi-line messages), vLLM's JSON
+format, and plain Python logging; plain, gzip or stdin; streamed.
+
+A line that is none of these and does not continue the record before it is
+counted (``ParseStats``), never fatal: binary junk, a huge line (cut at
+``MAX_LINE``), a truncated gzip member.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+MAX_LINE = 1 << 16  # characters kept of one line; the rest is counted, not kept
+_READ_LIMIT = 1 << 20  # one read never takes more than this at once
+
+# (PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file.py:LINE] message; the process part
+# is missing in old releases and single-process runs; whatever precedes it is
+# VLLM_LOGGING_PREFIX.
+_VLLM = re.compile(
+    r"(?:\((?P<proc>[^()]*?) ?pid=(?P<pid>\d+)[^)]*\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? \[(?P<file>[^\]\s]+?):(?P<line>\d+)\] ?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# logging.basicConfig's default: LEVEL:logger.name:message
+_BASIC = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[\w.]*):")
+# %(asctime)s - %(name)s - %(levelname)s - %(message)s, and
+# %(asctime)s %(levelname)s %(name)s: %(message)s (with or without the name)
+_ASCTIME = re.compile(
+    r"(?P<ts>\d{4}-(?P<md>\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d))(?:[.,]\d+)?\s*(?:-\s*)?"
+    r"(?:(?P<name1>[\w.]+)\s+-\s+)?\[?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?\s*[-:]?\s*"
+    r"(?:(?P<name2>[a-z_][\w]*(?:\.[\w]+)+):\s)?")
+_TRACEBACK = re.compile(r"\s|Traceback \(|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
+
+
+@dataclass(slots=True)
+class Record:
+    """One log record (its continuation lines joined with newlines)."""
+
+    lineno: int  # first physical line, 1-based, in its file
+    source: str  # which log file
+    process: str  # process name ("EngineCore_DP0", "Worker_TP1"); "" when not logged
+    pid: int  # 0 when not logged
+    level: str
+    ts: str  # "MM-DD HH:MM:SS" as logged; "" when not logged
+    file: str  # as logged (basename or vLLM's shortened path); "" when not logged
+    line: int  # 0 when not logged
+    logger: str  # logger name (JSON, plain logging); "" otherwise
+    message: str
+
+
+@dataclass
+class ParseStats:
+    """What the parser met: kept in the summary, never an error."""
+
+    lines: int = 0
+    records: int = 0
+    unparsed: int = 0
+    continuation: int = 0
+    huge_lines: int = 0
+    binary_lines: int = 0
+    truncated_files: list[str] = field(default_factory=list)
+    unreadable_files: list[str] = field(default_factory=list)
+    formats: dict[str, int] = field(default_factory=dict)
+    unparsed_samples: list[str] = field(default_factory=list)
+
+    def unparsed_line(self, text: str) -> None:
+        self.unparsed += 1
+        if len(self.unparsed_samples) < 5:
+            self.unparsed_samples.append(text[:160])
+
+
+def open_log(path: str) -> IO[bytes]:
+    """``path`` opened for reading bytes: ``-`` is stdin, a gzip file (by its
+    magic number, not its name) is decompressed on the fly."""
+    if path == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller's reader
+    head = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
+    """The lines of one log, decoded (bad bytes replaced), without their
+    ``\\n``; a ``\\r`` left at the end marks vLLM's multi-line message. A
+    truncated or corrupt gzip ends the file and is counted."""
+    try:
+        raw = open_log(path)
+    except OSError as exc:
+        stats.unreadable_files.append(f"{path}: {exc.strerror or exc}")
+        return
+    text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+    try:
+        while True:
+            chunk = text.readlines(_READ_LIMIT)
+            if not chunk:
+                break
+            for line in chunk:
+                if len(line) > MAX_LINE:
+                    stats.huge_lines += 1
+                    line = line[:MAX_LINE]
+                yield line[:-1] if line.endswith("\n") else line
+    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+        stats.truncated_files.append(f"{path}: {type(exc).__name__}: {exc}")
+    finally:
+        if path != "-":
+            text.close()
+
+
+def _parse_json(text: str) -> Record | None:
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    msg = d.get("message", d.get("msg"))
+    if not isinstance(msg, str):
+        return None
+    ts = str(d.get("asctime") or "")
+    m = re.search(r"(\d\d-\d\d)[ T](\d\d:\d\d:\d\d)", ts)
+    pid = d.get("process")
+    return Record(0, "", str(d.get("processName") or ""), pid if isinstance(pid, int) else 0,
+                  str(d.get("levelname") or d.get("level") or "").upper(),
+                  f"{m.group(1)} {m.group(2)}" if m else "",
+                  str(d.get("filename") or ""), int(d.get("lineno") or 0),
+                  str(d.get("name") or ""), msg)
+
+
+def parse_line(text: str) -> tuple[Record | None, str]:
+    """One physical line as a record (source and line number left for the
+    caller), and the name of its format; (None, "") when it is no header."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    m = _VLLM.search(text)
+    if m is not None:
+        pid = m.group("pid")
+        level = m.group("level")
+        return Record(0, "", m.group("proc") or "", int(pid) if pid else 0,
+                      "WARNING" if level == "WARN" else level, m.group("ts"), m.group("file"),
+                      int(m.group("line")), "", text[m.end():]), "vllm"
+    first = text[:1]
+    if first == "{":
+        rec = _parse_json(text)
+        if rec is not None:
+            return rec, "json"
+    m = _BASIC.match(text)
+    if m is not None:
+        return Record(0, "", "", 0, m.group("level"), "", "", 0, m.group("name"),
+                      text[m.end():]), "logging"
+    if first.isdigit():
+        m = _ASCTIME.match(text)
+        if m is not None:
+            return Record(0, "", "", 0, m.group("level"), f"{m.group('md')} {m.group('hms')}", "",
+                          0, m.group("name1") or m.group("name2") or "", text[m.end():]), "asctime"
+    return None, ""
+
+
+def records(paths: list[str], stats: ParseStats) -> Iterator[Record]:
+    """The records of the logs, in file order, each file streamed. A line
+    with the same header as the record before it whose line ended in ``\\r``
+    (vLLM repeats the header on every line of a multi-line message) and a
+    headerless line that looks like a traceback or is indented continue that
+    record."""
+    for path in paths:
+        pending: Record | None = None
+        open_multi = False  # the record's last line ended with \r
+        lineno = 0
+        for text in physical_lines(path, stats):
+            lineno += 1
+            stats.lines += 1
+            cr = text.endswith("\r")
+            if cr:
+                text = text[:-1]
+            if "\x00" in text or "\ufffd" in text:
+                stats.binary_lines += 1
+                text = text.replace("\x00", "")
+            rec, fmt = parse_line(text)
+            if rec is None:
+                if pending is not None and text and (open_multi or _TRACEBACK.match(text)):
+                    pending.message += "\n" + text
+                    stats.continuation += 1
+                    open_multi = cr
+                elif text.strip():
+                    stats.unparsed_line(text)
+                continue
+            if (open_multi and pending is not None and rec.pid == pending.pid
+                    and rec.line == pending.line and rec.file == pending.file):
+                pending.message += "\n" + rec.message
+                stats.continuation += 1
+                open_multi = cr
+                continue
+            if pending is not None:
+                yield pending
+            rec.lineno = lineno
+            rec.source = path
+            stats.records += 1
+            stats.formats[fmt] = stats.formats.get(fmt, 0) + 1
+            pending = rec
+            open_multi = cr
+        if pending is not None:
+            yield pending

@@ -1,0 +1,124 @@
+"""A trace run as one plain-data report: the summary, then each request's
+story and diagnosis. Every output format is written from this dict, so
+they agree; it is also the JSON output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvflowmap.render import links
+from kvflowmap.trace.code import CodeIndex, Marker
+from kvflowmap.trace.diagnose import OUTCOMES, Diagnosis, diagnose
+from kvflowmap.trace.parse import ParseStats
+from kvflowmap.trace.story import Story, Tracer, seconds
+
+SCHEMA = 1
+
+
+class Linker:
+    """Code locations as URLs with the link templates of the other commands."""
+
+    def __init__(self, code: CodeIndex, templates: links.Templates | None) -> None:
+        self.templates = templates
+        self.paths = {r["label"]: r["path"] for r in code.roots}
+
+    def url(self, root: str, file: str, line: int) -> str | None:
+        template = links.pick(self.templates, root)
+        if template is None:
+            path = self.paths.get(root)
+            return f"file://{path}/{file}#L{line}" if path and file else None
+        return links.fill(template, root, self.paths.get(root, ""), file, line)
+
+
+def _where(m: Marker) -> str:
+    return f"{m.file}:{m.line}"
+
+
+def event_dict(code: CodeIndex, ev, linker: Linker) -> dict[str, Any]:
+    """One story line as data."""
+    m = code.markers[ev.marker]
+    return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
+            "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": _where(m),
+            "root": m.root, "function": m.function, "hooks": list(m.hooks),
+            "message": m.message, "values": list(ev.values),
+            "url": linker.url(m.root, m.file, m.line)}
+
+
+def story_dict(s: Story, d: Diagnosis, code: CodeIndex, linker: Linker,
+               end: str = "") -> dict[str, Any]:
+    """One request as data; ``end`` is the last timestamp of its epoch."""
+    silent: dict[str, float] = {}
+    b = seconds(end) if end else None
+    for proc, ts in sorted(s.process_last.items()):
+        a = seconds(ts)
+        if a is not None and b is not None:
+            silent[proc] = max(0.0, b - a)
+    last = code.markers[s.last_marker] if s.last_marker >= 0 else None
+    step = ""
+    if last is not None:
+        step = code.hook_stages.get(last.function) or next(
+            (code.hook_stages[h] for h in last.hooks if h in code.hook_stages), "")
+    return {
+        "request_id": s.request_id, "epoch": s.epoch, "outcome": d.outcome,
+        "problems": d.problems, "lines": s.lines, "lines_dropped": max(0, s.dropped),
+        "first_ts": s.first_ts, "last_ts": s.last_ts, "silent_for_s": d.silent_for,
+        "longest_gap_s": s.max_gap, "silent_by_process": silent,
+        "states": [{"state": k, "from": v} for k, v in s.states.items()],
+        "hooks": list(s.hooks), "reports": {k: len(v) for k, v in sorted(s.reports.items())},
+        "processes": dict(sorted(s.processes.items())), "related_ids": s.related,
+        "last": None if last is None else {
+            "function": last.function, "where": _where(last), "root": last.root, "step": step,
+            "url": linker.url(last.root, last.file, last.line)},
+        "events": [event_dict(code, e, linker) for e in s.events()],
+        "candidates": [{"function": c.function, "where": f"{c.file}:{c.line}" if c.file else "",
+                        "root": c.root, "score": c.score, "via": c.via, "reasons": c.reasons,
+                        "url": linker.url(c.root, c.file, c.line) if c.file else None}
+                       for c in d.candidates],
+        "would_have_logged": [{"function": fn, "level": m.level, "message": m.message,
+                               "where": _where(m), "url": linker.url(m.root, m.file, m.line)}
+                              for fn, m in d.would_log],
+    }
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
+                 templates: links.Templates | None = None, logs: list[str] | None = None
+                 ) -> dict[str, Any]:
+    """The report of a finished trace run."""
+    linker = Linker(code, templates)
+    st = tracer.stats
+    requests = []
+    by_outcome = {o: 0 for o in OUTCOMES}
+    for key in sorted(tracer.stories):
+        s = tracer.stories[key]
+        d = diagnose(s, code, st)
+        by_outcome[d.outcome] = by_outcome.get(d.outcome, 0) + 1
+        requests.append(story_dict(s, d, code, linker, st.end_ts.get(s.epoch, "")))
+    gaps = [r["longest_gap_s"] for r in requests if r["outcome"] == "finished"]
+    med = _median(gaps)
+    for r in requests:
+        r["typical_gap_s"] = med  # how long a finished request stays silent at most, median
+    return {
+        "schema": SCHEMA, "logs": logs or [], "vllm_version": code.vllm_version,
+        "summary": {
+            "lines": parse.lines, "records": parse.records, "continuation_lines": parse.continuation,
+            "unparsed_lines": parse.unparsed, "unparsed_samples": parse.unparsed_samples,
+            "huge_lines": parse.huge_lines, "binary_lines": parse.binary_lines,
+            "truncated_files": parse.truncated_files, "unreadable_files": parse.unreadable_files,
+            "formats": dict(sorted(parse.formats.items())),
+            "matched": {"exact": st.exact, "moved": st.moved, "unknown": st.unknown},
+            "unknown_samples": st.unknown_samples,
+            "moved_calls": sorted({_where(code.markers[i]) for i in st.moved_markers}),
+            "lines_with_request": st.with_request, "filtered_out": st.filtered_out,
+            "clock_jumps": st.clock_jumps, "epochs": st.epochs + 1, "restarts": st.restarts,
+            "levels": dict(sorted(st.levels.items())), "first_ts": st.first_ts, "last_ts": st.last_ts,
+            "requests": len(requests), "outcomes": by_outcome,
+        },
+        "requests": requests,
+    }
