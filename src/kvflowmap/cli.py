@@ -257,16 +257,17 @@ def compat(src: tuple[str, ...], vllm: str | None, vllm_from_pins: bool,
     """Which vLLM releases a connector works with, and what changed between two."""
     from kvflowmap.commands import compat_cmd as cc
 
-    fmt = out_format(out, fmt, cc.SUFFIXES, "markdown" if check_path else "text")
+    fmt = out_format(out, fmt, cc.SUFFIXES, "text") if out else fmt
+    fmt = fmt or ("markdown" if check_path else "text")
     check_writable(out)
     store = cc.store_for(cache_dir, no_cache)
     if diff:
-        text = cc.diff_output(store, diff, fmt or "text")
+        text = cc.diff_output(store, diff, fmt)
     else:
         if not src:
             raise click.UsageError("give the connector sources (SRC), or --diff A B")
         text = cc.matrix_output(store, [Path(s) for s in src], vllm, vllm_from_pins,
-                                list(classes), fmt or "text", notes)
+                                list(classes), fmt, notes)
     if check_path:
         raise click.exceptions.Exit(cc.check_file(text, check_path))
     if out:

@@ -31,15 +31,15 @@ def _render(table: Table, width: int) -> str:
 
 def matrix_text(m: Matrix, *, notes: bool = False, width: int = 160) -> str:
     """The matrix table, then each cell's findings (notes only with ``notes``)."""
-    table = Table(title=f"{len(m.classes)} connector classes × vLLM "
-                  f"{', '.join(m.releases)}", expand=False)
+    table = Table(expand=False)
     table.add_column("class", no_wrap=True)
     for r in m.releases:
         table.add_column(r, no_wrap=True)
     for k in m.classes:
         table.add_row(escape(class_label(k, m.classes)), *(MARKS[m.cell(k, r).status]
                                                            for r in m.releases))
-    lines = [_render(table, width)]
+    lines = [f"{len(m.classes)} connector classes × vLLM {', '.join(m.releases)}\n",
+             _render(table, width)]
     for k in m.classes:
         for r in m.releases:
             shown = [f for f in m.cell(k, r).findings if notes or f.severity != "note"]
@@ -52,14 +52,13 @@ def matrix_text(m: Matrix, *, notes: bool = False, width: int = 160) -> str:
 
 def diff_text(a: str, b: str, changes: list[Change], *, width: int = 200) -> str:
     """The changes from release ``a`` to ``b`` as one table."""
-    table = Table(title=f"protocol changes from vLLM {a} to {b}: {len(changes)}",
-                  show_lines=True, expand=False)
+    table = Table(show_lines=True, expand=False)
     for col in ("section", "change", "subject", f"vLLM {a}", f"vLLM {b}", "detail"):
         table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.section, c.kind, escape(c.subject), escape(_side(c.old, c.old_where)),
                       escape(_side(c.new, c.new_where)), escape(c.detail))
-    return _render(table, width)
+    return f"protocol changes from vLLM {a} to {b}: {len(changes)}\n" + _render(table, width)
 
 
 def _side(text: str | None, where: object) -> str:

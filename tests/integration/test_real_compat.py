@@ -1,0 +1,81 @@
+"""``compat`` on real vLLM releases and PegaFlow 0.25.1.
+
+Where the changes happened, read from the releases' ``kv_connector/v1/base.py``:
+``handle_preemptions(self, preempted_req_ids: set[str])`` in 0.18.0 became
+``handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata)`` in
+0.19.0; ``get_transfer_results`` (and ``KVConnectorTransferResults``) first
+appear in 0.30.0, as does ``KVConnectorOutput.failed_recving`` (vllm/v1/outputs.py).
+Four releases, each fetched once into the test cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvflowmap.compat.diff import Change
+from kvflowmap.compat.findings import Matrix
+from kvflowmap.compat.run import run_diff, run_matrix
+from kvflowmap.compat.surface_cache import SurfaceStore
+from kvflowmap.protocol import load_protocol
+from tests.integration.conftest import release, release_cache_dir
+
+BASE = "vllm/distributed/kv_transfer/kv_connector/v1/base.py"
+RELEASES = ["0.18.0", "0.19.0", "0.29.0", "0.30.0"]
+
+
+@pytest.fixture(scope="module")
+def store() -> SurfaceStore:
+    return SurfaceStore(release_cache_dir(), load_protocol())
+
+
+def _subject(changes: list[Change], subject: str) -> list[Change]:
+    return [c for c in changes if c.subject == subject]
+
+
+def test_handle_preemptions_change_has_both_signatures(store: SurfaceStore) -> None:
+    _, _, changes = run_diff(store, "vllm==0.18.0", "vllm==0.19.0")
+    (c,) = _subject(changes, "KVConnectorBase_V1.handle_preemptions")
+    assert c.old == "def handle_preemptions(self, preempted_req_ids: set[str])"
+    assert c.new == "def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata)"
+    assert str(c.old_where) == f"{BASE}:291" and str(c.new_where) == f"{BASE}:291"
+    (gone,) = _subject(changes, "KVConnectorPromMetrics.make_per_engine")  # left the metrics base
+    assert gone.kind == "removed"
+    _, _, later = run_diff(store, "vllm==0.19.0", "vllm==0.29.0")
+    assert not _subject(later, "KVConnectorBase_V1.handle_preemptions")
+
+
+def test_get_transfer_results_and_failed_recving_where_they_appeared(
+        store: SurfaceStore) -> None:
+    _, _, before = run_diff(store, "vllm==0.19.0", "vllm==0.29.0")
+    assert not _subject(before, "KVConnectorBase_V1.get_transfer_results")
+    _, _, changes = run_diff(store, "vllm==0.29.0", "vllm==0.30.0")
+    (m,) = _subject(changes, "KVConnectorBase_V1.get_transfer_results")
+    assert m.kind == "added" and m.new is not None and "KVConnectorTransferResults" in m.new
+    assert m.new_where is not None and m.new_where.file == BASE
+    assert [c.kind for c in _subject(changes, "get_transfer_results") if c.section == "call"] \
+        == ["added"]
+    (f,) = _subject(changes, "KVConnectorOutput.failed_recving")
+    assert f.kind == "added" and f.new_where is not None and f.new_where.file == "vllm/v1/outputs.py"
+
+
+@pytest.fixture(scope="module")
+def pegaflow(store: SurfaceStore) -> Matrix:
+    root = release("pegaflow-llm==0.25.1")
+    return run_matrix(store, [root / "pegaflow"], RELEASES)
+
+
+def test_pegaflow_guarded_handle_preemptions_accepted_on_both_sides(pegaflow: Matrix) -> None:
+    cls = "pegaflow.connector.PegaKVConnector"
+    for release_, branch in (("0.18.0", "the isinstance branch"), ("0.19.0", "the other branch")):
+        cell = pegaflow.cell(cls, release_)
+        assert not [f for f in cell.findings if f.severity == "error"], cell.findings
+        (g,) = [f for f in cell.findings if f.kind == "guarded"]
+        assert "isinstance(preempted, set)" in g.message and g.message.endswith(f"{branch} runs")
+        assert g.where == "pegaflow/connector/__init__.py:329"
+
+
+def test_pegaflow_failed_recving_never_filled_from_0_30(pegaflow: Matrix) -> None:
+    cls = "pegaflow.connector.PegaKVConnector"
+    kinds = {r: {f.kind for f in pegaflow.cell(cls, r).findings} for r in RELEASES}
+    assert "carrier" in kinds["0.30.0"] and "carrier" not in kinds["0.29.0"]
+    # no release in the range breaks PegaFlow 0.25.1's connector
+    assert not [f for f in pegaflow.findings() if f.severity == "error"]

@@ -1,0 +1,69 @@
+"""``compat --diff`` on miniature releases: every kind of protocol change,
+with both signatures and the places in both releases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.compat_releases import BASE, install_release
+from kvflowmap.compat.diff import Change, diff_surfaces
+from kvflowmap.compat.surface_cache import SurfaceStore
+from kvflowmap.protocol import load_protocol
+
+
+@pytest.fixture()
+def changes(tmp_path: Path) -> list[Change]:
+    for v in ("0.1.0", "0.2.0"):
+        install_release(tmp_path, v)
+    store = SurfaceStore(tmp_path, load_protocol())
+    return diff_surfaces(store.release("0.1.0"), store.release("0.2.0"))
+
+
+def _one(changes: list[Change], section: str, subject: str, kind: str | None = None) -> Change:
+    found = [c for c in changes if c.section == section and c.subject == subject
+             and kind in (None, c.kind)]
+    assert len(found) == 1, [c for c in changes if c.subject == subject]
+    return found[0]
+
+
+def test_parameter_type_change_has_both_signatures(changes: list[Change]) -> None:
+    c = _one(changes, "method", "KVConnectorBase_V1.handle_preemptions")
+    assert c.kind == "changed"
+    assert c.old == "def handle_preemptions(self, preempted_req_ids: set[str])"
+    assert c.new == "def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata)"
+    assert (str(c.old_where), str(c.new_where)) == (f"{BASE}:21", f"{BASE}:32")
+    assert "set[str] -> kv_connector_metadata: KVConnectorMetadata" in c.detail
+
+
+def test_new_required_init_parameter(changes: list[Change]) -> None:
+    c = _one(changes, "method", "KVConnectorBase_V1.__init__")
+    assert c.detail == "+kv_cache_config (required)"
+
+
+def test_new_method_new_call_and_newly_abstract(changes: list[Change]) -> None:
+    added = _one(changes, "method", "KVConnectorBase_V1.get_transfer_results")
+    assert added.kind == "added" and added.old is None and added.new_where is not None
+    assert _one(changes, "call", "get_transfer_results").kind == "added"
+    assert _one(changes, "method", "KVConnectorBase_V1.wait_for_save").detail == "now abstract"
+    assert _one(changes, "method", "KVConnectorBase_V1._old_helper").kind == "removed"
+    kw = _one(changes, "call", "start_load_kv")
+    assert kw.kind == "changed" and kw.new == "stream="
+
+
+def test_carriers_states_envs(changes: list[Change]) -> None:
+    c = _one(changes, "carrier", "KVConnectorOutput.failed_recving")
+    assert c.kind == "added" and str(c.new_where) == "vllm/v1/outputs.py:9"
+    assert _one(changes, "carrier", "KVConnectorTransferResults.failed_recving").kind == "added"
+    assert _one(changes, "state", "RequestStatus.WAITING_FOR_REMOTE_KVS").kind == "added"
+    env = _one(changes, "env", "vllm.envs.VLLM_OLD_FLAG")
+    assert env.kind == "removed" and str(env.old_where) == "vllm/envs.py:6"
+
+
+def test_unchanged_names_are_not_reported(changes: list[Change]) -> None:
+    subjects = {c.subject for c in changes}
+    assert "KVConnectorBase_V1.get_finished" not in subjects
+    assert "KVConnectorBase_V1.start_load_kv" not in subjects
+    assert "vllm.envs.VLLM_HOST_IP" not in subjects
+    assert changes == sorted(changes, key=lambda c: changes.index(c))  # stable
