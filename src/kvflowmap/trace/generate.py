@@ -55,11 +55,13 @@ class Formatter:
     """vLLM's line format for the markers of a ``CodeIndex``."""
 
     def __init__(self, code: CodeIndex, prefix: str = "", colour: bool = False,
-                 debug_paths: bool = True) -> None:
+                 debug_paths: bool = True, line_offset: int = 0) -> None:
         self.code = code
         self.prefix = prefix
         self.colour = colour
         self.debug_paths = debug_paths
+        # another release of the same code: every call a few lines further down
+        self.line_offset = line_offset
 
     def fileinfo(self, m: Marker) -> str:
         """``[fileinfo:...]``: the base name, or at DEBUG level vLLM's
@@ -80,7 +82,7 @@ class Formatter:
         """The text vLLM writes for one record (newline-terminated)."""
         level = m.level
         head = f"({process} pid={pid})"
-        where = f"[{self.fileinfo(m)}:{m.line}]"
+        where = f"[{self.fileinfo(m)}:{m.line + self.line_offset}]"
         if self.colour:
             head = f"\033[0;36m{head}\033[0;0m"
             level = f"{_COLOURS.get(level, '')}{level}\033[0m"

@@ -9,6 +9,7 @@ counted (``ParseStats``), never fatal: binary junk, a huge line (cut at
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 MAX_LINE = 1 << 16  # characters kept of one line; the rest is counted, not kept
-_READ_LIMIT = 1 << 20  # one read never takes more than this at once
+_READ_SIZE = 1 << 16  # bytes per read: what a damaged gzip can cost at most
 
 # (PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file.py:LINE] message; the process part
 # is missing in old releases and single-process runs; whatever precedes it is
@@ -92,29 +93,53 @@ def open_log(path: str) -> IO[bytes]:
 
 def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
     """The lines of one log, decoded (bad bytes replaced), without their
-    ``\\n``; a ``\\r`` left at the end marks vLLM's multi-line message. A
-    truncated or corrupt gzip ends the file and is counted."""
+    ``\n``; a ``\r`` left at the end marks vLLM's multi-line message. Read
+    in chunks, so a truncated or corrupt gzip still yields every line before
+    the damage (and is counted), and a line longer than ``MAX_LINE`` is cut
+    there (the rest skipped up to its newline), whatever its length."""
     try:
         raw = open_log(path)
     except OSError as exc:
         stats.unreadable_files.append(f"{path}: {exc.strerror or exc}")
         return
-    text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    # read1: a gzip's read(n) raises at the damage and loses what it had inflated
+    read = getattr(raw, "read1", raw.read)
+    rest = ""
+    skipping = False  # inside a huge line, after the part kept
     try:
         while True:
-            chunk = text.readlines(_READ_LIMIT)
+            try:
+                chunk = read(_READ_SIZE)
+            except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+                stats.truncated_files.append(f"{path}: {type(exc).__name__}: {exc}")
+                break
             if not chunk:
                 break
-            for line in chunk:
+            text = rest + decoder.decode(chunk)
+            if skipping:
+                cut = text.find("\n")
+                if cut < 0:
+                    rest = ""
+                    continue
+                text, skipping = text[cut + 1:], False
+            lines = text.split("\n")
+            rest = lines.pop()
+            for line in lines:
                 if len(line) > MAX_LINE:
                     stats.huge_lines += 1
                     line = line[:MAX_LINE]
-                yield line[:-1] if line.endswith("\n") else line
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-        stats.truncated_files.append(f"{path}: {type(exc).__name__}: {exc}")
+                yield line
+            if len(rest) > MAX_LINE:
+                stats.huge_lines += 1
+                yield rest[:MAX_LINE]
+                rest, skipping = "", True
+        rest += decoder.decode(b"", final=True)
+        if rest and not skipping:
+            yield rest
     finally:
         if path != "-":
-            text.close()
+            raw.close()
 
 
 def _parse_json(text: str) -> Record | None:
