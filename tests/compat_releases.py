@@ -52,6 +52,10 @@ class KVConnectorBase_V1(ABC):
     def _old_helper(self) -> int:
         return 1
 
+    @property
+    def prefer_cross_layer_blocks(self) -> bool:
+        return False
+
     @abstractmethod
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
         pass
@@ -111,6 +115,19 @@ class KVConnectorBase_V1(ABC):
     @abstractmethod
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
         pass
+
+    def restore_kv_caches(self) -> None:
+        return None
+'''
+
+# Not an entry module of the protocol file: found by the byte scan.
+_GPU_WORKER = '''
+from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+
+class Worker:
+    def wake_up(self):
+        get_kv_transfer_group().restore_kv_caches()
 '''
 
 _METRICS = '''
@@ -164,6 +181,8 @@ class KVConnectorModelRunnerMixin:
         kv_connector.start_load_kv(get_forward_context())
         kv_connector.wait_for_save()
         sending, recving = kv_connector.get_finished(scheduler_output.finished_req_ids)
+        if kv_connector.prefer_cross_layer_blocks:
+            pass
 '''
 
 _MIXIN_NEW = '''
@@ -202,6 +221,7 @@ def release_files(version: str) -> dict[str, str]:
         "vllm/v1/request.py": _REQUEST_NEW if new else _REQUEST_OLD,
         "vllm/v1/worker/kv_connector_model_runner_mixin.py": _MIXIN_NEW if new else _MIXIN_OLD,
         "vllm/v1/core/sched/scheduler.py": _SCHEDULER,
+        **({"vllm/v1/worker/gpu_worker.py": _GPU_WORKER} if new else {}),
     }
 
 

@@ -80,3 +80,13 @@ def test_no_cache_extracts_again(tmp_path: Path) -> None:
     assert store.release("0.1.0").version == "0.1.0"
     assert not (tmp_path / "compat").exists()
     assert release_files("0.1.0")[BASE]  # the fixture itself is what was read
+
+
+def test_callers_outside_the_entry_modules_and_property_reads(store: SurfaceStore) -> None:
+    old, new = store.release("0.1.0"), store.release("0.2.0")
+    (restore,) = new.calls_of("restore_kv_caches")  # found by the byte scan of the release
+    assert str(restore.where) == "vllm/v1/worker/gpu_worker.py:7"
+    assert restore.caller == "vllm.v1.worker.gpu_worker.Worker.wake_up"
+    (prop,) = old.calls_of("prefer_cross_layer_blocks")
+    assert prop.read and prop.where.file.endswith("kv_connector_model_runner_mixin.py")
+    assert "vllm/v1/worker/gpu_worker.py" not in old.modules  # 0.1.0 has no such module

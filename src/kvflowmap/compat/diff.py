@@ -59,10 +59,9 @@ def _classes(a: Surface, b: Surface) -> list[Change]:
             out.append(Change("class", "added" if ca is None else "removed", name,
                               old_where=None if ca is None else where,
                               new_where=where if ca is None else None))
-            if ca is None:
-                continue
-        for m in sorted(set(ca.methods) | set(cb.methods if cb else {})):
-            out += _method(f"{name}.{m}", ca.methods.get(m), cb.methods.get(m) if cb else None)
+        ma, mb = (ca.methods if ca else {}), (cb.methods if cb else {})
+        for m in sorted(set(ma) | set(mb)):
+            out += _method(f"{name}.{m}", ma.get(m), mb.get(m))
     return out
 
 
@@ -80,7 +79,8 @@ def _method(subject: str, ma: Method | None, mb: Method | None) -> list[Change]:
     if ma.abstract != mb.abstract:
         out.append(Change("method", "changed", subject, ma.signature, mb.signature, ma.where,
                           mb.where, "now abstract" if mb.abstract else "no longer abstract"))
-    elif ma.default != mb.default and not mb.abstract:
+    elif ma.default != mb.default and not mb.abstract and \
+            not (ma.default.startswith("runs ") and mb.default.startswith("runs ")):
         out.append(Change("method", "changed", subject, ma.default, mb.default, ma.where,
                           mb.where, "default behaviour"))
     return out
@@ -145,7 +145,16 @@ def _tables(section: str, ta: dict[str, dict[str, Field]],
             tb: dict[str, dict[str, Field]]) -> list[Change]:
     out: list[Change] = []
     for cls in sorted(set(ta) | set(tb)):
-        out += _fields(section, cls.rpartition(".")[2], ta.get(cls, {}), tb.get(cls, {}))
+        short = cls.rpartition(".")[2]
+        if (cls in ta) != (cls in tb) and section == "config":  # the class, not each field
+            fields = (tb if cls in tb else ta)[cls]
+            where = next(iter(fields.values())).where if fields else None
+            out.append(Change(section, "added" if cls in tb else "removed", short,
+                              old_where=None if cls in tb else where,
+                              new_where=where if cls in tb else None,
+                              detail=f"{len(fields)} fields"))
+            continue
+        out += _fields(section, short, ta.get(cls, {}), tb.get(cls, {}))
     return out
 
 

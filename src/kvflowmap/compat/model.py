@@ -55,6 +55,7 @@ class CallSite:
     caller: str  # module.function
     positional: int
     keywords: tuple[str, ...]
+    read: bool = False  # an attribute read (a property hook), not a call
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class Surface:
                                      {n: method(m) for n, m in v["methods"].items()},
                                      tuple(v["members"])) for k, v in data["classes"].items()},
             calls=[CallSite(c["method"], where(c["where"]), c["caller"], c["positional"],
-                            tuple(c["keywords"])) for c in data["calls"]],
+                            tuple(c["keywords"]), c.get("read", False)) for c in data["calls"]],
             carriers=table(data["carriers"]), states=table(data["states"]),
             envs={n: fld(f) for n, f in data["envs"].items()}, configs=table(data["configs"]),
             modules=list(data["modules"]))

@@ -14,7 +14,7 @@ from pathlib import Path
 from kvflowmap.check.kinds.conforms_contract import method_kind
 from kvflowmap.check.kinds.conforms_signatures import annotation_heads
 from kvflowmap.compat.model import CallSite, ClassSurface, Field, Method, Surface, Where
-from kvflowmap.compat.names import Names, module_file
+from kvflowmap.compat.names import Names, module_file, module_of
 from kvflowmap.facts import FileFacts, FunctionFact
 from kvflowmap.protocol import Protocol
 
@@ -23,7 +23,8 @@ Parse = Callable[[Path, str], FileFacts]
 # The receivers through which vLLM calls a KV connector (``self.connector``,
 # ``kv_connector``, ``get_kv_transfer_group()``); an EC connector or a block
 # pool with a method of the same name is another protocol.
-_RECEIVER = re.compile(r"(^|\.)(kv_)?connector$|kv_connector|kv_transfer_group\(\)$")
+_RECEIVER = re.compile(r"(^|\.)(kv_)?connector$|(^|\.)kv_transfer_group$|"
+                       r"get_kv_transfer_group\(\)$")
 
 
 class _Release:
@@ -72,7 +73,7 @@ def extract_surface(root: Path, version: str, protocol: Protocol, parse: Parse) 
         _fields(rel, fqn, surface.carriers)
     for fqn in protocol.state_enums:
         _fields(rel, fqn, surface.states, members=True)
-    for fqn in _config_classes(surface):
+    for fqn in _config_classes(rel, base_module, surface):
         _fields(rel, fqn, surface.configs)
     surface.envs = _envs(rel, f"{protocol.package}.envs")
     surface.calls.sort(key=lambda c: (c.method, c.where.file, c.where.line))
@@ -158,11 +159,40 @@ def _default(fn: FunctionFact) -> str:
 
 
 def _call_modules(rel: _Release, protocol: Protocol, base_module: str) -> list[str]:
-    """Modules of the protocol's entry points (vLLM's callers of the hooks)."""
+    """vLLM's callers of the hooks: the modules of the protocol's entry points,
+    and the modules whose text calls a hook through a connector receiver
+    (a byte scan; only those are parsed). The connectors' own package is
+    left out: one connector calling another is not vLLM calling it."""
     names = [protocol.create, *(n for ns in protocol.entry_points.values() for n in ns)]
     names += [n for c in protocol.carriers for n in c.targets]
-    found = {rel.locate(n) for n in names}
+    found = {rel.locate(n) for n in names} | set(_scan(rel, protocol.package, base_module))
     return [base_module] + sorted(m for m in found if m and m != base_module)
+
+
+# The text of a call through a connector receiver (``_scan``'s pre-filter), in
+# a module that names the connector base or its accessor (``connector.x(`` alone
+# is also the EC and offloading connectors).
+_CALL_TEXT = re.compile(rb"(get_kv_transfer_group\(\)|\bkv_transfer_group|\bkv_connector|"
+                        rb"\bconnector)\.\w+")
+_NAMES_TEXT = re.compile(rb"KVConnectorBase(_V1)?\b|get_kv_transfer_group\b")
+
+
+def _scan(rel: _Release, package: str, base_module: str) -> list[str]:
+    """Modules of ``package`` (outside the base module's package) whose text
+    has a call through a connector receiver."""
+    top = rel.root / package
+    skip = rel.root.joinpath(*base_module.split(".")[:-1])
+    out: list[str] = []
+    for path in sorted(top.rglob("*.py")):
+        if skip in path.parents:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if _NAMES_TEXT.search(data) and _CALL_TEXT.search(data):
+            out.append(module_of(rel.root, path))
+    return out
 
 
 def _calls(rel: _Release, module: str, hooks: set[str], *, self_calls: bool) -> list[CallSite]:
@@ -179,16 +209,21 @@ def _calls(rel: _Release, module: str, hooks: set[str], *, self_calls: bool) -> 
         caller = f"{module}.{c.scope}" if c.scope else module
         out.append(CallSite(name, Where(rel.files[module], c.line), caller, len(c.args),
                             tuple(k for k, _ in c.kwargs)))
+    for r in facts.reads:  # property hooks: ``if not connector.prefer_cross_layer_blocks``
+        if r.attr in hooks and _RECEIVER.search(r.base):
+            caller = f"{module}.{r.scope}" if r.scope else module
+            out.append(CallSite(r.attr, Where(rel.files[module], r.line), caller, 0, (), True))
     return out
 
 
 def _fields(rel: _Release, fqn: str, table: dict[str, dict[str, Field]],
-            members: bool = False) -> None:
-    """The annotated fields (or enum members) of class ``fqn``, if the release has it."""
+            members: bool = False, hops: int = 2) -> str | None:
+    """The annotated fields (or enum members) of class ``fqn``, if the release
+    has it, following re-exports (``vllm.config.VllmConfig``); the FQN found."""
     module = rel.locate(fqn, max_tail=1)
     facts = rel.module(module) if module else None
     if facts is None or module is None:
-        return
+        return None
     qual = fqn[len(module) + 1:]
     for c in facts.classes:
         if c.qualname == qual:
@@ -197,7 +232,11 @@ def _fields(rel: _Release, fqn: str, table: dict[str, dict[str, Field]],
             anns = dict(c.attributes)
             table[fqn] = {n: Field(n, _line_of(facts, qual, n, where), anns.get(n))
                           for n in names}
-            return
+            return fqn
+    target = rel.names(module).fqn(qual)
+    if hops and target != qual and target != fqn:
+        return _fields(rel, target, table, members, hops - 1)
+    return None
 
 
 def _line_of(facts: FileFacts, qual: str, name: str, default: Where) -> Where:
@@ -208,11 +247,30 @@ def _line_of(facts: FileFacts, qual: str, name: str, default: Where) -> Where:
     return default
 
 
-def _config_classes(surface: Surface) -> list[str]:
-    """Config classes named in the base classes' signatures (``VllmConfig``,
-    ``KVTransferConfig``): the fields a connector reads from them."""
-    out = {h for c in surface.classes.values() for m in c.methods.values()
-           for hs in m.heads if hs for h in hs if h.rpartition(".")[2].endswith("Config")}
+def _config_classes(rel: _Release, base_module: str, surface: Surface) -> list[str]:
+    """Config classes whose fields connectors read: the ``*Config`` classes the
+    base module imports or its signatures name (``VllmConfig``,
+    ``KVCacheConfig``), and the ``KV*Config`` classes their fields hold
+    (``VllmConfig.kv_transfer_config: KVTransferConfig``)."""
+    found = {h for c in surface.classes.values() for m in c.methods.values()
+             for hs in m.heads if hs for h in hs if h.rpartition(".")[2].endswith("Config")}
+    names = rel.names(base_module)
+    facts = rel.module(base_module)
+    assert facts is not None
+    found |= {names.fqn(i.asname or i.name) for i in facts.imports
+              if i.name and (i.asname or i.name).endswith("Config")}
+    out = set(found)
+    for fqn in sorted(found):
+        scratch: dict[str, dict[str, Field]] = {}
+        real = _fields(rel, fqn, scratch)
+        if real is None:
+            continue
+        holder = rel.names(rel.locate(real, max_tail=1) or "")
+        for f in scratch[real].values():
+            for name in re.findall(r"[A-Za-z_][\w.]*", f.annotation or ""):
+                short = name.rpartition(".")[2]
+                if short.startswith("KV") and short.endswith("Config"):
+                    out.add(holder.fqn(name))
     return sorted(out)
 
 
