@@ -64,7 +64,8 @@ class Diagnosis:
 
 
 def _after(s: Story, kinds: tuple[str, ...], seq: int) -> bool:
-    return any(x > seq for k in kinds for x in s.reports.get(k, ()))
+    """Whether one of the reports ``kinds`` came after record ``seq``."""
+    return any(k in s.reports and s.reports[k][1] > seq for k in kinds)
 
 
 def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:

@@ -44,46 +44,67 @@ def printf_style(message: str) -> bool:
     return any(m.group("conv") != "%" for m in _PRINTF.finditer(message))
 
 
-def compile_format(message: str, nargs: int = -1) -> Format:
-    """The pattern of a logging call's message. ``nargs`` is the number of
-    arguments after the message (-1: unknown); with none, ``logging`` prints
-    the message as written, ``%`` included."""
-    parts: list[str] = []
-    literal: list[str] = []
-    prefix: str | None = None
-    count = 0
-    pos = 0
+def _tokens(message: str, nargs: int) -> tuple[list[str], list[str]]:
+    """(literals, conversions): ``len(literals) == len(conversions) + 1``;
+    literal i precedes placeholder i (``%%``, ``{{`` already unescaped)."""
     if nargs != 0 and printf_style(message):
-        tokens = _PRINTF
+        tokens: re.Pattern[str] | None = _PRINTF
     elif "{" in message:
         tokens = _BRACES
     else:
         tokens = None
+    literals: list[str] = []
+    convs: list[str] = []
+    text = ""
+    pos = 0
     if tokens is not None:
         for m in tokens.finditer(message):
-            text = message[pos:m.start()]
+            text += message[pos:m.start()]
             tok = m.group(0)
+            pos = m.end()
             if tok in ("%%", "{{", "}}"):
                 text += tok[0]
-                parts.append(re.escape(text))
-                literal.append(text)
-                pos = m.end()
                 continue
-            parts.append(re.escape(text))
-            literal.append(text)
-            if prefix is None:
-                prefix = "".join(literal)
-            conv = m.groupdict().get("conv") if tokens is _PRINTF else None
-            parts.append(_GROUP.get(conv or "s", _ANY))
-            count += 1
-            pos = m.end()
-    tail = message[pos:]
-    literal.append(tail)
+            literals.append(text)
+            text = ""
+            convs.append((m.groupdict().get("conv") if tokens is _PRINTF else None) or "s")
+    literals.append(text + message[pos:])
+    return literals, convs
+
+
+def compile_format(message: str, nargs: int = -1) -> Format:
+    """The pattern of a logging call's message. ``nargs`` is the number of
+    arguments after the message (-1: unknown); with none, ``logging`` prints
+    the message as written, ``%`` included."""
+    literals, convs = _tokens(message, nargs)
+    parts: list[str] = []
+    for lit, conv in zip(literals, convs[:len(literals)], strict=False):
+        parts += [re.escape(lit), _GROUP.get(conv, _ANY)]
     # Trailing blanks are often lost (a stripped line, an editor): optional.
-    parts.append(re.escape(tail.rstrip()) + r"\s*\Z")
-    fixed = "".join(literal)
-    return Format(re.compile("".join(parts), re.DOTALL), fixed if prefix is None else prefix,
-                  count, len(fixed.strip()))
+    parts.append(re.escape(literals[-1].rstrip()) + r"\s*\Z")
+    fixed = "".join(literals)
+    return Format(re.compile("".join(parts), re.DOTALL), literals[0] if convs else fixed,
+                  len(convs), len(fixed.strip()))
+
+
+def id_pattern(message: str, nargs: int, keep: tuple[int, ...]) -> re.Pattern[str] | None:
+    """A shorter pattern for a line already placed by file and line: it
+    captures only the placeholders ``keep`` (the request ids) and stops
+    after the text that follows the last of them, so the rest of a long
+    message is not scanned. None when that text is empty (the full pattern
+    is needed to bound the value)."""
+    literals, convs = _tokens(message, nargs)
+    last = max(keep) if keep else -1
+    if last >= len(convs):
+        return None
+    parts = [re.escape(literals[0])]
+    for i in range(last + 1):
+        group = _GROUP.get(convs[i], _ANY)
+        parts.append(group if i in keep else "(?:" + group[1:])
+        parts.append(re.escape(literals[i + 1]))
+    if last >= 0 and not literals[last + 1].strip():
+        return None
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def first_word(text: str) -> str:

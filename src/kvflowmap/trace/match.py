@@ -12,27 +12,49 @@ values shaped like the ids seen so far.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 from kvflowmap.trace.code import CodeIndex, Marker
-from kvflowmap.trace.formats import Format, compile_format, first_word
+from kvflowmap.trace.formats import Format, compile_format, first_word, id_pattern
 from kvflowmap.trace.parse import Record
 
 EXACT, MOVED, UNKNOWN = "exact", "moved", "unknown"
 _QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 _SHAPE = re.compile(r"[0-9a-fA-F]{4,}|\d+")
 _MAX_SHAPES = 64
+_LEARN = 20_000
+
+
+@functools.lru_cache(maxsize=4096)
+def _full(message: str, nargs: int) -> re.Pattern[str]:
+    return compile_format(message, nargs).pattern
 
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """How a record was matched: kind, the logging call (None: unknown), values."""
+    """How a record was matched: kind, the logging call (None: unknown), the
+    pattern's match and the message. With ``partial`` the match is the short
+    id pattern's (``formats.id_pattern``); the placeholders' values are then
+    taken out only when asked, since most lines need only their request id."""
 
     kind: str
     marker: Marker | None
-    values: tuple[str, ...] = ()
+    found: re.Match[str] | None = None
+    text: str = ""
+    partial: bool = False
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        if self.found is None or self.marker is None:
+            return ()
+        if not self.partial:
+            return self.found.groups()
+        pattern = _full(self.marker.message, self.marker.nargs)
+        got = pattern.match(self.text) or pattern.match(self.text.partition("\n")[0])
+        return got.groups() if got is not None else ()
 
 
 def _shape(value: str) -> str:
@@ -57,6 +79,15 @@ class Matcher:
     def __init__(self, code: CodeIndex) -> None:
         self.code = code
         self.formats: list[Format] = [compile_format(m.message, m.nargs) for m in code.markers]
+        # per call: the short pattern for exact matches, and which of its
+        # groups are the id and the related-id placeholders
+        self.fast: list[re.Pattern[str] | None] = []
+        self.id_groups: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        for m in code.markers:
+            keep = tuple(sorted({*m.id_args, *m.related_args}))
+            self.fast.append(id_pattern(m.message, m.nargs, keep))
+            self.id_groups.append((tuple(keep.index(i) + 1 for i in m.id_args),
+                                   tuple(keep.index(i) + 1 for i in m.related_args)))
         self.by_place: dict[tuple[str, int], list[Marker]] = defaultdict(list)
         by_word: dict[str, list[Marker]] = defaultdict(list)
         self.by_module: dict[str, list[Marker]] = defaultdict(list)
@@ -78,6 +109,7 @@ class Matcher:
         self.unkeyed = order(unkeyed)
         self._base: dict[str, str] = {}
         self.id_shapes: set[str] = set()
+        self._learning = _LEARN  # ids whose shapes are learnt; later ones only use them
 
     def match(self, rec: Record) -> Match:
         """The logging call that wrote ``rec``."""
@@ -87,29 +119,35 @@ class Matcher:
             if base is None:
                 base = self._base[rec.file] = rec.file.rpartition("/")[2]
             for m in self.by_place.get((base, rec.line), ()):
-                values = self._fit(m, msg)
-                if values is not None:
-                    return Match(EXACT, m, values)
+                fast = self.fast[m.id]
+                if fast is not None:
+                    got = fast.match(msg)
+                    if got is not None:
+                        return Match(EXACT, m, got, msg, True)
+                    continue
+                got = self._fit(m, msg)
+                if got is not None:
+                    return Match(EXACT, m, got, msg)
         found = self._moved(rec, msg)
         if found is None and "\n" in msg:  # a traceback after the message
             found = self._moved(rec, msg.partition("\n")[0])
         return found or Match(UNKNOWN, None)
 
-    def _fit(self, m: Marker, msg: str) -> tuple[str, ...] | None:
+    def _fit(self, m: Marker, msg: str) -> re.Match[str] | None:
         fmt = self.formats[m.id]
         got = fmt.pattern.match(msg)
         if got is None and "\n" in msg:
             got = fmt.pattern.match(msg.partition("\n")[0])
-        return None if got is None else got.groups()
+        return got
 
     def _moved(self, rec: Record, msg: str) -> Match | None:
         if rec.logger and rec.logger in self.by_module:
             # JSON and plain logging name the module: its calls first
             for m in sorted(self.by_module[rec.logger],
                             key=lambda m: -self.formats[m.id].literal_chars):
-                values = self._fit(m, msg)
-                if values is not None:
-                    return Match(EXACT if not rec.line or rec.line == m.line else MOVED, m, values)
+                got = self._fit(m, msg)
+                if got is not None:
+                    return Match(EXACT if not rec.line or rec.line == m.line else MOVED, m, got, msg)
         word = first_word(msg)
         for group in (self.by_word.get(word, ()), self.unkeyed):
             for m in group:
@@ -118,7 +156,7 @@ class Matcher:
                     continue
                 got = fmt.pattern.match(msg)
                 if got is not None:
-                    return Match(MOVED, m, got.groups())
+                    return Match(MOVED, m, got, msg)
         return None
 
     def request_ids(self, match: Match) -> tuple[list[str], list[str]]:
@@ -126,25 +164,34 @@ class Matcher:
         remote request's). Arguments named like ids come first; without any,
         values shaped like the ids seen so far."""
         m = match.marker
-        if m is None:
+        found = match.found
+        if m is None or found is None:
             return [], []
-        values = match.values
+        if match.partial:
+            id_at, related_at = self.id_groups[m.id]
+        else:
+            id_at = tuple(i + 1 for i in m.id_args)
+            related_at = tuple(i + 1 for i in m.related_args)
+        n = found.re.groups
         ids: list[str] = []
-        for i in m.id_args:
-            if i < len(values):
-                ids += split_ids(values[i])
+        for g in id_at:
+            if g <= n:
+                v = found.group(g)
+                # the common case, one plain id, without split_ids' checks
+                ids += [v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)
         related: list[str] = []
-        for i in m.related_args:
-            if i < len(values):
-                related += split_ids(values[i])
+        for g in related_at:
+            if g <= n:
+                related += split_ids(found.group(g))
         if ids:
-            if len(self.id_shapes) < _MAX_SHAPES:
+            if self._learning:
+                self._learning -= 1
                 for v in ids:
                     s = _shape(v)
-                    if len(v) >= 6 and s != "x":  # digits alone are no id shape
-                        self.id_shapes.add(s)
+                    if len(v) >= 6 and s != "x" and len(self.id_shapes) < _MAX_SHAPES:
+                        self.id_shapes.add(s)  # digits alone are no id shape
         elif self.id_shapes and not m.id_args:
-            for v in values:
+            for v in match.values:
                 for part in split_ids(v):
                     if len(part) >= 6 and _shape(part) in self.id_shapes:
                         ids.append(part)

@@ -29,6 +29,7 @@ _READ_SIZE = 1 << 16  # bytes per read: what a damaged gzip can cost at most
 _VLLM = re.compile(
     r"(?:\((?P<proc>[^()]*?) ?pid=(?P<pid>\d+)[^)]*\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN) "
     r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? \[(?P<file>[^\]\s]+?):(?P<line>\d+)\] ?")
+_vllm_search = _VLLM.search
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # logging.basicConfig's default: LEVEL:logger.name:message
 _BASIC = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<name>[\w.]*):")
@@ -207,10 +208,19 @@ def records(paths: list[str], stats: ParseStats) -> Iterator[Record]:
             cr = text.endswith("\r")
             if cr:
                 text = text[:-1]
-            if "\x00" in text or "\ufffd" in text:
+            if "\x00" in text or "\ufffd" in text:  # two scans in C: cheap
                 stats.binary_lines += 1
                 text = text.replace("\x00", "")
-            rec, fmt = parse_line(text)
+            # vLLM's own format inline: the common case, at every line
+            m = _vllm_search(text) if "\x1b" not in text else None
+            if m is not None:
+                proc, pid, level, ts, file, line = m.groups()
+                rec: Record | None = Record(0, "", proc or "", int(pid) if pid else 0,
+                                            "WARNING" if level == "WARN" else level, ts, file,
+                                            int(line), "", text[m.end():])
+                fmt = "vllm"
+            else:
+                rec, fmt = parse_line(text)
             if rec is None:
                 if pending is not None and text and (open_multi or _TRACEBACK.match(text)):
                     pending.message += "\n" + text

@@ -13,6 +13,7 @@ from kvflowmap.trace.parse import ParseStats
 from kvflowmap.trace.story import Story, Tracer, seconds
 
 SCHEMA = 1
+DETAILED = 300  # requests whose lines the report lists although nothing is wrong with them
 
 
 class Linker:
@@ -45,8 +46,9 @@ def event_dict(code: CodeIndex, ev, linker: Linker) -> dict[str, Any]:
 
 
 def story_dict(s: Story, d: Diagnosis, code: CodeIndex, linker: Linker,
-               end: str = "") -> dict[str, Any]:
-    """One request as data; ``end`` is the last timestamp of its epoch."""
+               end: str = "", lines: bool = True) -> dict[str, Any]:
+    """One request as data; ``end`` is the last timestamp of its epoch;
+    without ``lines``, its story's lines are left out (only counted)."""
     silent: dict[str, float] = {}
     b = seconds(end) if end else None
     for proc, ts in sorted(s.process_last.items()):
@@ -60,16 +62,16 @@ def story_dict(s: Story, d: Diagnosis, code: CodeIndex, linker: Linker,
             (code.hook_stages[h] for h in last.hooks if h in code.hook_stages), "")
     return {
         "request_id": s.request_id, "epoch": s.epoch, "outcome": d.outcome,
-        "problems": d.problems, "lines": s.lines, "lines_dropped": max(0, s.dropped),
+        "problems": d.problems, "lines": s.lines, "lines_dropped": max(0, s.dropped) if lines else s.lines,
         "first_ts": s.first_ts, "last_ts": s.last_ts, "silent_for_s": d.silent_for,
         "longest_gap_s": s.max_gap, "silent_by_process": silent,
         "states": [{"state": k, "from": v} for k, v in s.states.items()],
-        "hooks": list(s.hooks), "reports": {k: len(v) for k, v in sorted(s.reports.items())},
+        "hooks": list(s.hooks), "reports": {k: v[0] for k, v in sorted(s.reports.items())},
         "processes": dict(sorted(s.processes.items())), "related_ids": s.related,
         "last": None if last is None else {
             "function": last.function, "where": _where(last), "root": last.root, "step": step,
             "url": linker.url(last.root, last.file, last.line)},
-        "events": [event_dict(code, e, linker) for e in s.events()],
+        "events": [event_dict(code, e, linker) for e in s.events()] if lines else [],
         "candidates": [{"function": c.function, "where": f"{c.file}:{c.line}" if c.file else "",
                         "root": c.root, "score": c.score, "via": c.via, "reasons": c.reasons,
                         "url": linker.url(c.root, c.file, c.line) if c.file else None}
@@ -95,11 +97,13 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
     st = tracer.stats
     requests = []
     by_outcome = {o: 0 for o in OUTCOMES}
-    for key in sorted(tracer.stories):
+    for n, key in enumerate(sorted(tracer.stories)):
         s = tracer.stories[key]
         d = diagnose(s, code, st)
         by_outcome[d.outcome] = by_outcome.get(d.outcome, 0) + 1
-        requests.append(story_dict(s, d, code, linker, st.end_ts.get(s.epoch, "")))
+        # every troubled request's lines; of the others, the first few hundred
+        lines = n < DETAILED or d.outcome in ("stuck", "failed") or bool(d.problems)
+        requests.append(story_dict(s, d, code, linker, st.end_ts.get(s.epoch, ""), lines))
     gaps = [r["longest_gap_s"] for r in requests if r["outcome"] == "finished"]
     med = _median(gaps)
     for r in requests:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kvflowmap.trace.code import CodeIndex
-from kvflowmap.trace.match import EXACT, MOVED, Matcher
+from kvflowmap.trace.match import EXACT, Match, Matcher
 from kvflowmap.trace.parse import Record
 
 HEAD, TAIL = 16, 48
@@ -47,8 +47,11 @@ class Event:
     level: str
     kind: str  # exact, moved, unknown
     marker: int  # marker id, -1 when unknown
-    values: tuple[str, ...]
-    text: str  # the message for an unknown line (cut), else ""
+    match: Match  # how it matched: ``values`` are the placeholders'
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return self.match.values
 
 
 @dataclass
@@ -63,10 +66,11 @@ class Story:
     first_ts: str = ""
     last_ts: str = ""
     last_seq: int = 0
+    last_t: float | None = None  # last_ts in seconds
     max_gap: float = 0.0  # longest silence between two of its lines, in seconds
     states: dict[str, str] = field(default_factory=dict)  # state -> "message" | "code", in order
     hooks: dict[str, int] = field(default_factory=dict)  # hook -> first seq, in order
-    reports: dict[str, list[int]] = field(default_factory=dict)  # report kind -> seqs
+    reports: dict[str, list[int]] = field(default_factory=dict)  # report kind -> [count, last seq]
     report_places: dict[tuple[int, int], int] = field(default_factory=dict)  # (marker, pid) -> count
     parked_at: int = -1  # seq it was parked (commit hook or parked state), -1 never
     sending_at: int = -1  # seq it reached a save hook
@@ -132,9 +136,7 @@ class Tracer:
         # a one-word state in past tense is also said in lower case ("preempt req=...")
         self._state_words = {s.lower()[:-2]: s for s in code.states
                              if "_" not in s and s.endswith("ED")}
-        self._marker_states: dict[int, tuple[tuple[str, str], ...]] = {}
-        self._fail_marker: dict[int, bool] = {}
-        self._abort_marker: dict[int, bool] = {}
+        self._facts_of: dict[int, _MarkerFacts] = {}
         self._seconds: dict[str, float | None] = {}
 
     def add_all(self, records: Iterable[Record]) -> None:
@@ -154,12 +156,19 @@ class Tracer:
         """One record: match it, then add it to the stories of its requests."""
         st = self.stats
         st.records += 1
-        t = self._time(rec.ts)
-        if t is not None and (self.since is not None and t < self.since
-                              or self.until is not None and t > self.until):
-            st.filtered_out += 1
-            return
-        if rec.process and rec.pid:
+        ts = rec.ts
+        t = self._seconds.get(ts, -1.0) if ts else None
+        if t == -1.0:
+            t = self._time(ts)
+        if t is not None:
+            if (self.since is not None and t < self.since) or (self.until is not None and t > self.until):
+                st.filtered_out += 1
+                return
+            prev = self._last_time.get(rec.pid)
+            if prev is not None and t < prev - _CLOCK_SLACK:
+                st.clock_jumps += 1
+            self._last_time[rec.pid] = t
+        if rec.pid:
             old = self._pids.get(rec.process)
             if old is None:
                 self._pids[rec.process] = rec.pid
@@ -169,125 +178,144 @@ class Tracer:
                 st.epochs = self.epoch
                 st.restarts.append(f"{rec.process} pid {old} -> {rec.pid} at {rec.source}:{rec.lineno}")
                 self._pids = {rec.process: rec.pid}
-        if t is not None:
-            prev = self._last_time.get(rec.pid)
-            if prev is not None and t < prev - _CLOCK_SLACK:
-                st.clock_jumps += 1
-            self._last_time[rec.pid] = t
-        if rec.ts:
-            st.end_ts[self.epoch] = rec.ts
-            st.first_ts = st.first_ts or rec.ts
-            st.last_ts = rec.ts
-        st.levels[rec.level] = st.levels.get(rec.level, 0) + 1
+                self._last_time = {rec.pid: t} if t is not None else {}
+        if ts:
+            st.end_ts[self.epoch] = ts
+            if not st.first_ts:
+                st.first_ts = ts
+            st.last_ts = ts
+        levels = st.levels
+        levels[rec.level] = levels.get(rec.level, 0) + 1
         m = self.matcher.match(rec)
-        if m.kind == EXACT:
-            st.exact += 1
-        elif m.kind == MOVED:
-            st.moved += 1
-            assert m.marker is not None
-            st.moved_markers[m.marker.id] = st.moved_markers.get(m.marker.id, 0) + 1
-        else:
+        kind = m.kind
+        marker = m.marker
+        if marker is None:
             st.unknown += 1
             if len(st.unknown_samples) < 5:
                 st.unknown_samples.append(f"{rec.source}:{rec.lineno}: {rec.message[:160]}")
             return
+        if kind == EXACT:
+            st.exact += 1
+        else:
+            st.moved += 1
+            st.moved_markers[marker.id] = st.moved_markers.get(marker.id, 0) + 1
         ids, related = self.matcher.request_ids(m)
         if not ids:
             return
         st.with_request += 1
-        marker = m.marker
-        assert marker is not None
-        ev = Event(st.records, rec.source, rec.lineno, rec.ts, rec.process, rec.pid, rec.level,
-                   m.kind, marker.id, m.values, "")
-        for rid in dict.fromkeys(ids):
+        ev = Event(st.records, rec.source, rec.lineno, ts, rec.process, rec.pid, rec.level,
+                   kind, marker.id, m)
+        if len(ids) > 1:
+            ids = list(dict.fromkeys(ids))
+        for rid in ids:
             if self.only is not None and rid != self.only:
                 continue
             self._story_add(rid, ev, t, related)
+
+    def _facts(self, marker_id: int) -> _MarkerFacts:
+        """What a marker says about a request, worked out once."""
+        m = self.code.markers[marker_id]
+        states = self._static_states(marker_id)
+        hooks = m.hooks
+        single = len(hooks) == 1
+        words = _WORD.findall(m.message.lower())
+        f = _MarkerFacts(
+            states=states,
+            parks=any(st in self._parked for st, _ in states) or (single and hooks[0] in self._commit),
+            sends=single and hooks[0] in self._save,
+            preempts=any(st.startswith("PREEMPT") for st, _ in states),
+            aborts=any(st.startswith("FINISHED_ABORTED") for st, _ in states)
+            or any(w.startswith(("abort", "cancel")) for w in words),
+            fails=m.level in ("ERROR", "CRITICAL")
+            or (m.level == "WARNING" and any(w.startswith("fail") for w in words)),
+            finishes=tuple(r for r in m.reports if r.startswith("finished")),
+            # values may name a state ("request_status=%s"): only then are they read
+            value_states="status" in m.message.lower() or "state" in m.message.lower())
+        self._facts_of[marker_id] = f
+        return f
 
     def _story_add(self, rid: str, ev: Event, t: float | None, related: list[str]) -> None:
         key = (self.epoch, rid)
         s = self.stories.get(key)
         if s is None:
             s = self.stories[key] = Story(self.epoch, rid, first_ts=ev.ts)
-        elif t is not None and s.last_ts:
-            last = self._time(s.last_ts)
-            if last is not None and t - last > s.max_gap:
-                s.max_gap = t - last
+        elif t is not None and s.last_t is not None and t - s.last_t > s.max_gap:
+            s.max_gap = t - s.last_t
         s.lines += 1
         if len(s.head) < HEAD:
             s.head.append(ev)
         else:
             s.tail.append(ev)
+        if t is not None:
+            s.last_t = t
         if ev.ts:
             s.last_ts = ev.ts
         s.last_seq = ev.seq
-        s.last_marker = ev.marker
+        s.last_marker = mid = ev.marker
         where = f"{ev.process} pid={ev.pid}" if ev.pid else (ev.process or "-")
         s.processes[where] = s.processes.get(where, 0) + 1
         if ev.ts:
             s.process_last[where] = ev.ts
         for r in related:
-            if r != rid and r not in s.related and len(s.related) < 8:
+            if r != rid and len(s.related) < 8 and r not in s.related:
                 s.related.append(r)
-        marker = self.code.markers[ev.marker]
-        for state, how in self._states_of(ev):
-            s.states.setdefault(state, how)
-            if state.startswith("PREEMPT"):
-                # preempted: its blocks are gone, a new load cycle starts
-                s.report_places.clear()
-                s.parked_at = -1
-            if state in self._parked and s.parked_at < 0:
-                s.parked_at = ev.seq
-            if state.startswith("FINISHED_ABORTED") and s.aborted_at < 0:
-                s.aborted_at = ev.seq
+        f = self._facts_of.get(mid)
+        if f is None:
+            f = self._facts(mid)
+        states = f.states
+        if f.value_states:
+            states = states + self._value_states(ev.values)
+        for state, how in states:
+            if state not in s.states:
+                s.states[state] = how
+        if f.preempts:
+            # preempted: its blocks are gone, a new load cycle starts
+            s.report_places.clear()
+            s.parked_at = -1
+        if f.parks and s.parked_at < 0:
+            s.parked_at = ev.seq
+        if f.sends and s.sending_at < 0:
+            s.sending_at = ev.seq
+        marker = self.code.markers[mid]
         for h in marker.hooks:
             if h not in s.hooks:
                 s.hooks[h] = ev.seq
-            if h in self._commit and s.parked_at < 0 and len(marker.hooks) == 1:
-                s.parked_at = ev.seq
-            if h in self._save and s.sending_at < 0 and len(marker.hooks) == 1:
-                s.sending_at = ev.seq
         for r in marker.reports:
-            s.reports.setdefault(r, []).append(ev.seq)
-            if r.startswith("finished"):
-                place = (marker.id, ev.pid)
-                s.report_places[place] = s.report_places.get(place, 0) + 1
-        if s.failed_at < 0 and self._is_failure(ev.marker, ev.level):
+            got = s.reports.get(r)
+            if got is None:
+                s.reports[r] = [1, ev.seq]
+            else:
+                got[0] += 1
+                got[1] = ev.seq
+        if f.finishes:
+            place = (mid, ev.pid)
+            s.report_places[place] = s.report_places.get(place, 0) + 1
+        if f.fails and s.failed_at < 0:
             s.failed_at = ev.seq
-        if s.aborted_at < 0 and self._is_abort(ev.marker):
+        if f.aborts and s.aborted_at < 0:
             s.aborted_at = ev.seq
 
-    def _states_of(self, ev: Event) -> tuple[tuple[str, str], ...]:
-        """The states a line says the request is in: named in the message
-        (its format or its values), then written by the code next to it."""
-        found = self._marker_states.get(ev.marker)
-        marker = self.code.markers[ev.marker]
-        if found is None:
-            names = [(w, "message") for w in _STATE_WORD.findall(marker.message) if w in self._states]
-            names += [(self._state_words[w], "message") for w in _WORD.findall(marker.message.lower())
-                      if w in self._state_words]
-            names += [(s, "code") for s in marker.states]
-            found = self._marker_states[ev.marker] = tuple(dict.fromkeys(names))
-        extra = [(w, "message") for v in ev.values if v[:1].isupper() or "." in v
-                 for w in _STATE_WORD.findall(v) if w in self._states]
-        return found + tuple(extra) if extra else found
+    def _static_states(self, marker_id: int) -> tuple[tuple[str, str], ...]:
+        """The states a logging call's text names, then those its code
+        writes just before it."""
+        marker = self.code.markers[marker_id]
+        names = [(w, "message") for w in _STATE_WORD.findall(marker.message) if w in self._states]
+        names += [(self._state_words[w], "message") for w in _WORD.findall(marker.message.lower())
+                  if w in self._state_words]
+        names += [(st, "code") for st in marker.states]
+        return tuple(dict.fromkeys(names))
 
-    def _is_failure(self, marker_id: int, level: str) -> bool:
-        """An error line, or a warning that says something failed ("failed=%s"
-        in an info line is a field, not a failure)."""
-        got = self._fail_marker.get(marker_id)
-        if got is None:
-            m = self.code.markers[marker_id]
-            words = _WORD.findall(m.message.lower())
-            got = m.level in ("ERROR", "CRITICAL") or (
-                m.level == "WARNING" and any(w.startswith("fail") for w in words))
-            self._fail_marker[marker_id] = got
-        return got
+    def _value_states(self, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        return tuple((w, "message") for v in values for w in _STATE_WORD.findall(v) if w in self._states)
 
-    def _is_abort(self, marker_id: int) -> bool:
-        got = self._abort_marker.get(marker_id)
-        if got is None:
-            words = _WORD.findall(self.code.markers[marker_id].message.lower())
-            got = self._abort_marker[marker_id] = any(
-                w.startswith(("abort", "cancel")) for w in words)
-        return got
+
+@dataclass(frozen=True, slots=True)
+class _MarkerFacts:
+    states: tuple[tuple[str, str], ...]
+    parks: bool
+    sends: bool
+    preempts: bool
+    aborts: bool
+    fails: bool
+    finishes: tuple[str, ...]
+    value_states: bool
