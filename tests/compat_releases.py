@@ -247,6 +247,7 @@ CONNECTOR = {
     "toyconn/__init__.py": "",
     "toyconn/good.py": '''
 import vllm
+from vllm import envs
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
 
@@ -275,6 +276,23 @@ class GuardedConnector(KVConnectorBase_V1):
 
     def get_finished(self, finished_req_ids):
         return None, None
+
+
+class TryConnector(GuardedConnector):
+    """Tries the new form and falls back on TypeError; tests members first."""
+
+    def handle_preemptions(self, preempted: set[str]):
+        try:
+            ids = set(preempted)
+        except TypeError:
+            ids = preempted.preempted_req_ids
+        return ids
+
+    def start_load_kv(self, forward_context, **kwargs):
+        if hasattr(self, "_old_helper"):
+            self._old_helper()
+        if hasattr(envs, "VLLM_OLD_FLAG") and envs.VLLM_OLD_FLAG:
+            pass
 
 
 class VersionedConnector(GuardedConnector):

@@ -32,7 +32,7 @@ def _kinds(m: Matrix, cls: str, release: str) -> dict[str, list[Finding]]:
 def test_classes_found_through_the_connector_hierarchy(matrix: Matrix) -> None:
     assert matrix.classes == ["toyconn.bad.IteratingConnector", "toyconn.bad.NoSaveConnector",
                               "toyconn.bad.OldConnector", "toyconn.good.GuardedConnector",
-                              "toyconn.good.VersionedConnector"]
+                              "toyconn.good.TryConnector", "toyconn.good.VersionedConnector"]
 
 
 def test_old_connector_fits_old_release_and_fails_the_new(matrix: Matrix) -> None:
@@ -95,3 +95,13 @@ def test_deterministic(tmp_path: Path, matrix: Matrix) -> None:
     src = tmp_path / "src" / "toyconn"
     again = run_matrix(SurfaceStore(tmp_path, load_protocol()), [src], ["0.1.0", "0.2.0"])
     assert again.to_json() == matrix.to_json()
+
+
+def test_try_except_type_error_and_hasattr_guards(matrix: Matrix) -> None:
+    kinds = _kinds(matrix, "good.TryConnector", "0.2.0")
+    (g,) = kinds["guarded"]
+    assert g.message.startswith("handle_preemptions: parameter 'preempted' is annotated set[str]")
+    assert "try/except TypeError at line" in g.message
+    # self._old_helper and envs.VLLM_OLD_FLAG behind hasattr: not removed members
+    assert "removed-member" not in kinds and "envs" not in kinds
+    assert matrix.cell("toyconn.good.TryConnector", "0.2.0").status == "guarded"

@@ -200,13 +200,11 @@ def check_hooks(run: Run) -> list[Finding]:
             older = [v for v in seen if version_key(v) < version_key(run.surface.version)]
             if older:
                 out.append(run.finding("warning", "not-called", f"{name} overrides a hook "
-                                       f"vLLM {run.surface.version} no longer has (last in "
-                                       f"{max(older, key=version_key)}): dead code, never "
-                                       "called", module, fn.line))
+                                       f"removed after vLLM {max(older, key=version_key)}: "
+                                       "dead code, never called", module, fn.line))
             elif seen:
-                out.append(run.finding("note", "not-yet", f"{name}: a hook vLLM "
-                                       f"{run.surface.version} does not have yet (from "
-                                       f"{min(seen, key=version_key)}): not called here",
+                out.append(run.finding("note", "not-yet", f"{name}: a hook added in vLLM "
+                                       f"{min(seen, key=version_key)}: not called before",
                                        module, fn.line))
             continue
         out += _never_called(run, name, module, fn, base)

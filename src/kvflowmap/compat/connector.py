@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvflowmap.compat.model import depth_first
 from kvflowmap.compat.names import Names, module_of
 from kvflowmap.facts import ClassFact, FileFacts, FunctionFact
 
@@ -64,15 +65,7 @@ class ConnectorCode:
 
     def ancestors(self, fqn: str) -> list[str]:
         """``fqn`` and its connector-side bases, depth first (a simple MRO)."""
-        out: list[str] = []
-        todo = [fqn]
-        while todo:
-            k = todo.pop(0)
-            if k in out or k not in self.classes:
-                continue
-            out.append(k)
-            todo[:0] = list(self.classes[k].bases)
-        return out
+        return depth_first(fqn, lambda k: self.classes[k].bases if k in self.classes else None)
 
     def external_bases(self, fqn: str) -> list[str]:
         """The bases outside the connector along ``fqn``'s connector-side MRO."""

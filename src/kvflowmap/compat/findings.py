@@ -3,10 +3,12 @@ its status and the findings that explain it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # Status of a cell, worst last: the order ``status`` picks from.
 STATUSES = ("ok", "guarded", "warn", "fail")
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)*")
 _OF_SEVERITY = {"error": "fail", "warning": "warn", "guarded": "guarded", "note": "ok"}
 
 
@@ -70,3 +72,16 @@ class Matrix:
                 "classes": {k: {r: {"status": self.cell(k, r).status,
                                     "findings": [f.to_json() for f in self.cell(k, r).findings]}
                                 for r in self.releases} for k in self.classes}}
+
+    def grouped(self, severities: tuple[str, ...]) -> list[list[Finding]]:
+        """Findings of these severities, the same finding on several releases
+        as one group (same class, kind, place and message but for versions),
+        in the order of the matrix."""
+        groups: dict[tuple[str, str, str, str], list[Finding]] = {}
+        for k in self.classes:
+            for r in self.releases:
+                for f in self.cell(k, r).findings:
+                    if f.severity in severities:
+                        key = (k, f.kind, f.where, _VERSION.sub("", f.message))
+                        groups.setdefault(key, []).append(f)
+        return list(groups.values())

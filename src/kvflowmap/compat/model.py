@@ -3,6 +3,7 @@ so a surface is cached once per release and loads in milliseconds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from kvflowmap.facts import Param
@@ -67,6 +68,21 @@ class Field:
     annotation: str | None = None
 
 
+def depth_first(cls: str, bases: Callable[[str], Iterable[str] | None]) -> list[str]:
+    """``cls`` and its bases, depth first, each once: a simple MRO over the
+    classes ``bases`` knows (it returns None for any other)."""
+    out: list[str] = []
+    todo = [cls]
+    while todo:
+        k = todo.pop(0)
+        found = bases(k)
+        if k in out or found is None:
+            continue
+        out.append(k)
+        todo[:0] = list(found)
+    return out
+
+
 @dataclass
 class Surface:
     """Everything a connector depends on in one vLLM release."""
@@ -87,15 +103,7 @@ class Surface:
 
     def mro(self, cls: str) -> list[str]:
         """``cls`` and its surface bases, depth first, each once."""
-        out: list[str] = []
-        todo = [cls]
-        while todo:
-            k = todo.pop(0)
-            if k in out or k not in self.classes:
-                continue
-            out.append(k)
-            todo[:0] = list(self.classes[k].bases)
-        return out
+        return depth_first(cls, lambda k: self.classes[k].bases if k in self.classes else None)
 
     def calls_of(self, name: str) -> list[CallSite]:
         """Call sites of hook ``name``."""

@@ -5,17 +5,15 @@ SARIF for the findings on the newest release."""
 from __future__ import annotations
 
 import json
-import re
 
 from kvflowmap import __version__
 from kvflowmap.compat.diff import Change
-from kvflowmap.compat.findings import Finding, Matrix
+from kvflowmap.compat.findings import Matrix
 from kvflowmap.compat.output_text import class_label
 from kvflowmap.protocol import version_key
 
 BEGIN, END = "<!-- kvflowmap compat -->", "<!-- /kvflowmap compat -->"
 _MD = {"ok": "✅", "guarded": "✅ guarded", "warn": "⚠️", "fail": "❌"}
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)*")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "guarded": "note", "note": "note"}
 
 
@@ -35,22 +33,18 @@ def matrix_markdown(m: Matrix) -> str:
     one numbered note per finding, the releases it holds on listed once."""
     head = ["class", *(f"vLLM {r}" for r in m.releases)]
     rows = [f"| {' | '.join(head)} |", f"|{'---|' * len(head)}"]
-    notes: dict[tuple[str, str, str, str], list[Finding]] = {}
+    groups = m.grouped(("error", "warning"))
+    number = {id(f): n for n, fs in enumerate(groups, 1) for f in fs}
     for k in m.classes:
         cells = []
         for r in m.releases:
             cell = m.cell(k, r)
-            refs = []
-            for f in cell.findings:
-                if f.severity in ("error", "warning"):
-                    key = (k, f.kind, f.where, _VERSION.sub("", f.message))
-                    notes.setdefault(key, []).append(f)
-                    refs.append(str(list(notes).index(key) + 1))
+            refs = [str(number[id(f)]) for f in cell.findings if id(f) in number]
             cells.append(_MD[cell.status] + (f" ({', '.join(refs)})" if refs else ""))
         rows.append(f"| `{class_label(k, m.classes)}` | {' | '.join(cells)} |")
     lines = [f"{n}. `{class_label(fs[-1].cls, m.classes)}` on vLLM "
              f"{', '.join(f.release for f in fs)}: {fs[-1].message} (`{fs[-1].where}`)"
-             for n, fs in enumerate(notes.values(), 1)]
+             for n, fs in enumerate(groups, 1)]
     body = "\n".join(rows) + "\n" + ("\n" + "\n".join(lines) + "\n" if lines else "")
     return f"{BEGIN}\n{body}{END}\n"
 

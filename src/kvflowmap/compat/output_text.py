@@ -40,13 +40,12 @@ def matrix_text(m: Matrix, *, notes: bool = False, width: int = 160) -> str:
                                                            for r in m.releases))
     lines = [f"{len(m.classes)} connector classes × vLLM {', '.join(m.releases)}\n",
              _render(table, width)]
-    for k in m.classes:
-        for r in m.releases:
-            shown = [f for f in m.cell(k, r).findings if notes or f.severity != "note"]
-            for f in shown:
-                base = f"  [vLLM {f.base_where}]" if f.base_where else ""
-                lines.append(f"{f.where}: {f.severity}: vLLM {r}: "
-                             f"{class_label(k, m.classes)}: {f.message}{base}\n")
+    severities = ("error", "warning", "guarded", *(("note",) if notes else ()))
+    for fs in m.grouped(severities):
+        f = fs[-1]  # the newest release's wording
+        base = f"  [vLLM {f.base_where}]" if f.base_where else ""
+        lines.append(f"{f.where}: {f.severity}: vLLM {', '.join(x.release for x in fs)}: "
+                     f"{class_label(f.cls, m.classes)}: {f.message}{base}\n")
     return "".join(lines)
 
 
