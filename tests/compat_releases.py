@@ -250,6 +250,11 @@ import vllm
 from vllm import envs
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults
+except ImportError:  # vLLM 0.1.0
+    KVConnectorTransferResults = None
+
 
 class GuardedConnector(KVConnectorBase_V1):
     """Supports both APIs: every difference is guarded."""
@@ -293,6 +298,18 @@ class TryConnector(GuardedConnector):
             self._old_helper()
         if hasattr(envs, "VLLM_OLD_FLAG") and envs.VLLM_OLD_FLAG:
             pass
+
+
+class LayeredConnector(GuardedConnector):
+    """Its own get_transfer_results builds on its own get_finished."""
+
+    def get_finished(self, finished_req_ids):
+        return set(), set()
+
+    def get_transfer_results(self, finished_req_ids):
+        sending, recving = self.get_finished(finished_req_ids)
+        return KVConnectorTransferResults(finished_sending=sending, finished_recving=recving,
+                                          failed_recving=set())
 
 
 class VersionedConnector(GuardedConnector):

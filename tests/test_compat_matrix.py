@@ -32,7 +32,8 @@ def _kinds(m: Matrix, cls: str, release: str) -> dict[str, list[Finding]]:
 def test_classes_found_through_the_connector_hierarchy(matrix: Matrix) -> None:
     assert matrix.classes == ["toyconn.bad.IteratingConnector", "toyconn.bad.NoSaveConnector",
                               "toyconn.bad.OldConnector", "toyconn.good.GuardedConnector",
-                              "toyconn.good.TryConnector", "toyconn.good.VersionedConnector"]
+                              "toyconn.good.LayeredConnector", "toyconn.good.TryConnector",
+                              "toyconn.good.VersionedConnector"]
 
 
 def test_old_connector_fits_old_release_and_fails_the_new(matrix: Matrix) -> None:
@@ -105,3 +106,11 @@ def test_try_except_type_error_and_hasattr_guards(matrix: Matrix) -> None:
     # self._old_helper and envs.VLLM_OLD_FLAG behind hasattr: not removed members
     assert "removed-member" not in kinds and "envs" not in kinds
     assert matrix.cell("toyconn.good.TryConnector", "0.2.0").status == "guarded"
+
+
+def test_self_called_hook_is_alive_and_guarded_import(matrix: Matrix) -> None:
+    kinds = _kinds(matrix, "good.LayeredConnector", "0.2.0")
+    assert "not-called" not in kinds  # its get_transfer_results calls self.get_finished
+    # the try/except ImportError import of KVConnectorTransferResults fails no release
+    assert "import" not in _kinds(matrix, "good.LayeredConnector", "0.1.0")
+    assert "import" not in _kinds(matrix, "good.GuardedConnector", "0.1.0")

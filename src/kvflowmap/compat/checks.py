@@ -218,11 +218,22 @@ def _never_called(run: Run, name: str, module: str, fn: FunctionFact,
     if not sites or any(c.where.file != base.where.file for c in sites):
         return []
     callers = {c.caller.rpartition(".")[2] for c in sites}
-    if not callers or not all(c in run.methods for c in callers):
+    if not callers or not all(c in run.methods for c in callers) or _self_called(run, name):
         return []
     return [run.finding("warning", "not-called", f"{name}: vLLM {run.surface.version} calls it "
                         f"only from the base's {', '.join(sorted(callers))}, which this class "
                         "overrides: never called", module, fn.line, base.where)]
+
+
+def _self_called(run: Run, name: str) -> bool:
+    """Whether a method of the class calls ``self.name(...)`` (its own
+    ``get_transfer_results`` building on its ``get_finished``)."""
+    for module, fn in run.methods.values():
+        me = fn.params[0].name if fn.params else "self"
+        if any(c.scope == fn.qualname and c.callee == f"{me}.{name}"
+               for c in run.code.facts[module].calls):
+            return True
+    return False
 
 
 def check_abstract(run: Run) -> list[Finding]:

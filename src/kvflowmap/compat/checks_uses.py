@@ -128,7 +128,8 @@ def _fills(run: Run, attr: str, hooks: list[str]) -> bool:
     overrides a hook whose return value is the field itself (a set, a tuple),
     not a results object holding it by name."""
     holders = {k.rpartition(".")[2] for k, fs in run.surface.carriers.items() if attr in fs}
-    if run.code.fills(attr, holders):
+    module = run.code.classes[run.cls].module
+    if run.code.fills(module, attr, holders):
         return True
     for h in hooks:
         base = run.base_of(h)

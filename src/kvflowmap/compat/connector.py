@@ -100,13 +100,29 @@ class ConnectorCode:
         """Connector classes that have ``fqn`` along their MRO (itself excluded)."""
         return [k for k in self.classes if k != fqn and fqn in self.ancestors(k)]
 
-    def fills(self, name: str, holders: set[str]) -> bool:
-        """Whether any connector module fills carrier field ``name``: passes it
-        to a holder class (``KVConnectorTransferResults(failed_recving=...)``),
-        or writes it on another object (``output.failed_recving = ...``,
+    def reachable(self, module: str) -> list[str]:
+        """``module`` and the connector modules it imports, transitively."""
+        seen: list[str] = []
+        todo = [module]
+        while todo:
+            m = todo.pop()
+            if m in seen or m not in self.facts:
+                continue
+            seen.append(m)
+            names = self.names[m]
+            for imp in self.facts[m].imports:
+                target = names.fqn(imp.asname or imp.name or imp.module.split(".")[0])
+                todo += [target, target.rpartition(".")[0]]
+        return sorted(seen)
+
+    def fills(self, module: str, name: str, holders: set[str]) -> bool:
+        """Whether the code reachable from ``module`` fills carrier field
+        ``name``: passes it to a holder class
+        (``KVConnectorTransferResults(failed_recving=...)``), or writes it on
+        another object (``output.failed_recving = ...``,
         ``output.failed_recving.add(...)``). A local variable or the
         connector's own metadata field of the same name is not a fill."""
-        for ff in self.facts.values():
+        for ff in (self.facts[m] for m in self.reachable(module)):
             if any(k == name and (c.callee or "").rpartition(".")[2] in holders
                    for c in ff.calls for k, _ in c.kwargs):
                 return True
