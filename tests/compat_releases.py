@@ -264,7 +264,7 @@ class GuardedConnector(KVConnectorBase_V1):
 
     def handle_preemptions(self, preempted):
         if isinstance(preempted, set):
-            ids = preempted
+            ids = set(preempted)
         else:
             ids = getattr(preempted, "preempted_req_ids", set())
         for rid in ids:
@@ -310,6 +310,15 @@ class LayeredConnector(GuardedConnector):
         sending, recving = self.get_finished(finished_req_ids)
         return KVConnectorTransferResults(finished_sending=sending, finished_recving=recving,
                                           failed_recving=set())
+
+
+class WrongBranchConnector(GuardedConnector):
+    """Guarded, but iterates the argument on the branch the new API takes."""
+
+    def handle_preemptions(self, preempted):
+        if isinstance(preempted, set):
+            return len(preempted)
+        return sorted(preempted)
 
 
 class VersionedConnector(GuardedConnector):

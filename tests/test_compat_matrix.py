@@ -33,7 +33,8 @@ def test_classes_found_through_the_connector_hierarchy(matrix: Matrix) -> None:
     assert matrix.classes == ["toyconn.bad.IteratingConnector", "toyconn.bad.NoSaveConnector",
                               "toyconn.bad.OldConnector", "toyconn.good.GuardedConnector",
                               "toyconn.good.LayeredConnector", "toyconn.good.TryConnector",
-                              "toyconn.good.VersionedConnector"]
+                              "toyconn.good.VersionedConnector",
+                              "toyconn.good.WrongBranchConnector"]
 
 
 def test_old_connector_fits_old_release_and_fails_the_new(matrix: Matrix) -> None:
@@ -83,7 +84,7 @@ def test_guarded_overrides_accepted_on_both_sides(matrix: Matrix) -> None:
     for release, branch in (("0.1.0", "the isinstance branch"), ("0.2.0", "the other branch")):
         kinds = _kinds(matrix, "good.GuardedConnector", release)
         assert not [f for fs in kinds.values() for f in fs if f.severity == "error"]
-        (g,) = kinds["guarded"]
+        (g,) = [f for f in kinds["guarded"] if "passes preempted as" in f.message]
         assert g.message.endswith(f"{branch} runs")
     assert matrix.cell("toyconn.good.GuardedConnector", "0.1.0").status == "guarded"
     versioned = _kinds(matrix, "good.VersionedConnector", "0.2.0")
@@ -114,3 +115,15 @@ def test_self_called_hook_is_alive_and_guarded_import(matrix: Matrix) -> None:
     # the try/except ImportError import of KVConnectorTransferResults fails no release
     assert "import" not in _kinds(matrix, "good.LayeredConnector", "0.1.0")
     assert "import" not in _kinds(matrix, "good.GuardedConnector", "0.1.0")
+
+
+def test_only_the_branch_that_runs_is_checked(matrix: Matrix) -> None:
+    # GuardedConnector iterates the argument only when it is a set: accepted on 0.2.0
+    uses = [f for f in _kinds(matrix, "good.GuardedConnector", "0.2.0")["guarded"]
+            if "as a collection only where it is not a KVConnectorMetadata" in f.message]
+    assert len(uses) == 1
+    # WrongBranchConnector iterates it on the other branch, the one 0.2.0 takes
+    (f,) = _kinds(matrix, "good.WrongBranchConnector", "0.2.0")["collection"]
+    assert "on the branch that runs for it" in f.message
+    assert f.where == "toyconn/good.py:74"  # sorted(preempted), not len() in the set branch
+    assert "collection" not in _kinds(matrix, "good.WrongBranchConnector", "0.1.0")

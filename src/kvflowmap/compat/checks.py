@@ -21,7 +21,7 @@ from kvflowmap.check.kinds.conforms_contract import method_kind
 from kvflowmap.check.kinds.conforms_signatures import Sig, annotation_heads
 from kvflowmap.compat.connector import ConnectorCode
 from kvflowmap.compat.findings import Finding
-from kvflowmap.compat.guards import Guards, find_guards, iterates
+from kvflowmap.compat.guards import Guards, collection_uses, find_guards, isinstance_branches
 from kvflowmap.compat.model import Method, Surface
 from kvflowmap.compat.related import Canon, Related
 from kvflowmap.facts import FunctionFact
@@ -164,27 +164,42 @@ def _others(history: dict[str, str | None], version: str) -> str:
 def _collection_use(run: Run, module: str, fn: FunctionFact, base: Method,
                     guard) -> list[Finding]:
     """An unannotated parameter used as a collection where this release passes
-    an object (``handle_preemptions``: a set of ids became ``KVConnectorMetadata``)."""
+    an object (``handle_preemptions``: a set of ids became ``KVConnectorMetadata``).
+    Behind ``if isinstance(param, T)`` only the branch this release takes counts."""
     out: list[Finding] = []
     kind = method_kind(fn)
     params = fn.params if kind == "static" else fn.params[1:]
+    facts = run.code.facts[module]
     for i, (p, heads) in enumerate(zip(params, base.heads, strict=False)):
         if p.annotation or i >= len(base.params) or not heads or set(heads) & _COLLECTIONS:
             continue
-        guarded = guard(p.name)
-        line = iterates(fn, run.code.facts[module], p.name)
-        if line is None:
+        uses = collection_uses(fn, facts, p.name)
+        if not uses:
             continue
-        if guarded:
+        branches = isinstance_branches(fn, p.name)
+        if branches is not None:
+            taken_if = bool(set(branches.types) & {h.rpartition(".")[2] for h in heads} |
+                            set(branches.types) & set(heads))
+            skipped = branches.when_false if taken_if else branches.when_true
+            uses = [ln for ln in uses if not skipped[0] <= ln <= skipped[1]]
+            why = guard(p.name)
+            if not uses:
+                out.append(run.finding("guarded", "guarded", f"{fn.name}: uses '{p.name}' as a "
+                                       f"collection only where it is not a "
+                                       f"{base.params[i].annotation} ({why})", module,
+                                       fn.line, base.where))
+                continue
+        elif guard(p.name):
             out.append(run.finding("guarded", "guarded", f"{fn.name}: uses '{p.name}' as a "
                                    f"collection, vLLM {run.surface.version} passes "
-                                   f"{base.params[i].annotation}; accepted: {guarded}",
-                                   module, line, base.where))
-        else:
-            out.append(run.finding("error", "collection", f"{fn.name} uses '{p.name}' as a "
-                                   f"collection, but vLLM {run.surface.version} passes "
-                                   f"{base.params[i].annotation} ({base.signature})",
-                                   module, line, base.where))
+                                   f"{base.params[i].annotation}; accepted: {guard(p.name)}",
+                                   module, uses[0], base.where))
+            continue
+        where = "on the branch that runs for it" if branches is not None else ""
+        out.append(run.finding("error", "collection", f"{fn.name} uses '{p.name}' as a "
+                               f"collection{' ' + where if where else ''}, but vLLM "
+                               f"{run.surface.version} passes {base.params[i].annotation} "
+                               f"({base.signature})", module, uses[0], base.where))
     return out
 
 

@@ -76,17 +76,62 @@ def _walk(stmts: tuple[Stmt, ...]):
 
 
 def iterates(fn: FunctionFact, facts: FileFacts, param: str) -> int | None:
-    """The line where method ``fn`` uses parameter ``param`` as a collection
-    (``for x in p``, ``set(p)``, ``x in p``), if it does."""
-    for b in facts.binds:
-        if b.scope == fn.qualname and b.value == f"{param}[]":
-            return b.line
-    for c in facts.calls:
-        if c.scope == fn.qualname and c.callee in ("set", "list", "sorted", "tuple", "len",
-                                                   "iter", "frozenset") and c.args[:1] == (param,):
-            return c.line
-    for cmp in facts.compares:
-        if cmp.scope == fn.qualname and cmp.operands[-1:] == (param,) and \
-                set(cmp.ops) & {"In", "NotIn"}:
-            return cmp.line
+    """The first line where method ``fn`` uses parameter ``param`` as a
+    collection (``for x in p``, ``set(p)``, ``x in p``), if it does."""
+    lines = collection_uses(fn, facts, param)
+    return lines[0] if lines else None
+
+
+@dataclass(frozen=True)
+class Branches:
+    """The two sides of ``if isinstance(param, T)`` in a method, as line spans."""
+
+    types: tuple[str, ...]  # T as written (``set``, ``(set, frozenset)`` split)
+    when_true: tuple[int, int]  # first and last line of the branch taken when it is a T
+    when_false: tuple[int, int]  # the other branch (may be the rest of the method)
+
+
+_TEST = r"(not\s+)?isinstance\(\s*{p}\s*,\s*\(?([\w.,\s]+?)\)?\s*\)"
+
+
+def isinstance_branches(fn: FunctionFact, param: str) -> Branches | None:
+    """The branches of the first ``if isinstance(param, ...)`` of ``fn``. An
+    ``if`` without ``else`` that ends in ``return``/``raise`` leaves the rest
+    of the method to the other side."""
+    pattern = re.compile(_TEST.format(p=re.escape(param)))
+    return _find(fn.body, pattern, fn.end_line)
+
+
+def _find(stmts: tuple[Stmt, ...], pattern: re.Pattern[str], end: int) -> Branches | None:
+    for i, s in enumerate(stmts):
+        stop = stmts[i + 1].line - 1 if i + 1 < len(stmts) else end
+        m = pattern.search(s.text or "") if s.kind == "if" else None
+        if m:
+            types = tuple(t.strip() for t in m.group(2).split(",") if t.strip())
+            body_end = s.orelse[0].line - 1 if s.orelse else stop
+            if s.orelse:
+                other = (s.orelse[0].line, stop)
+            elif s.body and s.body[-1].kind in ("return", "raise"):
+                other = (stop + 1, end)
+            else:
+                other = (0, -1)  # nothing runs only when it is not a T
+            body = (s.line, body_end)
+            return Branches(types, other, body) if m.group(1) else Branches(types, body, other)
+        for part in (s.body, s.orelse, s.handlers, s.final):
+            inner = part and _find(part, pattern, stop)
+            if inner:
+                return inner
     return None
+
+
+def collection_uses(fn: FunctionFact, facts: FileFacts, param: str) -> list[int]:
+    """Every line where ``fn`` uses ``param`` as a collection (see ``iterates``)."""
+    lines = [b.line for b in facts.binds if b.scope == fn.qualname and b.value == f"{param}[]"]
+    lines += [c.line for c in facts.calls if c.scope == fn.qualname and c.callee in _MAKERS
+              and c.args[:1] == (param,)]
+    lines += [c.line for c in facts.compares if c.scope == fn.qualname
+              and c.operands[-1:] == (param,) and set(c.ops) & {"In", "NotIn"}]
+    return sorted(set(lines))
+
+
+_MAKERS = {"set", "list", "sorted", "tuple", "len", "iter", "frozenset"}
