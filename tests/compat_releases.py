@@ -15,7 +15,7 @@ from pathlib import Path
 
 BASE = "vllm/distributed/kv_transfer/kv_connector/v1/base.py"
 
-_BASE_OLD = '''
+_BASE_OLD = '''from vllm.config import VllmConfig  # the config classes the surface follows
 import enum
 from abc import ABC, abstractmethod
 from typing import Any
@@ -61,7 +61,7 @@ class KVConnectorBase_V1(ABC):
         pass
 '''
 
-_BASE_NEW = '''
+_BASE_NEW = '''from vllm.config import VllmConfig  # the config classes the surface follows
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -208,12 +208,35 @@ class KVConnectorFactory:
 '''
 
 
+_VLLM_CONFIG = '''
+from vllm.config.kv_transfer import KVTransferConfig
+
+
+class VllmConfig:
+    kv_transfer_config: KVTransferConfig | None = None
+'''
+
+_KV_TRANSFER_OLD = '''
+class KVTransferConfig:
+    kv_role: str | None = None
+    kv_rank: int | None = None
+'''
+
+_KV_TRANSFER_NEW = '''
+class KVTransferConfig:
+    kv_role: str | None = None
+'''
+
+
 def release_files(version: str) -> dict[str, str]:
     """The files of miniature release ``version`` (0.1.0: old API, 0.2.0: new)."""
     new = version != "0.1.0"
     return {
         "vllm/__init__.py": f'__version__ = "{version}"\n',
         "vllm/envs.py": _ENVS_NEW if new else _ENVS_OLD,
+        "vllm/config/__init__.py": "from vllm.config.vllm import VllmConfig\n",
+        "vllm/config/vllm.py": _VLLM_CONFIG,
+        "vllm/config/kv_transfer.py": _KV_TRANSFER_NEW if new else _KV_TRANSFER_OLD,
         BASE: _BASE_NEW if new else _BASE_OLD,
         "vllm/distributed/kv_transfer/kv_connector/v1/metrics.py": _METRICS,
         "vllm/distributed/kv_transfer/kv_connector/factory.py": _FACTORY,
@@ -338,7 +361,7 @@ class OldConnector(KVConnectorBase_V1):
     """Written for the old API only."""
 
     def __init__(self, vllm_config, role):
-        super().__init__(vllm_config, role)
+        self.rank = vllm_config.kv_transfer_config.kv_rank  # gone from 0.2.0's config
 
     def handle_preemptions(self, preempted_req_ids: set[str]):
         return len(preempted_req_ids)

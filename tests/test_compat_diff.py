@@ -57,6 +57,7 @@ def test_carriers_states_envs(changes: list[Change]) -> None:
     assert c.kind == "added" and str(c.new_where) == "vllm/v1/outputs.py:9"
     assert _one(changes, "carrier", "KVConnectorTransferResults.failed_recving").kind == "added"
     assert _one(changes, "state", "RequestStatus.WAITING_FOR_REMOTE_KVS").kind == "added"
+    assert _one(changes, "config", "KVTransferConfig.kv_rank").kind == "removed"
     env = _one(changes, "env", "vllm.envs.VLLM_OLD_FLAG")
     assert env.kind == "removed" and str(env.old_where) == "vllm/envs.py:6"
 

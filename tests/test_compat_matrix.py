@@ -52,6 +52,11 @@ def test_old_connector_fits_old_release_and_fails_the_new(matrix: Matrix) -> Non
     assert "self._old_helper" in member.message and "0.1.0 has it" in member.message
     (env,) = kinds["envs"]
     assert "envs.VLLM_OLD_FLAG" in env.message and env.where == "toyconn/bad.py:16"
+    (config,) = kinds["config"]
+    assert config.message == ("__init__ reads vllm_config.kv_transfer_config.kv_rank, which vLLM "
+                              "0.2.0's KVTransferConfig does not have (vLLM 0.1.0 has it)")
+    assert config.where == "toyconn/bad.py:10"
+    assert "config" not in _kinds(matrix, "bad.OldConnector", "0.1.0")
     (carrier,) = kinds["carrier"]
     assert "KVConnectorOutput.failed_recving" in carrier.message
 

@@ -1,8 +1,10 @@
 """The ``compat`` checks of what a connector uses from vLLM besides the
 hooks: base members through ``self.``/``super()``, ``vllm.envs`` names, names
-imported from the base modules, and the carriers it should fill."""
+imported from the base modules, config fields, and the carriers it should fill."""
 
 from __future__ import annotations
+
+import re
 
 from kvflowmap.compat.checks import Run
 from kvflowmap.compat.findings import Finding
@@ -137,3 +139,39 @@ def _fills(run: Run, attr: str, hooks: list[str]) -> bool:
             return True
     return False
 
+
+
+def _config_holders(run: Run) -> dict[str, str]:
+    """Field name -> config class it holds (``kv_transfer_config`` ->
+    ``KVTransferConfig``), from the config classes' annotations in any release."""
+    out: dict[str, str] = {}
+    for s in (run.surface, *run.others):
+        shorts = {k.rpartition(".")[2]: k for k in s.configs}
+        for fields in s.configs.values():
+            for f in fields.values():
+                for short, fqn in shorts.items():
+                    if re.search(rf"\b{short}\b", f.annotation or ""):
+                        out.setdefault(f.name, fqn)
+    return out
+
+
+def check_config(run: Run) -> list[Finding]:
+    """``<holder>.X`` read in the class's methods (``vllm_config.kv_transfer_config.kv_rank``)
+    where the release's config class lacks field X that another release has."""
+    holders = _config_holders(run)
+    out: list[Finding] = []
+    for name, (module, fn) in sorted(run.reported.items()):
+        ff = run.code.facts[module]
+        guarded = find_guards(fn, ff).hasattr_names
+        for r in ff.reads:
+            cls = holders.get(r.base.rpartition(".")[2]) if r.scope == fn.qualname else None
+            if cls is None or r.attr in guarded:
+                continue
+            here = run.surface.configs.get(cls)
+            seen = [s.version for s in run.others if r.attr in s.configs.get(cls, {})]
+            if here is not None and r.attr not in here and seen:
+                out.append(run.finding("error", "config", f"{name} reads {r.base}.{r.attr}, "
+                                       f"which vLLM {run.surface.version}'s "
+                                       f"{cls.rpartition('.')[2]} does not have (vLLM "
+                                       f"{max(seen, key=version_key)} has it)", module, r.line))
+    return out
