@@ -302,3 +302,29 @@ def test_the_command(code: CodeIndex, tmp_path: Path, monkeypatch) -> None:
     assert json.loads(out.read_text())["summary"]["records"] == 8
     assert main(["trace", str(root / "tiny"), "--context", str(stub_root())]) == 2  # no log
     assert main(["trace", log, str(root / "tiny"), "--context", str(stub_root()), "--since", "noon"]) == 2
+
+
+def test_settled_idle_stories_are_compacted_stuck_ones_kept(code: CodeIndex, tmp_path: Path,
+                                                            monkeypatch) -> None:
+    from kvflowmap.trace import story
+
+    monkeypatch.setattr(story, "SWEEP_EVERY", 8)
+    monkeypatch.setattr(story, "IDLE", 8)
+    monkeypatch.setattr(story, "KEEP_SETTLED", 0)
+    lines = story_lines("cmpl-00000002-0", 0, finish=False)
+    for n in range(10):
+        lines += story_lines(f"cmpl-1000000{n}-0", 1 + n)
+    report = trace(code, [_write(tmp_path, lines)])
+    by = {r["request_id"]: r for r in report["requests"]}
+    assert by["cmpl-00000002-0"]["outcome"] == "stuck" and by["cmpl-00000002-0"]["events"]
+    assert by["cmpl-00000002-0"]["candidates"]
+    compacted = [r for r in report["requests"] if not r["lines_listed"]]
+    assert compacted and all(r["outcome"] == "finished" and r["lines"] == 5 for r in compacted)
+    assert report["summary"]["requests"] == 11 and not report["summary"]["not_listed"]
+    # beyond KEEP_ROWS settled requests are only counted
+    monkeypatch.setattr(story, "KEEP_ROWS", 2)
+    report = trace(code, [_write(tmp_path, lines, "b.log")])
+    s = report["summary"]
+    assert s["requests"] == 11 and s["outcomes"]["finished"] == 10 and s["not_listed"]["finished"] >= 1
+    assert len(report["requests"]) == 11 - s["not_listed"]["finished"]
+    assert "counted but not listed" in render_text(report)

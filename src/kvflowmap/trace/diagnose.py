@@ -63,42 +63,49 @@ class Diagnosis:
     would_log: list[tuple[str, Marker]] = field(default_factory=list)  # (function, marker)
 
 
-def _after(s: Story, kinds: tuple[str, ...], seq: int) -> bool:
-    """Whether one of the reports ``kinds`` came after record ``seq``."""
-    return any(k in s.reports and s.reports[k][1] > seq for k in kinds)
-
-
-def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:
-    """The diagnosis of one story."""
+def problems_of(s: Story, code: CodeIndex) -> list[str]:
+    """What the protocol says is wrong with a story so far."""
     kinds = code.report_kinds
     recv = tuple(k for k in kinds if k == "finished_recving" or k.startswith("failed"))
     send = tuple(k for k in kinds if k == "finished_sending")
     failure_reports = tuple(k for k in kinds if k.startswith("failed"))
     problems: list[str] = []
     # a request being sent (prefill side) also runs the commit hook: not parked
-    if s.parked_at >= 0 and s.sending_at < 0 and not _after(s, recv, s.parked_at - 1):
+    if s.parked_at >= 0 and s.sending_at < 0 and not s.reported_after(recv, s.parked_at - 1):
         problems.append(PARKED)
-    if s.sending_at >= 0 and send and not _after(s, send, s.sending_at - 1):
+    if s.sending_at >= 0 and send and not s.reported_after(send, s.sending_at - 1):
         problems.append(DELAYED_FREE)
     if s.failed_at >= 0 and not any(s.reports.get(k) for k in failure_reports):
         problems.append(FAILURE_UNREPORTED)
     if any(n > 1 for n in s.report_places.values()):
         problems.append(FINISHED_TWICE)
+    return problems
+
+
+def outcome_of(s: Story, code: CodeIndex, problems: list[str] | None = None) -> str:
+    """stuck, failed, aborted, finished, preempted or open."""
+    problems = problems_of(s, code) if problems is None else problems
+    kinds = code.report_kinds
     finished = any(s.reports.get(k) for k in kinds if k.startswith("finished")) or any(
         st.startswith("FINISHED") for st in s.states)
     last_state = next(reversed(s.states), "") if s.states else ""
     if PARKED in problems or DELAYED_FREE in problems:
-        outcome = "stuck"
-    elif s.failed_at >= 0:
-        outcome = "failed"
-    elif s.aborted_at >= 0:
-        outcome = "aborted"
-    elif finished:
-        outcome = "finished"
-    elif last_state.startswith("PREEMPT"):
-        outcome = "preempted"
-    else:
-        outcome = "open"
+        return "stuck"
+    if s.failed_at >= 0:
+        return "failed"
+    if s.aborted_at >= 0:
+        return "aborted"
+    if finished:
+        return "finished"
+    if last_state.startswith("PREEMPT"):
+        return "preempted"
+    return "open"
+
+
+def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:
+    """The diagnosis of one story."""
+    problems = problems_of(s, code)
+    outcome = outcome_of(s, code, problems)
     d = Diagnosis(outcome, problems)
     end = stats.end_ts.get(s.epoch)
     if end and s.last_ts:

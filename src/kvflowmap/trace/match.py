@@ -182,7 +182,8 @@ class Matcher:
         related: list[str] = []
         for g in related_at:
             if g <= n:
-                related += split_ids(found.group(g))
+                v = found.group(g)
+                related += [v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)
         if ids:
             if self._learning:
                 self._learning -= 1

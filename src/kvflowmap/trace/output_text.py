@@ -42,6 +42,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
            if s[k]]
     if odd:
         out.append("; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in odd))
+    if s.get("not_listed"):
+        out.append("settled requests counted but not listed (memory stays flat): "
+                   + ", ".join(f"{k} {v}" for k, v in s["not_listed"].items())
+                   + (f"; {s['revived']} of them logged again later" if s.get("revived") else ""))
     if s["epochs"] > 1:
         out.append(f"{s['epochs']} epochs (a process came back with another pid): " + "; ".join(s["restarts"][:3]))
     for f in s["truncated_files"]:

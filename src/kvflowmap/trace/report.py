@@ -63,6 +63,7 @@ def story_dict(s: Story, d: Diagnosis, code: CodeIndex, linker: Linker,
     return {
         "request_id": s.request_id, "epoch": s.epoch, "outcome": d.outcome,
         "problems": d.problems, "lines": s.lines, "lines_dropped": max(0, s.dropped) if lines else s.lines,
+        "lines_listed": lines,
         "first_ts": s.first_ts, "last_ts": s.last_ts, "silent_for_s": d.silent_for,
         "longest_gap_s": s.max_gap, "silent_by_process": silent,
         "states": [{"state": k, "from": v} for k, v in s.states.items()],
@@ -102,8 +103,12 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
         d = diagnose(s, code, st)
         by_outcome[d.outcome] = by_outcome.get(d.outcome, 0) + 1
         # every troubled request's lines; of the others, the first few hundred
-        lines = n < DETAILED or d.outcome in ("stuck", "failed") or bool(d.problems)
+        lines = (n < DETAILED or d.outcome in ("stuck", "failed") or bool(d.problems)) and bool(s.head)
         requests.append(story_dict(s, d, code, linker, st.end_ts.get(s.epoch, ""), lines))
+    retired: dict[str, int] = {}
+    for outcome in tracer.retired.values():
+        retired[outcome] = retired.get(outcome, 0) + 1
+        by_outcome[outcome] = by_outcome.get(outcome, 0) + 1
     gaps = [r["longest_gap_s"] for r in requests if r["outcome"] == "finished"]
     med = _median(gaps)
     for r in requests:
@@ -122,7 +127,9 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
             "lines_with_request": st.with_request, "filtered_out": st.filtered_out,
             "clock_jumps": st.clock_jumps, "epochs": st.epochs + 1, "restarts": st.restarts,
             "levels": dict(sorted(st.levels.items())), "first_ts": st.first_ts, "last_ts": st.last_ts,
-            "requests": len(requests), "outcomes": by_outcome,
+            "requests": len(requests) + len(tracer.retired), "outcomes": by_outcome,
+            # settled requests counted but not listed (memory), and retired ids seen again
+            "not_listed": dict(sorted(retired.items())), "revived": tracer.revived,
         },
         "requests": requests,
     }

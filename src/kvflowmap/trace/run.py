@@ -8,6 +8,7 @@ from typing import Any
 
 from kvflowmap.render import links
 from kvflowmap.trace.code import CodeIndex
+from kvflowmap.trace.diagnose import outcome_of, problems_of
 from kvflowmap.trace.match import Matcher
 from kvflowmap.trace.parse import ParseStats, records
 from kvflowmap.trace.report import build_report
@@ -40,7 +41,8 @@ def trace(code: CodeIndex, logs: list[str], request: str | None = None,
     day = _first_day(logs) if (since and not _has_day(since)) or (until and not _has_day(until)) else ""
     tracer = Tracer(code, matcher, request,
                     parse_time(since, day) if since else None,
-                    parse_time(until, day) if until else None)
+                    parse_time(until, day) if until else None,
+                    settled=lambda s: None if problems_of(s, code) else outcome_of(s, code))
     add = tracer.add
     n = 0
     for rec in records(logs, stats):

@@ -11,8 +11,9 @@ keyed by (epoch, id).
 from __future__ import annotations
 
 import re
+import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kvflowmap.trace.code import CodeIndex
@@ -20,6 +21,10 @@ from kvflowmap.trace.match import EXACT, Match, Matcher
 from kvflowmap.trace.parse import Record
 
 HEAD, TAIL = 16, 48
+SWEEP_EVERY = 1 << 16  # records between two sweeps for settled stories
+IDLE = 1 << 17  # records a story must have been quiet to be compacted
+KEEP_SETTLED = 300  # settled stories whose lines are kept all the same (the report lists them)
+KEEP_ROWS = 5000  # settled stories kept as a row of the report; later ones are only counted
 _DAYS = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 _CLOCK_SLACK = 2.0  # seconds a timestamp may go back (interleaved writers) before it is a jump
 
@@ -80,6 +85,11 @@ class Story:
     process_last: dict[str, str] = field(default_factory=dict)  # "name pid" -> its last timestamp
     related: list[str] = field(default_factory=list)
     last_marker: int = -1
+    compacted: int = 0  # lines dropped when it was settled and idle (memory)
+
+    def reported_after(self, kinds: tuple[str, ...], seq: int) -> bool:
+        """Whether one of the reports ``kinds`` came after record ``seq``."""
+        return any(k in self.reports and self.reports[k][1] > seq for k in kinds)
 
     def events(self) -> list[Event]:
         """Its kept lines in order (the middle of a long story is dropped)."""
@@ -88,6 +98,13 @@ class Story:
     @property
     def dropped(self) -> int:
         return self.lines - len(self.head) - len(self.tail)
+
+    def compact(self) -> None:
+        """Forget its lines (counters and marks stay): a settled request's
+        story is not told, and a long log must not keep every line."""
+        self.compacted += len(self.head) + len(self.tail)
+        self.head = []
+        self.tail.clear()
 
 
 @dataclass
@@ -119,8 +136,15 @@ class Tracer:
     """Feed records with ``add``; read ``stories`` and ``stats`` after."""
 
     def __init__(self, code: CodeIndex, matcher: Matcher, request: str | None = None,
-                 since: float | None = None, until: float | None = None) -> None:
+                 since: float | None = None, until: float | None = None,
+                 settled: Callable[[Story], str | None] | None = None) -> None:
         self.code = code
+        # a story's outcome when it owes the protocol nothing (then it may
+        # be compacted, and later retired), else None
+        self.settled = settled
+        # (epoch, id) -> outcome of the stories retired: counted, not told
+        self.retired: dict[tuple[int, str], str] = {}
+        self.revived = 0  # retired ids that logged again (their new story starts there)
         self.matcher = matcher
         self.only = request
         self.since, self.until = since, until
@@ -137,6 +161,7 @@ class Tracer:
         self._state_words = {s.lower()[:-2]: s for s in code.states
                              if "_" not in s and s.endswith("ED")}
         self._facts_of: dict[int, _MarkerFacts] = {}
+        self._where: dict[tuple[str, int], str] = {}
         self._seconds: dict[str, float | None] = {}
 
     def add_all(self, records: Iterable[Record]) -> None:
@@ -156,6 +181,8 @@ class Tracer:
         """One record: match it, then add it to the stories of its requests."""
         st = self.stats
         st.records += 1
+        if not st.records % SWEEP_EVERY and self.settled is not None:
+            self._sweep()
         ts = rec.ts
         t = self._seconds.get(ts, -1.0) if ts else None
         if t == -1.0:
@@ -212,6 +239,32 @@ class Tracer:
                 continue
             self._story_add(rid, ev, t, related)
 
+    def _sweep(self) -> None:
+        """Stories that are settled (nothing the protocol still owes them)
+        and idle for ``IDLE`` records: beyond the first ``KEEP_SETTLED`` they
+        forget their lines, beyond ``KEEP_ROWS`` they are retired (only their
+        outcome is kept). Memory stays flat however long the log."""
+        assert self.settled is not None
+        horizon = self.stats.records - IDLE
+        kept = 0
+        retire: list[tuple[tuple[int, str], str]] = []
+        for key, s in self.stories.items():
+            if s.last_seq > horizon:
+                continue
+            kept += 1
+            if kept <= KEEP_SETTLED:
+                continue
+            outcome = self.settled(s)
+            if outcome is None:
+                continue
+            if kept > KEEP_ROWS:
+                retire.append((key, outcome))
+            elif s.head:
+                s.compact()
+        for key, outcome in retire:
+            del self.stories[key]
+            self.retired[key] = sys.intern(outcome)
+
     def _facts(self, marker_id: int) -> _MarkerFacts:
         """What a marker says about a request, worked out once."""
         m = self.code.markers[marker_id]
@@ -229,8 +282,10 @@ class Tracer:
             fails=m.level in ("ERROR", "CRITICAL")
             or (m.level == "WARNING" and any(w.startswith("fail") for w in words)),
             finishes=tuple(r for r in m.reports if r.startswith("finished")),
+            hooks=hooks, reports=m.reports,
             # values may name a state ("request_status=%s"): only then are they read
-            value_states="status" in m.message.lower() or "state" in m.message.lower())
+            value_states="status" in m.message.lower() or "state" in m.message.lower(),
+            any_state=bool(states) or "status" in m.message.lower() or "state" in m.message.lower())
         self._facts_of[marker_id] = f
         return f
 
@@ -238,6 +293,9 @@ class Tracer:
         key = (self.epoch, rid)
         s = self.stories.get(key)
         if s is None:
+            if key in self.retired:
+                self.revived += 1
+                del self.retired[key]
             s = self.stories[key] = Story(self.epoch, rid, first_ts=ev.ts)
         elif t is not None and s.last_t is not None and t - s.last_t > s.max_gap:
             s.max_gap = t - s.last_t
@@ -250,50 +308,57 @@ class Tracer:
             s.last_t = t
         if ev.ts:
             s.last_ts = ev.ts
-        s.last_seq = ev.seq
+        seq = ev.seq
+        s.last_seq = seq
         s.last_marker = mid = ev.marker
-        where = f"{ev.process} pid={ev.pid}" if ev.pid else (ev.process or "-")
-        s.processes[where] = s.processes.get(where, 0) + 1
+        where = self._where.get((ev.process, ev.pid))
+        if where is None:
+            where = self._where[(ev.process, ev.pid)] = (
+                f"{ev.process} pid={ev.pid}" if ev.pid else (ev.process or "-"))
+        procs = s.processes
+        procs[where] = procs.get(where, 0) + 1
         if ev.ts:
             s.process_last[where] = ev.ts
-        for r in related:
-            if r != rid and len(s.related) < 8 and r not in s.related:
-                s.related.append(r)
+        if related:
+            for r in related:
+                if r != rid and len(s.related) < 8 and r not in s.related:
+                    s.related.append(r)
         f = self._facts_of.get(mid)
         if f is None:
             f = self._facts(mid)
-        states = f.states
-        if f.value_states:
-            states = states + self._value_states(ev.values)
-        for state, how in states:
-            if state not in s.states:
-                s.states[state] = how
-        if f.preempts:
-            # preempted: its blocks are gone, a new load cycle starts
-            s.report_places.clear()
-            s.parked_at = -1
+        if f.any_state:
+            states = f.states
+            if f.value_states:
+                states = states + self._value_states(ev.values)
+            for state, how in states:
+                if state not in s.states:
+                    s.states[state] = how
+            if f.preempts:
+                # preempted: its blocks are gone, a new load cycle starts
+                s.report_places.clear()
+                s.parked_at = -1
         if f.parks and s.parked_at < 0:
-            s.parked_at = ev.seq
+            s.parked_at = seq
         if f.sends and s.sending_at < 0:
-            s.sending_at = ev.seq
-        marker = self.code.markers[mid]
-        for h in marker.hooks:
+            s.sending_at = seq
+        for h in f.hooks:
             if h not in s.hooks:
-                s.hooks[h] = ev.seq
-        for r in marker.reports:
-            got = s.reports.get(r)
-            if got is None:
-                s.reports[r] = [1, ev.seq]
-            else:
-                got[0] += 1
-                got[1] = ev.seq
-        if f.finishes:
-            place = (mid, ev.pid)
-            s.report_places[place] = s.report_places.get(place, 0) + 1
+                s.hooks[h] = seq
+        if f.reports:
+            for r in f.reports:
+                got = s.reports.get(r)
+                if got is None:
+                    s.reports[r] = [1, seq]
+                else:
+                    got[0] += 1
+                    got[1] = seq
+            if f.finishes:
+                place = (mid, ev.pid)
+                s.report_places[place] = s.report_places.get(place, 0) + 1
         if f.fails and s.failed_at < 0:
-            s.failed_at = ev.seq
+            s.failed_at = seq
         if f.aborts and s.aborted_at < 0:
-            s.aborted_at = ev.seq
+            s.aborted_at = seq
 
     def _static_states(self, marker_id: int) -> tuple[tuple[str, str], ...]:
         """The states a logging call's text names, then those its code
@@ -318,4 +383,7 @@ class _MarkerFacts:
     aborts: bool
     fails: bool
     finishes: tuple[str, ...]
+    hooks: tuple[str, ...]
+    reports: tuple[str, ...]
     value_states: bool
+    any_state: bool  # it names or writes a state, or its values may
