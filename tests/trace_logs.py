@@ -93,3 +93,25 @@ def big_plan(n: int) -> Iterator[tuple[str, Lifecycle, float]]:
     mix = (NORMAL, NORMAL, ASYNC, NORMAL, PREEMPT, NORMAL, ABORT, SENT, LOAD_FAILURE)
     for i in range(n):
         yield request_id(i), mix[i % len(mix)], 36000 + i * 0.01
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.trace_logs OUT.log [REPEAT]``: write the generated log
+    (vLLM 0.33.0 + PegaFlow 0.25.1, fetched into the cache when missing)."""
+    import sys
+
+    from kvflowmap.api import Request, analyse
+    from kvflowmap.trace.code import build_code_index
+    from tests.integration.conftest import PEGAFLOW, VLLM, release, release_cache_dir
+
+    args = sys.argv[1:] if argv is None else argv
+    vllm, peg = release(VLLM), release(PEGAFLOW)
+    analysis = analyse(Request(sources=[str(peg / "pegaflow")], release_roots=[(vllm, "vllm 0.33.0")],
+                               cache_dir=release_cache_dir()))
+    code = build_code_index(analysis)
+    with open(args[0], "w", encoding="utf-8") as f:
+        f.writelines(lines(code, repeat=int(args[1]) if len(args) > 1 else 1))
+
+
+if __name__ == "__main__":
+    main()
