@@ -73,6 +73,18 @@ def test_diff_command(env: tuple[Path, Path]) -> None:
     assert "KVConnectorBase_V1.handle_preemptions" in text.output
 
 
+def test_consecutive_diffs_of_a_list(env: tuple[Path, Path], tmp_path: Path) -> None:
+    cache, _ = env
+    install_release(cache, "0.3.0")  # the same API as 0.2.0
+    r = _run(["compat", "--vllm", "0.1.0,0.2.0,0.3.0", "--cache-dir", str(cache), "-f", "json"])
+    pairs = json.loads(r.output)["pairs"]
+    assert [(p["from"], p["to"]) for p in pairs] == [("0.1.0", "0.2.0"), ("0.2.0", "0.3.0")]
+    assert pairs[0]["changes"] and not pairs[1]["changes"]
+    md = _run(["compat", "--vllm", "0.1.0,0.2.0,0.3.0", "--cache-dir", str(cache),
+               "-f", "markdown"]).output
+    assert "## vLLM 0.1.0 -> 0.2.0" in md and "## vLLM 0.2.0 -> 0.3.0" in md
+
+
 def test_usage_errors(env: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     cache, src = env
     assert main(["compat", str(src), "--cache-dir", str(cache)]) == 2

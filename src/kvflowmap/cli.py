@@ -263,9 +263,12 @@ def compat(src: tuple[str, ...], vllm: str | None, vllm_from_pins: bool,
     store = cc.store_for(cache_dir, no_cache)
     if diff:
         text = cc.diff_output(store, diff, fmt)
+    elif not src and vllm:  # no connector: what changed between consecutive releases
+        text = cc.range_diff_output(store, vllm, fmt)
     else:
         if not src:
-            raise click.UsageError("give the connector sources (SRC), or --diff A B")
+            raise click.UsageError("give the connector sources (SRC), --diff A B, or --vllm "
+                                   "A..B alone for the changes between consecutive releases")
         text = cc.matrix_output(store, [Path(s) for s in src], vllm, vllm_from_pins,
                                 list(classes), fmt, notes)
     if check_path:

@@ -3,6 +3,7 @@ the output in the chosen format, or ``--check`` against a committed table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -34,6 +35,20 @@ def diff_output(store: SurfaceStore, refs: tuple[str, str], fmt: str) -> str:
     if fmt == "sarif":
         raise click.UsageError("--diff has no SARIF form (it has no findings): use json")
     return diff_text(a.version, b.version, changes)
+
+
+def range_diff_output(store: SurfaceStore, vllm: str, fmt: str) -> str:
+    """The diffs of each consecutive pair of the releases ``vllm`` names."""
+    versions = pick_releases(store, vllm, [])
+    if len(versions) < 2:
+        raise click.UsageError(f"--vllm {vllm} names fewer than two releases to compare")
+    pairs = list(zip(versions, versions[1:], strict=False))
+    if fmt == "json":
+        out = [json.loads(diff_output(store, pair, "json")) for pair in pairs]
+        return json.dumps({"pairs": out}, indent=2, sort_keys=True) + "\n"
+    heads = "## " if fmt == "markdown" else ""
+    return "\n".join(f"{heads}vLLM {a} -> {b}\n\n{diff_output(store, (a, b), fmt)}"
+                     for a, b in pairs)
 
 
 def matrix_output(store: SurfaceStore, sources: list[Path], vllm: str | None,
