@@ -68,3 +68,12 @@ def test_unchanged_names_are_not_reported(changes: list[Change]) -> None:
     assert "KVConnectorBase_V1.start_load_kv" not in subjects
     assert "vllm.envs.VLLM_HOST_IP" not in subjects
     assert changes == sorted(changes, key=lambda c: changes.index(c))  # stable
+
+
+def test_callers_moving_to_the_base(changes: list[Change]) -> None:
+    # 0.1.0's worker calls get_finished; in 0.2.0 only the base's get_transfer_results does
+    c = _one(changes, "call", "get_finished")
+    assert c.kind == "changed" and c.new == BASE
+    assert c.detail == ("no longer called from vllm/v1/worker/kv_connector_model_runner_mixin.py; "
+                        "now called from vllm.distributed.kv_transfer.kv_connector.v1.base."
+                        "KVConnectorBase_V1.get_transfer_results")

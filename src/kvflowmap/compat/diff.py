@@ -128,6 +128,16 @@ def _calls(a: Surface, b: Surface) -> list[Change]:
             out.append(Change("call", "added" if not ca else "removed", name, old_where=wa,
                               new_where=wb, detail=f"{len(cb or ca)} call site(s)"))
             continue
+        fa, fb = {c.where.file for c in ca}, {c.where.file for c in cb}
+        if fa != fb:  # e.g. get_finished: from the workers in 0.29, only via the base in 0.30
+            gone, new = sorted(fa - fb), sorted(fb - fa)
+            site = next((c for c in cb if c.where.file in new), cb[0])
+            out.append(Change("call", "changed", name, ", ".join(sorted(fa)),
+                              ", ".join(sorted(fb)), wa, site.where,
+                              "; ".join(part for part in (
+                                  f"no longer called from {', '.join(gone)}" if gone else "",
+                                  f"now called from {', '.join(sorted({c.caller for c in cb if c.where.file in new}))}"
+                                  if new else "") if part)))
         ka, kb = {k for c in ca for k in c.keywords}, {k for c in cb for k in c.keywords}
         pa, pb = max(c.positional for c in ca), max(c.positional for c in cb)
         for kw in sorted(kb - ka):
