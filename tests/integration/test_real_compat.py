@@ -53,6 +53,8 @@ def test_get_transfer_results_and_failed_recving_where_they_appeared(
     assert m.new_where is not None and m.new_where.file == BASE
     assert [c.kind for c in _subject(changes, "get_transfer_results") if c.section == "call"] \
         == ["added"]
+    (moved,) = [c for c in _subject(changes, "get_finished") if c.section == "call"]
+    assert moved.new == BASE and "get_transfer_results" in moved.detail  # only via the base now
     (f,) = _subject(changes, "KVConnectorOutput.failed_recving")
     assert f.kind == "added" and f.new_where is not None and f.new_where.file == "vllm/v1/outputs.py"
 
