@@ -65,7 +65,11 @@ def test_only_surface_modules_are_parsed(tmp_path: Path) -> None:
 
 def test_cached_once_per_release(tmp_path: Path) -> None:
     root = install_release(tmp_path, "0.2.0")
+    stale = tmp_path / "compat" / "vllm-0.2.0-0000000000000000.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")  # another tool version's entry: replaced, not kept beside
     first = SurfaceStore(tmp_path, load_protocol()).release("0.2.0")
+    assert not stale.exists()
     shutil.rmtree(root / "vllm")  # a second store reads the cached surface, not the sources
     (root / "vllm").mkdir()
     again = SurfaceStore(tmp_path, load_protocol()).release("0.2.0")

@@ -81,7 +81,11 @@ class SurfaceStore:
         root = fetch_release(f"{self.protocol.package}=={version}", self.cache_root)
         surface = extract_surface(root, version, self.protocol, cached_parser(self.facts))
         if self.use_cache:
-            _write_atomic(self._file(version), json.dumps(surface.to_json(), sort_keys=True))
+            target = self._file(version)
+            _write_atomic(target, json.dumps(surface.to_json(), sort_keys=True))
+            for old in target.parent.glob(f"{self.protocol.package}-{version}-*.json"):
+                if old != target:  # made by another kvflowmap or protocol file: stale
+                    old.unlink(missing_ok=True)
         return surface
 
 
