@@ -68,7 +68,8 @@ def render_html(report: dict[str, Any]) -> str:
         left = 0.0 if a is None else (a - t0) / span * 100
         width = 0.5 if a is None or b is None else max(0.5, (b - a) / span * 100)
         colour = COLOURS.get(r["outcome"], "#999")
-        out.append(f'<details class="req" data-id="{_e(r["request_id"])}" data-outcome="{_e(r["outcome"])}">')
+        opened = " open" if r["outcome"] == "stuck" else ""
+        out.append(f'<details class="req" data-id="{_e(r["request_id"])}" data-outcome="{_e(r["outcome"])}"{opened}>')
         out.append(f'<summary><span class="track"><span class="bar" style="left:{left:.2f}%;'
                    f'width:{width:.2f}%;background:{colour}"></span></span>'
                    f'<span class="oc" style="color:{colour}">{_e(r["outcome"])}</span> '
@@ -83,7 +84,7 @@ def render_html(report: dict[str, Any]) -> str:
             out.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
                 _e(e["ts"]), _e(f"{e['process']} {e['pid']}"), _e(e["level"]),
                 _link(e["url"], f"{'.'.join(e['function'].split('.')[-2:])} {e['where']}"),
-                _e(e["match"]), _e(e["message"][:120]))) + "</tr>")
+                _e(e["match"]), _e(e.get("text") or e["message"]))) + "</tr>")
         out.append("</table>")
         if r["lines_dropped"]:
             out.append(f'<div class="dim">{r["lines_dropped"]} lines in the middle not kept</div>')

@@ -94,7 +94,7 @@ def _story(c: Console, r: dict[str, Any]) -> None:
         line.append(f" {e['where']}", style="dim")
         if e["match"] != "exact":
             line.append(f" [{e['match']}]", style="yellow")
-        line.append(f"  {e['message'][:70]}")
+        line.append(f"  {(e.get('text') or e['message'])[:100]}")
         c.print(line)
     if r["candidates"]:
         c.print("  where it may have stopped:", style="bold")

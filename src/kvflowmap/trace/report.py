@@ -13,6 +13,7 @@ from kvflowmap.trace.parse import ParseStats
 from kvflowmap.trace.story import Story, Tracer, seconds
 
 SCHEMA = 1
+MAX_TEXT = 400  # characters of a logged message kept in the report
 DETAILED = 300  # requests whose lines the report lists although nothing is wrong with them
 
 
@@ -41,7 +42,7 @@ def event_dict(code: CodeIndex, ev, linker: Linker) -> dict[str, Any]:
     return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
             "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": _where(m),
             "root": m.root, "function": m.function, "hooks": list(m.hooks),
-            "message": m.message, "values": list(ev.values),
+            "message": m.message, "text": ev.match.text[:MAX_TEXT], "values": list(ev.values),
             "url": linker.url(m.root, m.file, m.line)}
 
 
