@@ -328,3 +328,16 @@ def test_settled_idle_stories_are_compacted_stuck_ones_kept(code: CodeIndex, tmp
     assert s["requests"] == 11 and s["outcomes"]["finished"] == 10 and s["not_listed"]["finished"] >= 1
     assert len(report["requests"]) == 11 - s["not_listed"]["finished"]
     assert "counted but not listed" in render_text(report)
+
+
+def test_unknown_lines_join_the_requests_they_name(code: CodeIndex, tmp_path: Path) -> None:
+    lines = story_lines("cmpl-00000007-0", 0, finish=False)
+    lines.append(vline("Worker_TP0", 11, "ERROR", "10:00:05", "elsewhere.py:9",
+                       "transport reset while serving cmpl-00000007-0 (peer gone)"))
+    report = trace(code, [_write(tmp_path, lines)])
+    r = report["requests"][0]
+    assert [e["match"] for e in r["events"]] == ["exact", "exact", "exact", "unknown"]
+    assert "transport reset" in r["events"][-1]["text"] and r["events"][-1]["function"] == ""
+    assert r["outcome"] == "stuck" and r["candidates"]  # ranked from the last known line
+    assert report["summary"]["matched"]["unknown"] == 1
+    render_text(report), render_html(report), render_mermaid(report)

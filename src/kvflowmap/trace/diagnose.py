@@ -224,7 +224,8 @@ def _starts(s: Story, code: CodeIndex) -> list[tuple[Marker, int]]:
         counts[e.marker] = counts.get(e.marker, 0) + 1
     last: dict[int, int] = {}
     for e in events:
-        last[e.pid] = e.marker
+        if e.marker >= 0:
+            last[e.pid] = e.marker
     ordered = sorted(set(last.values()))
     keep = [i for i in ordered if counts[i] < 3] or ordered
     return [(code.markers[i], code.markers[i].line) for i in keep]

@@ -131,7 +131,7 @@ class Matcher:
         found = self._moved(rec, msg)
         if found is None and "\n" in msg:  # a traceback after the message
             found = self._moved(rec, msg.partition("\n")[0])
-        return found or Match(UNKNOWN, None)
+        return found or Match(UNKNOWN, None, None, msg)
 
     def _fit(self, m: Marker, msg: str) -> re.Match[str] | None:
         fmt = self.formats[m.id]

@@ -29,7 +29,7 @@ def sequence(r: dict[str, Any]) -> list[str]:
     prev = None
     for e in r["events"]:
         p = _pid(f"{e['process'] or '-'} {e['pid']}")
-        fn = ".".join(e["function"].split(".")[-2:])
+        fn = ".".join(e["function"].split(".")[-2:]) or "(unknown line)"
         if prev is not None and prev != p:
             out.append(f"    {prev}->>{p}: {_safe(fn)}")
         out.append(f"    Note over {p}: {_safe(e['ts'])} {_safe(fn)} {_safe(e['where'])}")

@@ -37,7 +37,12 @@ def _where(m: Marker) -> str:
 
 
 def event_dict(code: CodeIndex, ev, linker: Linker) -> dict[str, Any]:
-    """One story line as data."""
+    """One story line as data (an unknown line has no code location)."""
+    if ev.marker < 0:
+        return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
+                "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": "", "root": "",
+                "function": "", "hooks": [], "message": "", "text": ev.match.text[:MAX_TEXT],
+                "values": [], "url": None}
     m = code.markers[ev.marker]
     return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
             "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": _where(m),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kvflowmap.trace.code import CodeIndex
-from kvflowmap.trace.match import EXACT, Match, Matcher
+from kvflowmap.trace.match import EXACT, UNKNOWN, Match, Matcher
 from kvflowmap.trace.parse import Record
 
 HEAD, TAIL = 16, 48
@@ -129,6 +129,7 @@ class TraceStats:
 
 
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]{3,}")
+_TOKEN = re.compile(r"[\w.:-]{6,}")  # what may be a request id in an unknown line
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -220,6 +221,8 @@ class Tracer:
             st.unknown += 1
             if len(st.unknown_samples) < 5:
                 st.unknown_samples.append(f"{rec.source}:{rec.lineno}: {rec.message[:160]}")
+            if self.stories:
+                self._add_unknown(rec, m, t)
             return
         if kind == EXACT:
             st.exact += 1
@@ -238,6 +241,20 @@ class Tracer:
             if self.only is not None and rid != self.only:
                 continue
             self._story_add(rid, ev, t, related)
+
+    def _add_unknown(self, rec: Record, m: Match, t: float | None) -> None:
+        """A line no logging call explains still belongs to the requests
+        whose ids it names (only ids already seen in this epoch)."""
+        found = [tok for tok in _TOKEN.findall(rec.message[:2000])
+                 if (self.epoch, tok) in self.stories]
+        if not found:
+            return
+        self.stats.with_request += 1
+        ev = Event(self.stats.records, rec.source, rec.lineno, rec.ts, rec.process, rec.pid,
+                   rec.level, UNKNOWN, -1, m)
+        for rid in dict.fromkeys(found):
+            if self.only is None or rid == self.only:
+                self._story_add(rid, ev, t, [])
 
     def _sweep(self) -> None:
         """Stories that are settled (nothing the protocol still owes them)
@@ -310,7 +327,7 @@ class Tracer:
             s.last_ts = ev.ts
         seq = ev.seq
         s.last_seq = seq
-        s.last_marker = mid = ev.marker
+        mid = ev.marker
         where = self._where.get((ev.process, ev.pid))
         if where is None:
             where = self._where[(ev.process, ev.pid)] = (
@@ -323,6 +340,9 @@ class Tracer:
             for r in related:
                 if r != rid and len(s.related) < 8 and r not in s.related:
                     s.related.append(r)
+        if mid < 0:
+            return  # an unknown line: in the story, but it says nothing the code knows
+        s.last_marker = mid
         f = self._facts_of.get(mid)
         if f is None:
             f = self._facts(mid)
