@@ -164,8 +164,9 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3
             nxt = [m for m in logs_after(parent, call_line) if m.id not in seen_markers]
             if nxt:
                 score += 2
-                reasons.append(f"{_short2(parent.name)} logs next at line {nxt[0].line} "
-                               f"({nxt[0].message[:60]!r}) after calling it, and that never came")
+                said = " or ".join(f"{m.line} ({m.message[:50]!r})" for m in nxt[:2])
+                reasons.append(f"{_short2(parent.name)} logs next at line {said} after calling it, "
+                               "and that never came")
         if _waits(name):
             score += 1.5
             reasons.append("its name says it waits or polls")

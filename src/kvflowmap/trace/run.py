@@ -19,7 +19,7 @@ _TIME = re.compile(r"(?:(\d{4})-)?(?:(\d\d)-(\d\d)[ T])?(\d\d:\d\d:\d\d)")
 
 def parse_time(text: str, default_day: str = "") -> float:
     """``--since``/``--until``: ``MM-DD HH:MM:SS``, ``YYYY-MM-DD HH:MM:SS``
-    or ``HH:MM:SS`` (on ``default_day``, ``MM-DD``, the log's first day);
+    or ``HH:MM:SS`` (on ``default_day``, ``MM-DD``; else a time of day);
     seconds as ``story.seconds`` counts them. ValueError when unreadable."""
     m = _TIME.fullmatch(text.strip())
     if m is None:
@@ -38,11 +38,14 @@ def trace(code: CodeIndex, logs: list[str], request: str | None = None,
     """Read ``logs`` (paths, ``-`` for stdin) against ``code``; the report."""
     matcher = Matcher(code)
     stats = ParseStats()
-    day = _first_day(logs) if (since and not _has_day(since)) or (until and not _has_day(until)) else ""
-    tracer = Tracer(code, matcher, request,
-                    parse_time(since, day) if since else None,
-                    parse_time(until, day) if until else None,
-                    settled=lambda s: None if problems_of(s, code) else outcome_of(s, code))
+    # a time without a day (HH:MM:SS) is a time of day on every day of the log
+    time_of_day = bool(since and not _has_day(since) or until and not _has_day(until))
+    lo, hi = (parse_time(x) if x else None for x in (since, until))
+    if time_of_day:
+        lo, hi = (x % 86400 if x is not None else None for x in (lo, hi))
+    tracer = Tracer(code, matcher, request, lo, hi,
+                    settled=lambda s: None if problems_of(s, code) else outcome_of(s, code),
+                    time_of_day=time_of_day)
     add = tracer.add
     n = 0
     for rec in records(logs, stats):
@@ -55,14 +58,3 @@ def trace(code: CodeIndex, logs: list[str], request: str | None = None,
 
 def _has_day(text: str) -> bool:
     return bool(re.match(r"\s*(\d{4}-)?\d\d-\d\d", text))
-
-
-def _first_day(logs: list[str]) -> str:
-    """The day of the first timestamp in the logs (``HH:MM:SS`` alone means that day)."""
-    stats = ParseStats()
-    for rec in records([p for p in logs if p != "-"], stats):
-        if rec.ts:
-            return rec.ts[:5]
-        if stats.lines > 10_000:
-            break
-    return ""

@@ -138,8 +138,10 @@ class Tracer:
 
     def __init__(self, code: CodeIndex, matcher: Matcher, request: str | None = None,
                  since: float | None = None, until: float | None = None,
-                 settled: Callable[[Story], str | None] | None = None) -> None:
+                 settled: Callable[[Story], str | None] | None = None,
+                 time_of_day: bool = False) -> None:
         self.code = code
+        self.time_of_day = time_of_day  # since/until are times of day, not moments
         # a story's outcome when it owes the protocol nothing (then it may
         # be compacted, and later retired), else None
         self.settled = settled
@@ -189,7 +191,8 @@ class Tracer:
         if t == -1.0:
             t = self._time(ts)
         if t is not None:
-            if (self.since is not None and t < self.since) or (self.until is not None and t > self.until):
+            tt = t % 86400 if self.time_of_day else t
+            if (self.since is not None and tt < self.since) or (self.until is not None and tt > self.until):
                 st.filtered_out += 1
                 return
             prev = self._last_time.get(rec.pid)
