@@ -12,6 +12,10 @@ from pathlib import Path
 import click
 
 from kvflowmap.commands.output import write_output
+from kvflowmap.console import Reporter
+from kvflowmap.request import Request
+from kvflowmap.sources.config import ProjectConfig
+from kvflowmap.trace.code import CodeIndex
 
 TRACE_SUFFIXES = {".txt": "text", ".json": "json", ".mmd": "mermaid", ".mermaid": "mermaid",
                   ".md": "mermaid", ".html": "html", ".htm": "html"}
@@ -32,16 +36,17 @@ def split_arguments(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return logs, sources
 
 
-def code_index(req, config, rep):
+def code_index(req: Request, config: ProjectConfig, rep: Reporter) -> CodeIndex:
     """The ``CodeIndex`` of the request, memoised like the other commands' answers."""
     from kvflowmap.commands.memo_run import run_memoised
     from kvflowmap.trace.code import build_code_index
 
-    return run_memoised(req, config, rep, ("trace-code", 1), build_code_index)
+    code: CodeIndex = run_memoised(req, config, rep, ("trace-code", 1), build_code_index)
+    return code
 
 
 @contextmanager
-def _reading(rep) -> Iterator[Callable[[int], None] | None]:
+def _reading(rep: Reporter) -> Iterator[Callable[[int], None] | None]:
     """A progress line (lines read) on a terminal; nothing otherwise."""
     if rep.quiet or not sys.stderr.isatty():
         yield None
@@ -54,8 +59,9 @@ def _reading(rep) -> Iterator[Callable[[int], None] | None]:
         yield lambda n: bar.update(task, completed=n)
 
 
-def run_trace(req, config, rep, logs: list[str], fmt: str, out: str | None, request: str | None,
-              since: str | None, until: str | None, templates) -> int:
+def run_trace(req: Request, config: ProjectConfig, rep: Reporter, logs: list[str], fmt: str,
+              out: str | None, request: str | None, since: str | None, until: str | None,
+              templates: dict[str, str] | None) -> int:
     """``kvflowmap trace``: exit 1 when a request is stuck or a problem was
     found, else 0."""
     from kvflowmap.trace import output_html, output_mermaid, output_text

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from kvflowmap.api import Analysis
 
 LEVELS = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "warn": "WARNING",
@@ -242,7 +244,7 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
         roots=list(g.graph.get("roots") or []), vllm_version=analysis.vllm_version)
 
 
-def _spawned_targets(g) -> set[str]:
+def _spawned_targets(g: nx.MultiDiGraph) -> set[str]:
     """Functions handed to a thread or an executor: a ``ref`` call edge
     (the function used as a value) from a function that also calls a
     spawner-looking name (``submit``, ``Thread``, ``create_task``...)."""

@@ -39,6 +39,11 @@ class Format:
     literal_chars: int  # how much fixed text it has: more is a more specific match
 
 
+def conversions(message: str) -> list[str]:
+    """The printf conversions of ``message`` in order (``s``, ``d``, ``%``...)."""
+    return [m.group("conv") for m in _PRINTF.finditer(message)]
+
+
 def printf_style(message: str) -> bool:
     """Whether ``message`` has a ``%`` conversion (then ``{}`` is literal text)."""
     return any(m.group("conv") != "%" for m in _PRINTF.finditer(message))

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kvflowmap.trace.code import CodeIndex, Marker
-from kvflowmap.trace.formats import _PRINTF, printf_style
+from kvflowmap.trace.formats import conversions, printf_style
 
 _COLOURS = {"DEBUG": "\033[37m", "INFO": "\033[32m", "WARNING": "\033[33m", "ERROR": "\033[31m",
             "CRITICAL": "\033[35m"}
@@ -101,9 +101,7 @@ def render_message(m: Marker, ids: dict[str, str], rng: random.Random,
     rid, remote = ids["request"], ids["remote"]
     if printf_style(m.message) and m.nargs != 0:
         args: list[object] = []
-        for i, conv in enumerate(c.group("conv") for c in _PRINTF.finditer(m.message)):
-            if conv == "%":
-                continue
+        for i, conv in enumerate(c for c in conversions(m.message) if c != "%"):
             if i in id_lists:
                 args.append([rid])
             elif i in m.id_args:
