@@ -76,7 +76,8 @@ class ParseStats:
     def unparsed_line(self, text: str) -> None:
         self.unparsed += 1
         if len(self.unparsed_samples) < 5:
-            self.unparsed_samples.append(text[:160])
+            # binary junk must not reach a terminal as control characters
+            self.unparsed_samples.append("".join(c if c.isprintable() else "?" for c in text[:160]))
 
 
 def open_log(path: str) -> IO[bytes]:
