@@ -107,7 +107,7 @@ class Matcher:
 
         self.by_word = {w: order(ms) for w, ms in by_word.items()}
         self.unkeyed = order(unkeyed)
-        self._base: dict[str, str] = {}
+        self._places: dict[tuple[str, int], list[tuple[Marker, re.Pattern[str] | None]]] = {}
         self.id_shapes: set[str] = set()
         self._learning = _LEARN  # ids whose shapes are learnt; later ones only use them
 
@@ -115,11 +115,16 @@ class Matcher:
         """The logging call that wrote ``rec``."""
         msg = rec.message
         if rec.line:
-            base = self._base.get(rec.file)
-            if base is None:
-                base = self._base[rec.file] = rec.file.rpartition("/")[2]
-            for m in self.by_place.get((base, rec.line), ()):
-                fast = self.fast[m.id]
+            place = (rec.file, rec.line)
+            cands = self._places.get(place)
+            if cands is None:
+                # (file as logged, line) -> [(call, short pattern)], worked out once per place
+                cands = self._places[place] = [
+                    (m, self.fast[m.id])
+                    for m in self.by_place.get((rec.file.rpartition("/")[2], rec.line), ())]
+                if len(self._places) > 1 << 16:
+                    self._places.clear()
+            for m, fast in cands:
                 if fast is not None:
                     got = fast.match(msg)
                     if got is not None:
@@ -169,6 +174,9 @@ class Matcher:
             return [], []
         if match.partial:
             id_at, related_at = self.id_groups[m.id]
+            if id_at == (1,) and not related_at and not self._learning:
+                v = found.group(1)  # the common case: one plain id, nothing related
+                return ([v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)), []
         else:
             id_at = tuple(i + 1 for i in m.id_args)
             related_at = tuple(i + 1 for i in m.related_args)

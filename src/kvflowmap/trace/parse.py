@@ -127,6 +127,9 @@ def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
                 text, skipping = text[cut + 1:], False
             lines = text.split("\n")
             rest = lines.pop()
+            stats.lines += len(lines)
+            if "\x00" in text or "\ufffd" in text:  # junk somewhere in this chunk: find it
+                lines = [_clean(line, stats) for line in lines]
             for line in lines:
                 if len(line) > MAX_LINE:
                     stats.huge_lines += 1
@@ -134,14 +137,24 @@ def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
                 yield line
             if len(rest) > MAX_LINE:
                 stats.huge_lines += 1
-                yield rest[:MAX_LINE]
+                stats.lines += 1
+                yield _clean(rest[:MAX_LINE], stats)
                 rest, skipping = "", True
         rest += decoder.decode(b"", final=True)
         if rest and not skipping:
-            yield rest
+            stats.lines += 1
+            yield _clean(rest, stats)
     finally:
         if path != "-":
             raw.close()
+
+
+def _clean(line: str, stats: ParseStats) -> str:
+    """A line with NUL bytes dropped; binary junk (NULs, undecodable bytes) counted."""
+    if "\x00" in line or "\ufffd" in line:
+        stats.binary_lines += 1
+        return line.replace("\x00", "")
+    return line
 
 
 def _parse_json(text: str) -> Record | None:
@@ -202,16 +215,10 @@ def records(paths: list[str], stats: ParseStats) -> Iterator[Record]:
     for path in paths:
         pending: Record | None = None
         open_multi = False  # the record's last line ended with \r
-        lineno = 0
-        for text in physical_lines(path, stats):
-            lineno += 1
-            stats.lines += 1
+        for lineno, text in enumerate(physical_lines(path, stats), 1):
             cr = text.endswith("\r")
             if cr:
                 text = text[:-1]
-            if "\x00" in text or "\ufffd" in text:  # two scans in C: cheap
-                stats.binary_lines += 1
-                text = text.replace("\x00", "")
             # vLLM's own format inline: the common case, at every line
             m = _vllm_search(text) if "\x1b" not in text else None
             if m is not None:
