@@ -102,8 +102,10 @@ def outcome_of(s: Story, code: CodeIndex, problems: list[str] | None = None) -> 
     return "open"
 
 
-def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:
-    """The diagnosis of one story."""
+def diagnose(s: Story, code: CodeIndex, stats: TraceStats,
+             callers: Callers | None = None) -> Diagnosis:
+    """The diagnosis of one story (``callers``: ``callers_of(code)``, when
+    many stories are diagnosed)."""
     problems = problems_of(s, code)
     outcome = outcome_of(s, code, problems)
     d = Diagnosis(outcome, problems)
@@ -113,7 +115,7 @@ def diagnose(s: Story, code: CodeIndex, stats: TraceStats) -> Diagnosis:
         if a is not None and b is not None:
             d.silent_for = max(0.0, b - a)
     if outcome == "stuck":
-        d.candidates, d.would_log = rank_candidates(s, code, stats)
+        d.candidates, d.would_log = rank_candidates(s, code, stats, callers=callers)
     return d
 
 
@@ -126,7 +128,20 @@ def _waits(name: str) -> bool:
     return any(w.startswith(_WAITING_WORDS) for w in words if w)
 
 
-def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3
+Callers = dict[str, list[tuple[str, int]]]  # function -> [(caller, line of the call)]
+
+
+def callers_of(code: CodeIndex) -> Callers:
+    """Who calls each function, and where: worked out once per report."""
+    out: Callers = {}
+    for fn in code.functions.values():
+        for callee, at, _kind in fn.calls:
+            out.setdefault(callee, []).append((fn.name, at))
+    return out
+
+
+def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
+                    callers: Callers | None = None
                     ) -> tuple[list[Candidate], list[tuple[str, Marker]]]:
     """The top places ``s`` may have stopped after its last logged line, and
     the logging calls on the paths from there that never appeared for it."""
@@ -187,10 +202,8 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3
         todo: deque[tuple[str, int, int, list[str]]] = deque()
         todo.append((start.name, line, 0, [start.name]))
         # the way back: the rest of each caller after its call
-        for caller in fns.values():
-            for callee, at, _kind in caller.calls:
-                if callee == start.name:
-                    todo.append((caller.name, at, 1, [caller.name, start.name]))
+        for caller, at in (callers if callers is not None else callers_of(code)).get(start.name, ()):
+            todo.append((caller, at, 1, [caller, start.name]))
         visited: set[tuple[str, int]] = set()
         while todo:
             name, after_line, depth, via = todo.popleft()

@@ -8,7 +8,7 @@ from typing import Any
 
 from kvflowmap.render import links
 from kvflowmap.trace.code import CodeIndex, Marker
-from kvflowmap.trace.diagnose import OUTCOMES, Diagnosis, diagnose
+from kvflowmap.trace.diagnose import OUTCOMES, Diagnosis, callers_of, diagnose
 from kvflowmap.trace.parse import ParseStats
 from kvflowmap.trace.story import Story, Tracer, seconds
 
@@ -104,9 +104,10 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
     st = tracer.stats
     requests = []
     by_outcome = {o: 0 for o in OUTCOMES}
+    callers = callers_of(code)
     for n, key in enumerate(sorted(tracer.stories)):
         s = tracer.stories[key]
-        d = diagnose(s, code, st)
+        d = diagnose(s, code, st, callers)
         by_outcome[d.outcome] = by_outcome.get(d.outcome, 0) + 1
         # every troubled request's lines; of the others, the first few hundred
         lines = (n < DETAILED or d.outcome in ("stuck", "failed") or bool(d.problems)) and bool(s.head)
