@@ -79,6 +79,15 @@ def test_prefix_colours_gzip_and_another_release(code: CodeIndex, tmp_path: Path
     assert report["summary"]["moved_calls"]
 
 
+@pytest.mark.parametrize("style", ["json", "basic"])
+def test_json_and_plain_logging_formats(code: CodeIndex, tmp_path: Path, style: str) -> None:
+    # no file:line in these: the logger's name (the module) and the format place each line
+    text = "".join(lines(code, repeat=1, formatter=Formatter(code, style=style)))
+    report = trace(code, [_log(tmp_path, text)])
+    assert report["summary"]["formats"] == {"json" if style == "json" else "logging": report["summary"]["records"]}
+    _check(report, 1)
+
+
 def test_restart_epochs_and_junk(code: CodeIndex, tmp_path: Path) -> None:
     first = list(generate(code, plan(1)))
     again = list(generate(code, plan(1), processes=default_processes(base_pid=9000), start=3600.0))

@@ -232,16 +232,18 @@ def _starts(s: Story, code: CodeIndex) -> list[tuple[Marker, int]]:
     in. A line it logged again and again (``still in WAITING_FOR_REMOTE_KVS``)
     shows a process alive and waiting, not one that stopped: left out unless
     it is all there is."""
-    events = s.events()
-    counts: dict[int, int] = {}
+    events = [e for e in s.events() if e.marker >= 0]
+    counts: dict[tuple[int, int], int] = {}  # (pid, marker) -> lines: each rank logs its own
     for e in events:
-        counts[e.marker] = counts.get(e.marker, 0) + 1
-    last: dict[int, int] = {}
+        counts[(e.pid, e.marker)] = counts.get((e.pid, e.marker), 0) + 1
+    last: dict[int, tuple[int, int]] = {}
     for e in events:
-        if e.marker >= 0:
-            last[e.pid] = e.marker
-    ordered = sorted(set(last.values()))
-    keep = [i for i in ordered if counts[i] < 3] or ordered
+        last[e.pid] = (e.pid, e.marker)
+    # and the last line that is no such repetition, whatever its process
+    # (without pids, as in plain logging, every line is one process's)
+    quiet = [(e.pid, e.marker) for e in events if counts[(e.pid, e.marker)] < 3]
+    places = sorted(set(last.values()) | set(quiet[-1:]))
+    keep = sorted({i for p, i in places if counts[(p, i)] < 3}) or sorted({i for _, i in places})
     return [(code.markers[i], code.markers[i].line) for i in keep]
 
 

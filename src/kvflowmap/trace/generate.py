@@ -13,6 +13,7 @@ DEBUG level vLLM's own files show their shortened relative path.
 from __future__ import annotations
 
 import heapq
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,7 +56,10 @@ class Formatter:
     """vLLM's line format for the markers of a ``CodeIndex``."""
 
     def __init__(self, code: CodeIndex, prefix: str = "", colour: bool = False,
-                 debug_paths: bool = True, line_offset: int = 0) -> None:
+                 debug_paths: bool = True, line_offset: int = 0, style: str = "vllm") -> None:
+        # style: "vllm" (the text format), "json" (VLLM_LOGGING_CONFIG_PATH with
+        # vLLM's JSON_FORMAT fields) or "basic" (logging.basicConfig's LEVEL:name:message)
+        self.style = style
         self.code = code
         self.prefix = prefix
         self.colour = colour
@@ -80,6 +84,11 @@ class Formatter:
 
     def line(self, m: Marker, process: str, pid: int, ts: str, message: str) -> str:
         """The text vLLM writes for one record (newline-terminated)."""
+        if self.style == "json":
+            return json.dumps({"asctime": f"2026-{ts},000", "levelname": m.level, "name": m.module,
+                               "processName": process, "process": pid, "message": message}) + "\n"
+        if self.style == "basic":
+            return f"{m.level}:{m.module}:{message}\n"
         level = m.level
         head = f"({process} pid={pid})"
         where = f"[{self.fileinfo(m)}:{m.line + self.line_offset}]"

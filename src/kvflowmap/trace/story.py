@@ -302,7 +302,7 @@ class Tracer:
             fails=m.level in ("ERROR", "CRITICAL")
             or (m.level == "WARNING" and any(w.startswith("fail") for w in words)),
             finishes=tuple(r for r in m.reports if r.startswith("finished")),
-            hooks=hooks, reports=m.reports,
+            hooks=hooks, reports=m.reports, scheduler=m.side == "scheduler",
             # values may name a state ("request_status=%s"): only then are they read
             value_states="status" in m.message.lower() or "state" in m.message.lower(),
             any_state=bool(states) or "status" in m.message.lower() or "state" in m.message.lower())
@@ -375,7 +375,10 @@ class Tracer:
                 else:
                     got[0] += 1
                     got[1] = seq
-            if f.finishes:
+            if f.finishes and (ev.pid or f.scheduler):
+                # per process: each worker rank reports once (without pids, as
+                # in plain logging, ranks cannot be told apart: only the one
+                # scheduler's reports are counted)
                 place = (mid, ev.pid)
                 s.report_places[place] = s.report_places.get(place, 0) + 1
         if f.fails and s.failed_at < 0:
@@ -408,5 +411,6 @@ class _MarkerFacts:
     finishes: tuple[str, ...]
     hooks: tuple[str, ...]
     reports: tuple[str, ...]
+    scheduler: bool  # runs in the scheduler process (one per engine)
     value_states: bool
     any_state: bool  # it names or writes a state, or its values may
