@@ -203,7 +203,8 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
         todo.append((start.name, line, 0, [start.name]))
         # the way back: the rest of each caller after its call
         for caller, at in (callers if callers is not None else callers_of(code)).get(start.name, ()):
-            todo.append((caller, at, 1, [caller, start.name]))
+            # via: from the logged function back into its caller, then onwards
+            todo.append((caller, at, 1, [start.name, caller]))
         visited: set[tuple[str, int]] = set()
         while todo:
             name, after_line, depth, via = todo.popleft()
