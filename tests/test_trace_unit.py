@@ -243,6 +243,10 @@ def test_restart_starts_a_new_epoch_and_clock_jumps_are_counted(code: CodeIndex,
     stories = [(r["epoch"], r["outcome"]) for r in report["requests"]]
     assert stories == [(0, "stuck"), (1, "finished")]
     assert s["clock_jumps"] == 0  # another pid is another clock
+    # two live processes of one name taking turns are not restarts after the first switch
+    turns = story_lines("cmpl-00000005-0", 0) + story_lines("cmpl-00000006-0", 1, pid=70)
+    turns += story_lines("cmpl-00000007-0", 2) + story_lines("cmpl-00000008-0", 3, pid=70)
+    assert trace(code, [_write(tmp_path, turns, "t.log")])["summary"]["epochs"] == 2
     jump = story_lines("cmpl-00000009-0", 40) + story_lines("cmpl-00000008-0", 0)
     assert trace(code, [_write(tmp_path, jump, "j.log")])["summary"]["clock_jumps"] >= 1
 

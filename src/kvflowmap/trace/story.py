@@ -155,6 +155,7 @@ class Tracer:
         self.stats = TraceStats()
         self.epoch = 0
         self._pids: dict[str, int] = {}
+        self._seen_pids: set[int] = set()
         self._last_time: dict[int, float] = {}
         self._states = set(code.states)
         self._parked = set(code.parked_states)
@@ -203,7 +204,12 @@ class Tracer:
             old = self._pids.get(rec.process)
             if old is None:
                 self._pids[rec.process] = rec.pid
+                self._seen_pids.add(rec.pid)
+            elif old != rec.pid and rec.pid in self._seen_pids:
+                # two live processes with one name (JSON's "MainProcess"): no restart
+                self._pids[rec.process] = rec.pid
             elif old != rec.pid:
+                self._seen_pids.add(rec.pid)
                 # a process came back with another pid: a restart; ids start over
                 self.epoch += 1
                 st.epochs = self.epoch
