@@ -345,3 +345,21 @@ def test_unknown_lines_join_the_requests_they_name(code: CodeIndex, tmp_path: Pa
     assert r["outcome"] == "stuck" and r["candidates"]  # ranked from the last known line
     assert report["summary"]["matched"]["unknown"] == 1
     render_text(report), render_html(report), render_mermaid(report)
+
+
+def test_a_delayed_free_needs_finished_sending(tmp_path: Path) -> None:
+    from kvflowmap.api import Request, analyse
+    from kvflowmap.check.stubs import stub_root
+
+    src = CONNECTOR + (
+        "\n    def request_finished(self, request, block_ids):\n"
+        '        logger.info("[Tiny] free of %s waits for the transfer", request.request_id)\n'
+        "        return True, None\n")
+    root = write_tree(tmp_path / "d", {"tiny/__init__.py": "", "tiny/connector.py": src})
+    code = build_code_index(analyse(Request(sources=[str(root / "tiny")], context=[str(stub_root())],
+                                            use_cache=False)))
+    n = next(i for i, ln in enumerate(src.splitlines(), 1) if "free of" in ln)
+    log = [vline("EngineCore_DP0", 10, "INFO", "10:00:00", f"connector.py:{n}",
+                 "[Tiny] free of cmpl-00000031-0 waits for the transfer")]
+    r = trace(code, [_write(tmp_path, log)])["requests"][0]
+    assert r["outcome"] == "stuck" and r["problems"] == ["delayed_free"]

@@ -131,6 +131,7 @@ class TraceStats:
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]{3,}")
 _TOKEN = re.compile(r"[\w.:-]{6,}")  # what may be a request id in an unknown line
 _WORD = re.compile(r"[a-z]+")
+_DELAY_WORDS = ("wait", "delay", "defer", "later")
 
 
 class Tracer:
@@ -161,6 +162,7 @@ class Tracer:
         self._parked = set(code.parked_states)
         self._commit = set(code.commit_hooks)
         self._save = set(code.save_hooks)
+        self._delay = set(code.delay_free_hooks)
         # a one-word state in past tense is also said in lower case ("preempt req=...")
         self._state_words = {s.lower()[:-2]: s for s in code.states
                              if "_" not in s and s.endswith("ED")}
@@ -301,7 +303,9 @@ class Tracer:
         f = _MarkerFacts(
             states=states,
             parks=any(st in self._parked for st, _ in states) or (single and hooks[0] in self._commit),
-            sends=single and hooks[0] in self._save,
+            # sending: a save hook, or the delay-free hook saying the free waits
+            sends=single and (hooks[0] in self._save or (
+                hooks[0] in self._delay and any(w.startswith(_DELAY_WORDS) for w in words))),
             preempts=any(st.startswith("PREEMPT") for st, _ in states),
             aborts=any(st.startswith("FINISHED_ABORTED") for st, _ in states)
             or any(w.startswith(("abort", "cancel")) for w in words),
