@@ -36,7 +36,7 @@ from kvflowmap.model.classes import ClassIndex
 _INITS = frozenset({"__init__", "__post_init__", "setup", "_setup", "reset", "initialize"})
 
 
-def _is_init(name: str) -> bool:
+def is_init(name: str) -> bool:
     """A method that sets the instance up (``__init__``, ``_init_state``)."""
     return name in _INITS or name.startswith(("_init_", "init_"))
 _LEAVE_METHODS = REMOVE_OPS | RESET_OPS | frozenset({"difference_update",
@@ -190,7 +190,7 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
         out.setdefault(attr, []).append(Use(fn.fqn, line, what))
 
     for fn in members:
-        init = _is_init(fn.name)
+        init = is_init(fn.name)
         for s in fn.stmts:
             attrs = {n.split(".")[1] for n in s.names if n.startswith("self.")
                      and n.count(".") >= 1 and n.split(".")[1]}
@@ -240,7 +240,7 @@ def _empty_builtin(members: list[FnView], attr: str) -> bool:
     """The class initialises ``self.X`` to an empty, unbounded builtin container."""
     found = False
     for fn in members:
-        if not _is_init(fn.name):
+        if not is_init(fn.name):
             continue
         for a in fn.all_assigns:
             if a.target != f"self.{attr}" or a.aug:

@@ -13,15 +13,17 @@ import fnmatch
 from dataclasses import dataclass, field
 
 from kvflowmap.model.cfg import CFG, build_cfg
-from kvflowmap.lifecycle.balance import Unbalanced, unbalanced
-from kvflowmap.lifecycle.containers import ADD_OPS, Container, container_of
+from kvflowmap.lifecycle.balance import Unbalanced, is_init, unbalanced
+from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
+                                           resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
-from kvflowmap.lifecycle.ids import (QUEUE_PUTS, IdState, bind_call, bind_defaults, flow_locals,
-                                     returns_id, seed)
+from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
+                                     flow_locals, returns_id, seed)
 from kvflowmap.lifecycle.locks import Unlocked, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
+from kvflowmap.lifecycle.together import Endings, Partial, partial_removals
 from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
@@ -218,6 +220,54 @@ class Lifecycle:
             fnmatch.fnmatch(self.functions[f].name, p) for p in teardown)]
         return unlocked(self.functions, self.effects, self.containers, judged,
                         self.thread_roots(), self.classes.overrides)
+
+    def partial_removals(self) -> list[Partial]:
+        """Places in connected code that take an id out of part of the
+        containers another place removes it from together (``together``)."""
+        fills: dict[Container, set[str]] = {}
+        removes: dict[str, set[Container]] = {}
+        for c, info in self.containers.items():
+            for s in info.sites:
+                if s.kind == "add":
+                    fills.setdefault(c, set()).add(s.fqn)
+                elif s.kind == "remove":
+                    removes.setdefault(s.fqn, set()).add(c)
+        calls, values = self.effects.calls, self.effects.values
+
+        def own(fn: FnView, s) -> dict[Container, int]:
+            # a key taken out of a container ids enter, whatever the key's
+            # name (ids decoded from a peer's message are ids too)
+            out: dict[Container, int] = {}
+            for op in fn.containers(s):
+                if op.op in REMOVE_OPS and op.key and IDENT.match(op.key):
+                    c = container_of(op.container, fn, values)
+                    if c is not None and c in fills:
+                        out.setdefault(c, op.line)
+            return out
+
+        def helpers(fn: FnView, s) -> tuple[set[Container], list[str]]:
+            names = [t.fqn for c in fn.calls(s)
+                     if any(self.state.is_id(fn, a) for a in (*c.args, *(v for _, v in c.kwargs))
+                            if a)
+                     for t in calls.resolve(fn.ctx, c) if t.fqn in self.functions]
+            # the helper's removals, and its own helpers' (two calls deep)
+            found = {c for t in names for g in (t, *self._runs.get(t, ()))
+                     for c in removes.get(g, ())}
+            return found, names
+
+        judged = [f for f in self.functions if f in self._connected]
+        endings = Endings(self.spec.finished_params, self.spec.delay_free, self.owed,
+                          frozenset(self.reporters))
+        # cleared or replaced on every call of a method after the constructor
+        # (at its top level; a reset in a failure branch is not): a per-step
+        # buffer (any replacement drops the old entries, a comprehension too)
+        emptied = frozenset(Container(fn.cls, attr) for fn in self.functions.values()
+                            if fn.cls and not is_init(fn.name) for st in fn.fact.body
+                            for attr in [*(a for a, _ in resets(fn, st)),
+                                         *(a.target[5:] for a in fn.assigns(st) if not a.aug
+                                           and a.target == f"self.{self_attr(a.target)}")])
+        return partial_removals(self.functions, judged, self.effects, fills, own, helpers,
+                                endings, emptied)
 
     def thread_roots(self) -> dict[str, frozenset[str]]:
         """Per connected function, the threads it can run on: ``"hooks"``

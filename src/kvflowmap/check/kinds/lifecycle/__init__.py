@@ -8,6 +8,7 @@
 - ``balanced``: ids that enter a container can leave it, and a drained one is filled;
 - ``parked_recorded``: a request the probe can park is recorded by the commit hook;
 - ``failed_blocks``: failed loads reach the failed-blocks hook;
+- ``removed_together``: state removed together is removed together on every way of ending;
 - ``reported_left``: an id reported finished leaves the container it was pending in;
 - ``unreported``: an id a report function takes out of pending state is reported;
 - ``unlocked``: request-keyed state is changed under the lock its other changes hold.
@@ -16,7 +17,8 @@
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, failed_blocks,
-                                             parked_recorded, reported_left, reset_forwards,
+                                             parked_recorded, removed_together, reported_left,
+                                             reset_forwards,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
@@ -30,6 +32,8 @@ MODES: dict[str, KindSpec] = {
     "parked_recorded": KindSpec(parked_recorded.Options, parked_recorded.check,
                                 parked_recorded.READS),
     "failed_blocks": KindSpec(failed_blocks.Options, failed_blocks.check, failed_blocks.READS),
+    "removed_together": KindSpec(removed_together.Options, removed_together.check,
+                                 removed_together.READS),
     "reported_left": KindSpec(reported_left.Options, reported_left.check, reported_left.READS),
     "unreported": KindSpec(unreported.Options, unreported.check, unreported.READS),
     "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
