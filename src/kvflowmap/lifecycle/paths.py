@@ -309,8 +309,8 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         others = [d for d, _ in cfg.successors(n) if d != nxt and d in reach]
         if node.stmt is None or not others:
             continue
-        if is_filter(fn, eff, node.stmt, name):
-            return None
+        if lab != "exception" and is_filter(fn, eff, node.stmt, name):
+            return None  # (a test that raises decided nothing)
         how = None
         if lab == "exception":
             how = "except" if not ends_with_status(cfg, nodes[i + 1:]) else None
