@@ -4,6 +4,9 @@ bytes and finding the lines), measured side by side in one run.
 
     python bench/bench_trace.py                 # a 200 MB log
     python bench/bench_trace.py --size-mb 1024  # the issue's 1 GB
+    # beside another version of kvflowmap on the same logs (before/after):
+    git archive HEAD~3 src | tar -x -C /tmp/before
+    python bench/bench_trace.py --baseline /tmp/before/src
 
 The log is written from the real logging calls (``tests/trace_logs.py``:
 mostly loads that finish, some preempted, aborted, failed, sending). Each
@@ -80,9 +83,13 @@ def child(code_path: str, log: str) -> None:
                       "peak_growth_mb": (after - before) / 1024}))
 
 
-def _run_child(code_path: str, log: str) -> dict:
+def _run_child(code_path: str, log: str, src: str | None = None) -> dict:
+    """One trace in a child process; ``src``: import kvflowmap from there."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     out = subprocess.run([sys.executable, __file__, "--child", code_path, log], check=True,
-                         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                         capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -96,6 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=200.0, help="log size (default 200)")
     ap.add_argument("--keep", metavar="DIR", help="write the log and code index here and keep them")
+    ap.add_argument("--baseline", metavar="SRC", help="also time the kvflowmap found in SRC (a src/ "
+                    "folder of another version) on the same logs, each run beside this one's")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -120,14 +129,17 @@ def main() -> None:
     rows = []
     for log in (quarter, full):
         g_s, g_n = _grep(str(log))
-        r = _run_child(str(code_path), str(log))
-        rows.append((log, g_s, g_n, r))
-    print(f"{'log':>8} {'lines':>11} {'grep -c s':>9} {'grep l/s':>11} {'trace s':>8} {'trace l/s':>10} "
-          f"{'x grep':>7} {'peak +MB':>8} {'requests':>9} {'unknown':>7}")
-    for log, g_s, g_n, r in rows:
-        print(f"{log.stat().st_size / 2**20:>6.0f}MB {r['lines']:>11,} {g_s:>9.2f} {g_n / g_s:>11,.0f} "
-              f"{r['seconds']:>8.1f} {r['lines'] / r['seconds']:>10,.0f} {r['seconds'] / g_s:>7.1f} "
-              f"{r['peak_growth_mb']:>8.0f} {r['requests']:>9,} {r['matched']['unknown']:>7}")
+        # the baseline right before this version, so both meet the same load
+        if args.baseline:
+            rows.append(("baseline", log, g_s, g_n, _run_child(str(code_path), str(log), args.baseline)))
+        rows.append(("this", log, g_s, g_n, _run_child(str(code_path), str(log))))
+    print(f"{'version':>8} {'log':>8} {'lines':>11} {'grep -c s':>9} {'grep l/s':>11} {'trace s':>8} "
+          f"{'trace l/s':>10} {'x grep':>7} {'peak +MB':>8} {'requests':>9} {'unknown':>7}")
+    for version, log, g_s, g_n, r in rows:
+        print(f"{version:>8} {log.stat().st_size / 2**20:>6.0f}MB {r['lines']:>11,} {g_s:>9.2f} "
+              f"{g_n / g_s:>11,.0f} {r['seconds']:>8.1f} {r['lines'] / r['seconds']:>10,.0f} "
+              f"{r['seconds'] / g_s:>7.1f} {r['peak_growth_mb']:>8.0f} {r['requests']:>9,} "
+              f"{r['matched']['unknown']:>7}")
     if not args.keep:
         for p in (full, quarter, code_path):
             p.unlink()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 # printf-style conversion, as ``%``-formatting accepts it
 _PRINTF = re.compile(r"%(?:\((?P<key>[^)]*)\))?[#0\- +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?"
@@ -33,10 +34,17 @@ _ANY = r"(.*?)"  # %s, %r, %a, {}: anything, as short as the literals after it a
 class Format:
     """A format string compiled: its pattern, literal prefix and placeholder count."""
 
-    pattern: re.Pattern[str]
+    source: str  # the pattern's text
     prefix: str  # literal text before the first placeholder
     placeholders: int
     literal_chars: int  # how much fixed text it has: more is a more specific match
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled pattern, compiled when first used: a run meets a few
+        dozen of the hundreds of logging calls, and compiling all of them
+        took a quarter of a second."""
+        return re.compile(self.source, re.DOTALL)
 
 
 def conversions(message: str) -> list[str]:
@@ -88,8 +96,7 @@ def compile_format(message: str, nargs: int = -1) -> Format:
     # Trailing blanks are often lost (a stripped line, an editor): optional.
     parts.append(re.escape(literals[-1].rstrip()) + r"\s*\Z")
     fixed = "".join(literals)
-    return Format(re.compile("".join(parts), re.DOTALL), literals[0] if convs else fixed,
-                  len(convs), len(fixed.strip()))
+    return Format("".join(parts), literals[0] if convs else fixed, len(convs), len(fixed.strip()))
 
 
 def id_pattern(message: str, nargs: int, keep: tuple[int, ...]) -> re.Pattern[str] | None:

@@ -24,8 +24,14 @@ from kvflowmap.trace.parse import Record
 EXACT, MOVED, UNKNOWN = "exact", "moved", "unknown"
 _QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 _SHAPE = re.compile(r"[0-9a-fA-F]{4,}|\d+")
+NOT_PLAIN = "[{(sdf'\"N"  # a value starting so may be a collection or None: split_ids reads it
 _MAX_SHAPES = 64
 _LEARN = 20_000
+# A logging call at a place, ready for a message: (call, pattern, whether
+# it is the short id pattern, the group holding its one request id (0 when
+# it has none or several: ``ids_of`` works them out), the groups of the
+# related ids)
+Exact = tuple[Marker, "re.Pattern[str]", bool, int, tuple[int, ...]]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -48,18 +54,36 @@ class Match:
 
     @property
     def values(self) -> tuple[str, ...]:
-        if self.found is None or self.marker is None:
-            return ()
-        if not self.partial:
-            return self.found.groups()
-        pattern = _full(self.marker.message, self.marker.nargs)
-        got = pattern.match(self.text) or pattern.match(self.text.partition("\n")[0])
-        return got.groups() if got is not None else ()
+        return values_of(self.marker, self.found, self.partial, self.text)
+
+
+def values_of(marker: Marker | None, found: re.Match[str] | None, partial: bool,
+              text: str) -> tuple[str, ...]:
+    """The placeholders' values of a line ``text`` matched by ``marker``'s
+    pattern as ``found`` (``partial``: by its short id pattern, so the full
+    pattern is applied now)."""
+    if found is None or marker is None:
+        return ()
+    if not partial:
+        return found.groups()
+    pattern = _full(marker.message, marker.nargs)
+    got = pattern.match(text) or pattern.match(text.partition("\n")[0])
+    return got.groups() if got is not None else ()
 
 
 def _shape(value: str) -> str:
     """``cmpl-3f2a91-0`` -> ``cmpl-x-x``: the look of an id without its digits."""
     return _SHAPE.sub("x", value)
+
+
+def ids_in(found: re.Match[str], groups: tuple[int, ...]) -> list[str]:
+    """The ids in the groups ``groups`` of ``found`` (see ``split_ids``)."""
+    ids: list[str] = []
+    for g in groups:
+        v = found.group(g)
+        # the common case, one plain id, without split_ids' checks
+        ids += [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
+    return ids
 
 
 def split_ids(value: str) -> list[str]:
@@ -79,13 +103,12 @@ class Matcher:
     def __init__(self, code: CodeIndex) -> None:
         self.code = code
         self.formats: list[Format] = [compile_format(m.message, m.nargs) for m in code.markers]
-        # per call: the short pattern for exact matches, and which of its
-        # groups are the id and the related-id placeholders
-        self.fast: list[re.Pattern[str] | None] = []
+        # per call: which groups of its short pattern for exact matches
+        # (``id_pattern``, compiled when its place is first met) are the id
+        # and the related-id placeholders
         self.id_groups: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         for m in code.markers:
-            keep = tuple(sorted({*m.id_args, *m.related_args}))
-            self.fast.append(id_pattern(m.message, m.nargs, keep))
+            keep = self._keep(m)
             self.id_groups.append((tuple(keep.index(i) + 1 for i in m.id_args),
                                    tuple(keep.index(i) + 1 for i in m.related_args)))
         self.by_place: dict[tuple[str, int], list[Marker]] = defaultdict(list)
@@ -107,35 +130,60 @@ class Matcher:
 
         self.by_word = {w: order(ms) for w, ms in by_word.items()}
         self.unkeyed = order(unkeyed)
-        self._places: dict[tuple[str, int], list[tuple[Marker, re.Pattern[str] | None]]] = {}
+        # "file:line" as logged (``Header.place``) -> its calls; read directly by
+        # the tracer's loop, filled by ``exact_at``
+        self.places: dict[str, list[Exact]] = {}
         self.id_shapes: set[str] = set()
         self._learning = _LEARN  # ids whose shapes are learnt; later ones only use them
+
+    def exact_at(self, file: str, line: int) -> list[Exact]:
+        """The logging calls at ``[file:LINE]`` as logged, with the pattern
+        to try on the message, worked out once per place."""
+        place = f"{file}:{line}"
+        cands = self.places.get(place)
+        if cands is None:
+            if len(self.places) > 1 << 16:
+                self.places.clear()
+            cands = self.places[place] = [
+                self._exact(m) for m in self.by_place.get((file.rpartition("/")[2], line), ())]
+        return cands
+
+    @staticmethod
+    def _keep(m: Marker) -> tuple[int, ...]:
+        """The placeholders the short pattern of ``m`` captures."""
+        return tuple(sorted({*m.id_args, *m.related_args}))
+
+    def _exact(self, m: Marker) -> Exact:
+        fast = id_pattern(m.message, m.nargs, self._keep(m))
+        if fast is None:
+            pattern, partial = self.formats[m.id].pattern, False
+            id_at = tuple(i + 1 for i in m.id_args)
+            related_at = tuple(i + 1 for i in m.related_args)
+        else:
+            pattern, partial = fast, True
+            id_at, related_at = self.id_groups[m.id]
+        n = pattern.groups
+        return (m, pattern, partial, id_at[0] if len(id_at) == 1 and id_at[0] <= n else 0,
+                tuple(g for g in related_at if g <= n))
 
     def match(self, rec: Record) -> Match:
         """The logging call that wrote ``rec``."""
         msg = rec.message
         if rec.line:
-            place = (rec.file, rec.line)
-            cands = self._places.get(place)
-            if cands is None:
-                # (file as logged, line) -> [(call, short pattern)], worked out once per place
-                cands = self._places[place] = [
-                    (m, self.fast[m.id])
-                    for m in self.by_place.get((rec.file.rpartition("/")[2], rec.line), ())]
-                if len(self._places) > 1 << 16:
-                    self._places.clear()
-            for m, fast in cands:
-                if fast is not None:
-                    got = fast.match(msg)
-                    if got is not None:
-                        return Match(EXACT, m, got, msg, True)
-                    continue
-                got = self._fit(m, msg)
+            for m, pattern, partial, _, _ in self.exact_at(rec.file, rec.line):
+                got = pattern.match(msg)
+                if got is None and not partial and "\n" in msg:
+                    got = pattern.match(msg.partition("\n")[0])
                 if got is not None:
-                    return Match(EXACT, m, got, msg)
-        found = self._moved(rec, msg)
+                    return Match(EXACT, m, got, msg, partial)
+        return self.elsewhere(rec.line, rec.logger, msg)
+
+    def elsewhere(self, line: int, logger: str, msg: str) -> Match:
+        """A message no call at its logged place explains: by the calls of
+        its logger's module, then by the format strings (moved), else unknown."""
+        found = self._moved(line, logger, msg)
         if found is None and "\n" in msg:  # a traceback after the message
-            found = self._moved(rec, msg.partition("\n")[0])
+            found = self._moved(line, logger, msg.partition("\n")[0])
         return found or Match(UNKNOWN, None, None, msg)
 
     def _fit(self, m: Marker, msg: str) -> re.Match[str] | None:
@@ -145,14 +193,14 @@ class Matcher:
             got = fmt.pattern.match(msg.partition("\n")[0])
         return got
 
-    def _moved(self, rec: Record, msg: str) -> Match | None:
-        if rec.logger and rec.logger in self.by_module:
+    def _moved(self, line: int, logger: str, msg: str) -> Match | None:
+        if logger and logger in self.by_module:
             # JSON and plain logging name the module: its calls first
-            for m in sorted(self.by_module[rec.logger],
+            for m in sorted(self.by_module[logger],
                             key=lambda m: -self.formats[m.id].literal_chars):
                 got = self._fit(m, msg)
                 if got is not None:
-                    return Match(EXACT if not rec.line or rec.line == m.line else MOVED, m, got, msg)
+                    return Match(EXACT if not line or line == m.line else MOVED, m, got, msg)
         word = first_word(msg)
         for group in (self.by_word.get(word, ()), self.unkeyed):
             for m in group:
@@ -168,15 +216,24 @@ class Matcher:
         """(the request ids a matched line is about, related ids such as a
         remote request's). Arguments named like ids come first; without any,
         values shaped like the ids seen so far."""
-        m = match.marker
-        found = match.found
-        if m is None or found is None:
+        if match.marker is None or match.found is None:
             return [], []
-        if match.partial:
+        return self.ids_of(match.marker, match.found, match.partial, match.text)
+
+    @property
+    def learning(self) -> bool:
+        """Whether id shapes are still learnt (then every id goes through ``ids_of``)."""
+        return self._learning > 0
+
+    def ids_of(self, m: Marker, found: re.Match[str], partial: bool,
+               text: str) -> tuple[list[str], list[str]]:
+        """``request_ids`` of a line matched by ``m``'s pattern (``partial``:
+        its short id pattern) as ``found``; ``text`` is the message."""
+        if partial:
             id_at, related_at = self.id_groups[m.id]
             if id_at == (1,) and not related_at and not self._learning:
                 v = found.group(1)  # the common case: one plain id, nothing related
-                return ([v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)), []
+                return ([v] if v and v[0] not in NOT_PLAIN else split_ids(v)), []
         else:
             id_at = tuple(i + 1 for i in m.id_args)
             related_at = tuple(i + 1 for i in m.related_args)
@@ -186,12 +243,12 @@ class Matcher:
             if g <= n:
                 v = found.group(g)
                 # the common case, one plain id, without split_ids' checks
-                ids += [v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)
+                ids += [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
         related: list[str] = []
         for g in related_at:
             if g <= n:
                 v = found.group(g)
-                related += [v] if v and v[0] not in "[{(sdf'\"N" else split_ids(v)
+                related += [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
         if ids:
             if self._learning:
                 self._learning -= 1
@@ -200,7 +257,7 @@ class Matcher:
                     if len(v) >= 6 and s != "x" and len(self.id_shapes) < _MAX_SHAPES:
                         self.id_shapes.add(s)  # digits alone are no id shape
         elif self.id_shapes and not m.id_args:
-            for v in match.values:
+            for v in values_of(m, found, partial, text):
                 for part in split_ids(v):
                     if len(part) >= 6 and _shape(part) in self.id_shapes:
                         ids.append(part)

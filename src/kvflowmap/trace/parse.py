@@ -10,6 +10,7 @@ counted (``ParseStats``), never fatal: binary junk, a huge line (cut at
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import io
 import json
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import IO
 
 MAX_LINE = 1 << 16  # characters kept of one line; the rest is counted, not kept
-_READ_SIZE = 1 << 16  # bytes per read: what a damaged gzip can cost at most
+_READ_SIZE = 1 << 16  # bytes per read of a gzip: what a damaged one can cost at most
+_READ_SIZE_PLAIN = 1 << 18  # bytes per read of a plain file
+_MAX_HEADERS = 1 << 15  # distinct header texts remembered (memory stays flat)
 
 # (PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file.py:LINE] message; the process part
 # is missing in old releases and single-process runs; whatever precedes it is
@@ -40,6 +43,52 @@ _ASCTIME = re.compile(
     r"(?:(?P<name1>[\w.]+)\s+-\s+)?\[?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?\s*[-:]?\s*"
     r"(?:(?P<name2>[a-z_][\w]*(?:\.[\w]+)+):\s)?")
 _TRACEBACK = re.compile(r"\s|Traceback \(|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
+
+
+_DAYS = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
+
+
+@functools.lru_cache(maxsize=1 << 12)  # the report asks for the same few thousand again and again
+def seconds(ts: str) -> float | None:
+    """``MM-DD HH:MM:SS`` as seconds since the start of its year (no year
+    in vLLM's format: a log across New Year goes back, counted as a jump)."""
+    try:
+        mo, dd = int(ts[0:2]), int(ts[3:5])
+        return (((_DAYS[mo - 1] + dd - 1) * 24 + int(ts[6:8])) * 60 + int(ts[9:11])) * 60 + int(ts[12:14])
+    except (ValueError, IndexError):
+        return None
+
+
+@dataclass(slots=True, eq=False)
+class Header:
+    """What a record's header says, apart from the message. vLLM's text
+    format repeats one header on many lines (same process, second and
+    place), so the reader makes one ``Header`` per distinct header text and
+    shares it: a line then costs a dict lookup, not a regex, and what is
+    derived from it (the time in seconds, the process label, the place key)
+    is worked out once. Not to be changed once made. ``eq=False``: hashed
+    by identity, which is cheap."""
+
+    process: str  # process name ("EngineCore_DP0", "Worker_TP1"); "" when not logged
+    pid: int  # 0 when not logged
+    level: str
+    ts: str  # "MM-DD HH:MM:SS" as logged; "" when not logged
+    file: str  # as logged (basename or vLLM's shortened path); "" when not logged
+    line: int  # 0 when not logged
+    logger: str = ""  # logger name (JSON, plain logging); "" otherwise
+    t: float | None = None  # ts in seconds (``seconds``); None without a readable ts
+    label: str = ""  # "EngineCore_DP0 pid=4100": the process as a story names it
+    place: str = ""  # "file:line", a key for the logging call's place; "" without one
+
+    def __post_init__(self) -> None:
+        self.t = seconds(self.ts) if self.ts else None
+        self.label = f"{self.process} pid={self.pid}" if self.pid else (self.process or "-")
+        self.place = f"{self.file}:{self.line}" if self.line else ""
+
+
+# One record as the reader hands it on: (header, message, log file, first
+# physical line, 1-based). A plain tuple: it is made for every record.
+RawRecord = tuple[Header, str, str, int]
 
 
 @dataclass(slots=True)
@@ -93,12 +142,14 @@ def open_log(path: str) -> IO[bytes]:
     return raw
 
 
-def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
-    """The lines of one log, decoded (bad bytes replaced), without their
-    ``\n``; a ``\r`` left at the end marks vLLM's multi-line message. Read
-    in chunks, so a truncated or corrupt gzip still yields every line before
-    the damage (and is counted), and a line longer than ``MAX_LINE`` is cut
-    there (the rest skipped up to its newline), whatever its length."""
+def physical_chunks(path: str, stats: ParseStats) -> Iterator[list[str]]:
+    """The lines of one log, a chunk's worth at a time, decoded (bad bytes
+    replaced), without their ``\n``; a ``\r`` left at the end marks vLLM's
+    multi-line message. Read in chunks, so a truncated or corrupt gzip still
+    yields every line before the damage (and is counted), and a line longer
+    than ``MAX_LINE`` is cut there (the rest skipped up to its newline),
+    whatever its length. Lists, not single lines: the reader's loop over a
+    list is cheaper than a generator step per line."""
     try:
         raw = open_log(path)
     except OSError as exc:
@@ -107,12 +158,13 @@ def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     # read1: a gzip's read(n) raises at the damage and loses what it had inflated
     read = getattr(raw, "read1", raw.read)
+    size = _READ_SIZE if isinstance(raw, gzip.GzipFile) else _READ_SIZE_PLAIN
     rest = ""
     skipping = False  # inside a huge line, after the part kept
     try:
         while True:
             try:
-                chunk = read(_READ_SIZE)
+                chunk = read(size)
             except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
                 stats.truncated_files.append(f"{path}: {type(exc).__name__}: {exc}")
                 break
@@ -130,23 +182,29 @@ def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
             stats.lines += len(lines)
             if "\x00" in text or "\ufffd" in text:  # junk somewhere in this chunk: find it
                 lines = [_clean(line, stats) for line in lines]
-            for line in lines:
-                if len(line) > MAX_LINE:
-                    stats.huge_lines += 1
-                    line = line[:MAX_LINE]
-                yield line
+            if len(text) > MAX_LINE and lines and max(map(len, lines)) > MAX_LINE:
+                stats.huge_lines += sum(len(line) > MAX_LINE for line in lines)
+                lines = [line[:MAX_LINE] for line in lines]
             if len(rest) > MAX_LINE:
                 stats.huge_lines += 1
                 stats.lines += 1
-                yield _clean(rest[:MAX_LINE], stats)
+                lines.append(_clean(rest[:MAX_LINE], stats))
                 rest, skipping = "", True
+            if lines:
+                yield lines
         rest += decoder.decode(b"", final=True)
         if rest and not skipping:
             stats.lines += 1
-            yield _clean(rest, stats)
+            yield [_clean(rest, stats)]
     finally:
         if path != "-":
             raw.close()
+
+
+def physical_lines(path: str, stats: ParseStats) -> Iterator[str]:
+    """The lines of one log one by one (see ``physical_chunks``)."""
+    for lines in physical_chunks(path, stats):
+        yield from lines
 
 
 def _clean(line: str, stats: ParseStats) -> str:
@@ -157,7 +215,7 @@ def _clean(line: str, stats: ParseStats) -> str:
     return line
 
 
-def _parse_json(text: str) -> Record | None:
+def _parse_json(text: str) -> tuple[Header, str] | None:
     try:
         d = json.loads(text)
     except ValueError:
@@ -170,86 +228,127 @@ def _parse_json(text: str) -> Record | None:
     ts = str(d.get("asctime") or "")
     m = re.search(r"(\d\d-\d\d)[ T](\d\d:\d\d:\d\d)", ts)
     pid = d.get("process")
-    return Record(0, "", str(d.get("processName") or ""), pid if isinstance(pid, int) else 0,
+    return Header(str(d.get("processName") or ""), pid if isinstance(pid, int) else 0,
                   str(d.get("levelname") or d.get("level") or "").upper(),
                   f"{m.group(1)} {m.group(2)}" if m else "",
                   str(d.get("filename") or ""), int(d.get("lineno") or 0),
-                  str(d.get("name") or ""), msg)
+                  str(d.get("name") or "")), msg
+
+
+def parse_header(text: str) -> tuple[Header | None, str, str]:
+    """One physical line's header, its message and the name of its format;
+    (None, "", "") when it is no header."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    m = _vllm_search(text)
+    if m is not None:
+        proc, pid, level, ts, file, line = m.groups()
+        return Header(proc or "", int(pid) if pid else 0, "WARNING" if level == "WARN" else level,
+                      ts, file, int(line)), text[m.end():], "vllm"
+    first = text[:1]
+    if first == "{":
+        got = _parse_json(text)
+        if got is not None:
+            return got[0], got[1], "json"
+    m = _BASIC.match(text)
+    if m is not None:
+        return Header("", 0, m.group("level"), "", "", 0, m.group("name")), text[m.end():], "logging"
+    if first.isdigit():
+        m = _ASCTIME.match(text)
+        if m is not None:
+            return (Header("", 0, m.group("level"), f"{m.group('md')} {m.group('hms')}", "", 0,
+                           m.group("name1") or m.group("name2") or ""), text[m.end():], "asctime")
+    return None, "", ""
+
+
+def _record(hdr: Header, message: str, source: str = "", lineno: int = 0) -> Record:
+    return Record(lineno, source, hdr.process, hdr.pid, hdr.level, hdr.ts, hdr.file, hdr.line,
+                  hdr.logger, message)
 
 
 def parse_line(text: str) -> tuple[Record | None, str]:
     """One physical line as a record (source and line number left for the
     caller), and the name of its format; (None, "") when it is no header."""
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    m = _VLLM.search(text)
-    if m is not None:
-        pid = m.group("pid")
-        level = m.group("level")
-        return Record(0, "", m.group("proc") or "", int(pid) if pid else 0,
-                      "WARNING" if level == "WARN" else level, m.group("ts"), m.group("file"),
-                      int(m.group("line")), "", text[m.end():]), "vllm"
-    first = text[:1]
-    if first == "{":
-        rec = _parse_json(text)
-        if rec is not None:
-            return rec, "json"
-    m = _BASIC.match(text)
-    if m is not None:
-        return Record(0, "", "", 0, m.group("level"), "", "", 0, m.group("name"),
-                      text[m.end():]), "logging"
-    if first.isdigit():
-        m = _ASCTIME.match(text)
-        if m is not None:
-            return Record(0, "", "", 0, m.group("level"), f"{m.group('md')} {m.group('hms')}", "",
-                          0, m.group("name1") or m.group("name2") or "", text[m.end():]), "asctime"
-    return None, ""
+    hdr, msg, fmt = parse_header(text)
+    return (None, "") if hdr is None else (_record(hdr, msg), fmt)
+
+
+def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord]]:
+    """The records of the logs, in file order, each file streamed, in
+    batches (one per chunk read). A line with the same header as the record
+    before it whose line ended in ``\\r`` (vLLM repeats the header on every
+    line of a multi-line message) and a headerless line that looks like a
+    traceback or is indented continue that record.
+
+    The common line, vLLM's text format, is placed by its header text up to
+    ``] `` (after the `` [`` of ``[file.py:LINE]``) in a dict of the headers
+    already read; only a header not seen yet goes through the regular
+    expressions. A record is handed on when the next one starts (a
+    continuation may still follow)."""
+    heads: dict[str, Header] = {}  # header text -> its Header (vLLM's text format only)
+    formats = stats.formats
+    for path in paths:
+        p_hdr: Header | None = None  # the pending record, handed on when the next starts
+        p_msg = ""
+        p_lineno = 0
+        open_multi = False  # the pending record's last line ended with \r
+        lineno = 0
+        n_vllm = 0
+        for lines in physical_chunks(path, stats):
+            out: list[RawRecord] = []
+            for text in lines:
+                lineno += 1
+                cr = text[-1:] == "\r"
+                if cr:
+                    text = text[:-1]
+                cut = text.find("] ", text.find(" ["))
+                hdr: Header | None = heads.get(text[:cut]) if cut > 0 else None
+                if hdr is not None:
+                    msg = text[cut + 2:]
+                    fmt = "vllm"
+                else:
+                    hdr, msg, fmt = parse_header(text)
+                    # the header ends where the quick cut put it: later lines with it skip the regex
+                    if (hdr is not None and fmt == "vllm" and cut > 0
+                            and len(text) - len(msg) == cut + 2 and "\x1b" not in text):
+                        if len(heads) >= _MAX_HEADERS:
+                            heads.clear()
+                        heads[text[:cut]] = hdr
+                if hdr is None:
+                    if p_hdr is not None and text and (open_multi or _TRACEBACK.match(text)):
+                        p_msg += "\n" + text
+                        stats.continuation += 1
+                        open_multi = cr
+                    elif text.strip():
+                        stats.unparsed_line(text)
+                    continue
+                if (open_multi and p_hdr is not None and hdr.pid == p_hdr.pid
+                        and hdr.line == p_hdr.line and hdr.file == p_hdr.file):
+                    p_msg += "\n" + msg
+                    stats.continuation += 1
+                    open_multi = cr
+                    continue
+                if p_hdr is not None:
+                    out.append((p_hdr, p_msg, path, p_lineno))
+                p_hdr, p_msg, p_lineno = hdr, msg, lineno
+                if fmt == "vllm":
+                    n_vllm += 1  # the common format, counted once a chunk
+                else:
+                    formats[fmt] = formats.get(fmt, 0) + 1
+                    stats.records += 1
+                open_multi = cr
+            if n_vllm:
+                formats["vllm"] = formats.get("vllm", 0) + n_vllm
+                stats.records += n_vllm
+                n_vllm = 0
+            if out:
+                yield out
+        if p_hdr is not None:
+            yield [(p_hdr, p_msg, path, p_lineno)]
 
 
 def records(paths: list[str], stats: ParseStats) -> Iterator[Record]:
-    """The records of the logs, in file order, each file streamed. A line
-    with the same header as the record before it whose line ended in ``\\r``
-    (vLLM repeats the header on every line of a multi-line message) and a
-    headerless line that looks like a traceback or is indented continue that
-    record."""
-    for path in paths:
-        pending: Record | None = None
-        open_multi = False  # the record's last line ended with \r
-        for lineno, text in enumerate(physical_lines(path, stats), 1):
-            cr = text.endswith("\r")
-            if cr:
-                text = text[:-1]
-            # vLLM's own format inline: the common case, at every line
-            m = _vllm_search(text) if "\x1b" not in text else None
-            if m is not None:
-                proc, pid, level, ts, file, line = m.groups()
-                rec: Record | None = Record(0, "", proc or "", int(pid) if pid else 0,
-                                            "WARNING" if level == "WARN" else level, ts, file,
-                                            int(line), "", text[m.end():])
-                fmt = "vllm"
-            else:
-                rec, fmt = parse_line(text)
-            if rec is None:
-                if pending is not None and text and (open_multi or _TRACEBACK.match(text)):
-                    pending.message += "\n" + text
-                    stats.continuation += 1
-                    open_multi = cr
-                elif text.strip():
-                    stats.unparsed_line(text)
-                continue
-            if (open_multi and pending is not None and rec.pid == pending.pid
-                    and rec.line == pending.line and rec.file == pending.file):
-                pending.message += "\n" + rec.message
-                stats.continuation += 1
-                open_multi = cr
-                continue
-            if pending is not None:
-                yield pending
-            rec.lineno = lineno
-            rec.source = path
-            stats.records += 1
-            stats.formats[fmt] = stats.formats.get(fmt, 0) + 1
-            pending = rec
-            open_multi = cr
-        if pending is not None:
-            yield pending
+    """The records of the logs one by one, as ``Record`` (see ``read_records``)."""
+    for batch in read_records(paths, stats):
+        for hdr, msg, source, lineno in batch:
+            yield _record(hdr, msg, source, lineno)

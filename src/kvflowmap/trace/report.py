@@ -41,13 +41,13 @@ def event_dict(code: CodeIndex, ev, linker: Linker) -> dict[str, Any]:
     if ev.marker < 0:
         return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
                 "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": "", "root": "",
-                "function": "", "hooks": [], "message": "", "text": ev.match.text[:MAX_TEXT],
+                "function": "", "hooks": [], "message": "", "text": ev.text[:MAX_TEXT],
                 "values": [], "url": None}
     m = code.markers[ev.marker]
     return {"ts": ev.ts, "process": ev.process, "pid": ev.pid, "level": ev.level,
             "match": ev.kind, "log": f"{ev.source}:{ev.lineno}", "where": _where(m),
             "root": m.root, "function": m.function, "hooks": list(m.hooks),
-            "message": m.message, "text": ev.match.text[:MAX_TEXT], "values": list(ev.values),
+            "message": m.message, "text": ev.text[:MAX_TEXT], "values": list(ev.values),
             "url": linker.url(m.root, m.file, m.line)}
 
 

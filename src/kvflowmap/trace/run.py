@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kvflowmap.render import links
 from kvflowmap.trace.code import CodeIndex
 from kvflowmap.trace.diagnose import outcome_of, problems_of
 from kvflowmap.trace.match import Matcher
-from kvflowmap.trace.parse import ParseStats, records
+from kvflowmap.trace.parse import ParseStats, read_records
 from kvflowmap.trace.report import build_report
 from kvflowmap.trace.story import Tracer, seconds
 
@@ -36,6 +38,15 @@ def trace(code: CodeIndex, logs: list[str], request: str | None = None,
           templates: links.Templates | None = None,
           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Read ``logs`` (paths, ``-`` for stdin) against ``code``; the report."""
+    with _collector_paused():
+        # in a function of its own: the stories are freed when it returns,
+        # before the collector is back (it would walk them all once more)
+        return _trace(code, logs, request, since, until, templates, progress)
+
+
+def _trace(code: CodeIndex, logs: list[str], request: str | None, since: str | None,
+           until: str | None, templates: links.Templates | None,
+           progress: Callable[[int], None] | None) -> dict[str, Any]:
     matcher = Matcher(code)
     stats = ParseStats()
     # a time without a day (HH:MM:SS) is a time of day on every day of the log
@@ -46,14 +57,36 @@ def trace(code: CodeIndex, logs: list[str], request: str | None = None,
     tracer = Tracer(code, matcher, request, lo, hi,
                     settled=lambda s: None if problems_of(s, code) else outcome_of(s, code),
                     time_of_day=time_of_day)
-    add = tracer.add
-    n = 0
-    for rec in records(logs, stats):
-        add(rec)
-        n += 1
-        if progress is not None and not n & 0xFFFF:
-            progress(stats.lines)
+    feed = tracer.feed
+    shown = 0
+    for batch in read_records(logs, stats):
+        feed(batch)
+        if progress is not None and stats.lines - shown >= 1 << 16:
+            shown = stats.lines
+            progress(shown)
     return build_report(tracer, stats, code, templates, logs)
+
+
+# young objects (allocations less deallocations) between two collections
+# while a log is read; a run's live objects stay below it in practice
+_COLLECT_EVERY = 1 << 20
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector all but paused while the logs are
+    read. By default it runs every 700 allocations and now and then walks
+    every object alive; a run keeps tens of thousands of stories and their
+    lines, and makes a few objects a line, so that cost a quarter of the
+    run. What a run makes has no reference cycles (reference counting frees
+    it all); should some ever appear, a collection still runs once a
+    million objects have piled up."""
+    old = gc.get_threshold()
+    gc.set_threshold(_COLLECT_EVERY, 1000, 1000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def _has_day(text: str) -> bool:

@@ -15,48 +15,62 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from kvflowmap.trace.code import CodeIndex
-from kvflowmap.trace.match import EXACT, UNKNOWN, Match, Matcher
-from kvflowmap.trace.parse import Record
+from kvflowmap.trace.code import CodeIndex, Marker
+from kvflowmap.trace.match import EXACT, NOT_PLAIN, UNKNOWN, Exact, Matcher, ids_in, split_ids, values_of
+from kvflowmap.trace.parse import Header, RawRecord, seconds
+
+__all__ = ["Event", "Story", "TraceStats", "Tracer", "seconds"]
 
 HEAD, TAIL = 16, 48
 SWEEP_EVERY = 1 << 16  # records between two sweeps for settled stories
 IDLE = 1 << 17  # records a story must have been quiet to be compacted
 KEEP_SETTLED = 300  # settled stories whose lines are kept all the same (the report lists them)
 KEEP_ROWS = 5000  # settled stories kept as a row of the report; later ones are only counted
-_DAYS = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 _CLOCK_SLACK = 2.0  # seconds a timestamp may go back (interleaved writers) before it is a jump
 
 
-def seconds(ts: str) -> float | None:
-    """``MM-DD HH:MM:SS`` as seconds since the start of its year (no year
-    in vLLM's format: a log across New Year goes back, counted as a jump)."""
-    try:
-        mo, dd = int(ts[0:2]), int(ts[3:5])
-        return (((_DAYS[mo - 1] + dd - 1) * 24 + int(ts[6:8])) * 60 + int(ts[9:11])) * 60 + int(ts[12:14])
-    except (ValueError, IndexError):
-        return None
-
-
-@dataclass(slots=True)
-class Event:
-    """One line of a request's story."""
+class Event(NamedTuple):
+    """One line of a request's story: where it was logged, its header (shared
+    with the other lines of that header), and how it matched its logging call
+    (the placeholders' values are taken out only when asked). A named tuple:
+    one is made for nearly every line, and a dataclass costs more to make."""
 
     seq: int  # record number in the whole run
     source: str
     lineno: int
-    ts: str
-    process: str
-    pid: int
-    level: str
+    header: Header
     kind: str  # exact, moved, unknown
-    marker: int  # marker id, -1 when unknown
-    match: Match  # how it matched: ``values`` are the placeholders'
+    call: Marker | None  # the logging call, None when unknown
+    found: re.Match[str] | None  # the pattern's match
+    partial: bool  # ``found`` is the short id pattern's (``formats.id_pattern``)
+    text: str  # the message
+
+    @property
+    def ts(self) -> str:
+        return self.header.ts
+
+    @property
+    def process(self) -> str:
+        return self.header.process
+
+    @property
+    def pid(self) -> int:
+        return self.header.pid
+
+    @property
+    def level(self) -> str:
+        return self.header.level
+
+    @property
+    def marker(self) -> int:
+        """The logging call's id, -1 when unknown."""
+        return -1 if self.call is None else self.call.id
 
     @property
     def values(self) -> tuple[str, ...]:
-        return self.match.values
+        return values_of(self.call, self.found, self.partial, self.text)
 
 
 @dataclass
@@ -135,7 +149,8 @@ _DELAY_WORDS = ("wait", "delay", "defer", "later")
 
 
 class Tracer:
-    """Feed records with ``add``; read ``stories`` and ``stats`` after."""
+    """Feed batches of records (``parse.read_records``) with ``feed``; read
+    ``stories`` and ``stats`` after."""
 
     def __init__(self, code: CodeIndex, matcher: Matcher, request: str | None = None,
                  since: float | None = None, until: float | None = None,
@@ -166,103 +181,174 @@ class Tracer:
         # a one-word state in past tense is also said in lower case ("preempt req=...")
         self._state_words = {s.lower()[:-2]: s for s in code.states
                              if "_" not in s and s.endswith("ED")}
-        self._facts_of: dict[int, _MarkerFacts] = {}
-        self._where: dict[tuple[str, int], str] = {}
-        self._seconds: dict[str, float | None] = {}
+        self._facts_of: list[_MarkerFacts | None] = [None] * len(code.markers)
+        # the stories of the current epoch by id (``stories`` has them by (epoch, id))
+        self._current: dict[str, Story] = {}
 
-    def add_all(self, records: Iterable[Record]) -> None:
-        """``add`` every record."""
-        for rec in records:
-            self.add(rec)
+    def add_all(self, batches: Iterable[list[RawRecord]]) -> None:
+        """``feed`` every batch of records (``parse.read_records``)."""
+        for batch in batches:
+            self.feed(batch)
 
-    def _time(self, ts: str) -> float | None:
-        t = self._seconds.get(ts, -1.0)
-        if t == -1.0:
-            t = self._seconds[ts] = seconds(ts) if ts else None
-            if len(self._seconds) > 100_000:
-                self._seconds.clear()
-        return t
+    def add(self, hdr: Header, message: str, source: str = "", lineno: int = 0) -> None:
+        """One record."""
+        self.feed([(hdr, message, source, lineno)])
 
-    def add(self, rec: Record) -> None:
-        """One record: match it, then add it to the stories of its requests."""
+    def feed(self, batch: list[RawRecord]) -> None:
+        """Records as the reader hands them on: match each to its logging
+        call, then add it to the stories of its requests.
+
+        This loop runs for every line of the log, so it keeps to local
+        names and the common case: a header seen before (its time, process
+        label and place worked out once, ``parse.Header``), a logging call
+        at that place whose short pattern takes out one plain request id.
+        What is rare has its own method: a new pid (``_new_pid``), a line
+        not explained at its place (``_elsewhere``), the sweep."""
         st = self.stats
-        st.records += 1
-        if not st.records % SWEEP_EVERY and self.settled is not None:
-            self._sweep()
-        ts = rec.ts
-        t = self._seconds.get(ts, -1.0) if ts else None
-        if t == -1.0:
-            t = self._time(ts)
-        if t is not None:
-            tt = t % 86400 if self.time_of_day else t
-            if (self.since is not None and tt < self.since) or (self.until is not None and tt > self.until):
-                st.filtered_out += 1
-                return
-            prev = self._last_time.get(rec.pid)
-            if prev is not None and t < prev - _CLOCK_SLACK:
-                st.clock_jumps += 1
-            self._last_time[rec.pid] = t
-        if rec.pid:
-            old = self._pids.get(rec.process)
-            if old is None:
-                self._pids[rec.process] = rec.pid
-                self._seen_pids.add(rec.pid)
-            elif old != rec.pid and rec.pid in self._seen_pids:
-                # two live processes with one name (JSON's "MainProcess"): no restart
-                self._pids[rec.process] = rec.pid
-            elif old != rec.pid:
-                self._seen_pids.add(rec.pid)
-                # a process came back with another pid: a restart; ids start over
-                self.epoch += 1
-                st.epochs = self.epoch
-                st.restarts.append(f"{rec.process} pid {old} -> {rec.pid} at {rec.source}:{rec.lineno}")
-                self._pids = {rec.process: rec.pid}
-                self._last_time = {rec.pid: t} if t is not None else {}
-        if ts:
-            st.end_ts[self.epoch] = ts
-            if not st.first_ts:
-                st.first_ts = ts
-            st.last_ts = ts
+        matcher = self.matcher
+        places = matcher.places
         levels = st.levels
-        levels[rec.level] = levels.get(rec.level, 0) + 1
-        m = self.matcher.match(rec)
-        kind = m.kind
+        last_time = self._last_time
+        pids = self._pids
+        story_add = self._story_add
+        sweep_every = SWEEP_EVERY
+        sweeping = self.settled is not None
+        window = self.since is not None or self.until is not None
+        only = self.only
+        learning = matcher.learning  # may end within the batch: ids_of then takes its own fast path
+        exact = with_request = 0  # counted here, added to st at the end
+        seq = st.records
+        cur_ts = ""  # the last timestamp written to st (a header's ts repeats)
+        for hdr, msg, source, lineno in batch:
+            st.records = seq = seq + 1
+            if sweeping and not seq % sweep_every:
+                self._sweep()
+            t = hdr.t
+            if t is not None:
+                if window and self._outside(t):
+                    st.filtered_out += 1
+                    continue
+                pid = hdr.pid
+                prev = last_time.get(pid)
+                if prev is not None and t < prev - _CLOCK_SLACK:
+                    st.clock_jumps += 1
+                last_time[pid] = t
+            if hdr.pid and pids.get(hdr.process) != hdr.pid:
+                self._new_pid(hdr, source, lineno, t)
+                cur_ts = ""
+            ts = hdr.ts
+            if ts and ts != cur_ts:
+                cur_ts = st.end_ts[self.epoch] = ts
+                if not st.first_ts:
+                    st.first_ts = ts
+                st.last_ts = ts
+            level = hdr.level
+            levels[level] = levels.get(level, 0) + 1
+            # exact: a call at the logged [file:LINE] whose pattern fits
+            fits: Exact | None = None
+            got: re.Match[str] | None = None
+            place = hdr.place
+            if place:
+                for cand in places.get(place) or matcher.exact_at(hdr.file, hdr.line):
+                    got = cand[1].match(msg)
+                    if got is None and not cand[2] and "\n" in msg:  # a traceback after it
+                        got = cand[1].match(msg.partition("\n")[0])
+                    if got is not None:
+                        fits = cand
+                        break
+            if fits is None or got is None:
+                self._elsewhere(hdr, msg, source, lineno, t)
+                continue
+            call, _, partial, id_group, related_at = fits
+            exact += 1
+            related: list[str] | tuple[()] = ()
+            if id_group and not learning:
+                v = got.group(id_group)  # the common case: one plain id
+                ids = [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
+                if related_at:
+                    related = ids_in(got, related_at)
+            else:
+                ids, related = matcher.ids_of(call, got, partial, msg)
+            if not ids:
+                continue
+            with_request += 1
+            ev = Event(seq, source, lineno, hdr, EXACT, call, got, partial, msg)
+            if len(ids) > 1:
+                ids = list(dict.fromkeys(ids))
+            for rid in ids:
+                if only is None or rid == only:
+                    story_add(rid, ev, t, related)
+        st.exact += exact
+        st.with_request += with_request
+
+    def _outside(self, t: float) -> bool:
+        """Whether a line at ``t`` is outside --since/--until."""
+        tt = t % 86400 if self.time_of_day else t
+        return (self.since is not None and tt < self.since) or (self.until is not None and tt > self.until)
+
+    def _new_pid(self, hdr: Header, source: str, lineno: int, t: float | None) -> None:
+        """A process name with a pid not seen with it before: the first
+        time, or a restart (a new epoch: ids start over), or a second live
+        process of that name."""
+        old = self._pids.get(hdr.process)
+        if old is None:
+            self._pids[hdr.process] = hdr.pid
+            self._seen_pids.add(hdr.pid)
+        elif hdr.pid in self._seen_pids:
+            # two live processes with one name (JSON's "MainProcess"): no restart
+            self._pids[hdr.process] = hdr.pid
+        else:
+            self._seen_pids.add(hdr.pid)
+            # a process came back with another pid: a restart; ids start over
+            self.epoch += 1
+            self._current = {}
+            st = self.stats
+            st.epochs = self.epoch
+            st.restarts.append(f"{hdr.process} pid {old} -> {hdr.pid} at {source}:{lineno}")
+            self._pids.clear()
+            self._pids[hdr.process] = hdr.pid
+            self._last_time.clear()
+            if t is not None:
+                self._last_time[hdr.pid] = t
+
+    def _elsewhere(self, hdr: Header, msg: str, source: str, lineno: int, t: float | None) -> None:
+        """A record no call at its logged place explains: by its logger's
+        module or its format string (moved), else unknown."""
+        st = self.stats
+        m = self.matcher.elsewhere(hdr.line, hdr.logger, msg)
         marker = m.marker
-        if marker is None:
+        if marker is None or m.found is None:
             st.unknown += 1
             if len(st.unknown_samples) < 5:
-                st.unknown_samples.append(f"{rec.source}:{rec.lineno}: {rec.message[:160]}")
+                st.unknown_samples.append(f"{source}:{lineno}: {msg[:160]}")
             if self.stories:
-                self._add_unknown(rec, m, t)
+                self._add_unknown(hdr, msg, source, lineno, t)
             return
-        if kind == EXACT:
+        if m.kind == EXACT:
             st.exact += 1
         else:
             st.moved += 1
             st.moved_markers[marker.id] = st.moved_markers.get(marker.id, 0) + 1
-        ids, related = self.matcher.request_ids(m)
+        # m.text: the message, or its first line when only that matched
+        ids, related = self.matcher.ids_of(marker, m.found, m.partial, m.text)
         if not ids:
             return
         st.with_request += 1
-        ev = Event(st.records, rec.source, rec.lineno, ts, rec.process, rec.pid, rec.level,
-                   kind, marker.id, m)
+        ev = Event(st.records, source, lineno, hdr, m.kind, marker, m.found, m.partial, m.text)
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
         for rid in ids:
-            if self.only is not None and rid != self.only:
-                continue
-            self._story_add(rid, ev, t, related)
+            if self.only is None or rid == self.only:
+                self._story_add(rid, ev, t, related)
 
-    def _add_unknown(self, rec: Record, m: Match, t: float | None) -> None:
+    def _add_unknown(self, hdr: Header, msg: str, source: str, lineno: int, t: float | None) -> None:
         """A line no logging call explains still belongs to the requests
         whose ids it names (only ids already seen in this epoch)."""
-        found = [tok for tok in _TOKEN.findall(rec.message[:2000])
-                 if (self.epoch, tok) in self.stories]
+        found = [tok for tok in _TOKEN.findall(msg[:2000]) if tok in self._current]
         if not found:
             return
         self.stats.with_request += 1
-        ev = Event(self.stats.records, rec.source, rec.lineno, rec.ts, rec.process, rec.pid,
-                   rec.level, UNKNOWN, -1, m)
+        ev = Event(self.stats.records, source, lineno, hdr, UNKNOWN, None, None, False, msg)
         for rid in dict.fromkeys(found):
             if self.only is None or rid == self.only:
                 self._story_add(rid, ev, t, [])
@@ -291,6 +377,8 @@ class Tracer:
                 s.compact()
         for key, outcome in retire:
             del self.stories[key]
+            if key[0] == self.epoch:
+                del self._current[key[1]]
             self.retired[key] = sys.intern(outcome)
 
     def _facts(self, marker_id: int) -> _MarkerFacts:
@@ -319,14 +407,11 @@ class Tracer:
         self._facts_of[marker_id] = f
         return f
 
-    def _story_add(self, rid: str, ev: Event, t: float | None, related: list[str]) -> None:
-        key = (self.epoch, rid)
-        s = self.stories.get(key)
+    def _story_add(self, rid: str, ev: Event, t: float | None,
+                   related: list[str] | tuple[()]) -> None:
+        s = self._current.get(rid)
         if s is None:
-            if key in self.retired:
-                self.revived += 1
-                del self.retired[key]
-            s = self.stories[key] = Story(self.epoch, rid, first_ts=ev.ts)
+            s = self._new_story(rid, ev.header.ts)
         elif t is not None and s.last_t is not None and t - s.last_t > s.max_gap:
             s.max_gap = t - s.last_t
         s.lines += 1
@@ -334,31 +419,36 @@ class Tracer:
             s.head.append(ev)
         else:
             s.tail.append(ev)
+        hdr = ev.header
+        ts = hdr.ts
         if t is not None:
             s.last_t = t
-        if ev.ts:
-            s.last_ts = ev.ts
+        if ts:
+            s.last_ts = ts
         seq = ev.seq
         s.last_seq = seq
-        mid = ev.marker
-        where = self._where.get((ev.process, ev.pid))
-        if where is None:
-            where = self._where[(ev.process, ev.pid)] = (
-                f"{ev.process} pid={ev.pid}" if ev.pid else (ev.process or "-"))
+        call = ev.call
+        where = hdr.label
         procs = s.processes
         procs[where] = procs.get(where, 0) + 1
-        if ev.ts:
-            s.process_last[where] = ev.ts
+        if ts:
+            s.process_last[where] = ts
         if related:
             for r in related:
                 if r != rid and len(s.related) < 8 and r not in s.related:
                     s.related.append(r)
-        if mid < 0:
+        if call is None:
             return  # an unknown line: in the story, but it says nothing the code knows
-        s.last_marker = mid
-        f = self._facts_of.get(mid)
+        mid = s.last_marker = call.id
+        f = self._facts_of[mid]
         if f is None:
             f = self._facts(mid)
+        hooks = s.hooks
+        for h in f.hooks:
+            if h not in hooks:
+                hooks[h] = seq
+        if f.only_hooks:
+            return
         if f.any_state:
             states = f.states
             if f.value_states:
@@ -374,9 +464,6 @@ class Tracer:
             s.parked_at = seq
         if f.sends and s.sending_at < 0:
             s.sending_at = seq
-        for h in f.hooks:
-            if h not in s.hooks:
-                s.hooks[h] = seq
         if f.reports:
             for r in f.reports:
                 got = s.reports.get(r)
@@ -385,16 +472,25 @@ class Tracer:
                 else:
                     got[0] += 1
                     got[1] = seq
-            if f.finishes and (ev.pid or f.scheduler):
+            if f.finishes and (hdr.pid or f.scheduler):
                 # per process: each worker rank reports once (without pids, as
                 # in plain logging, ranks cannot be told apart: only the one
                 # scheduler's reports are counted)
-                place = (mid, ev.pid)
+                place = (mid, hdr.pid)
                 s.report_places[place] = s.report_places.get(place, 0) + 1
         if f.fails and s.failed_at < 0:
             s.failed_at = seq
         if f.aborts and s.aborted_at < 0:
             s.aborted_at = seq
+
+    def _new_story(self, rid: str, ts: str) -> Story:
+        """The story of an id first seen in this epoch (it may have been retired)."""
+        key = (self.epoch, rid)
+        if key in self.retired:
+            self.revived += 1
+            del self.retired[key]
+        s = self.stories[key] = self._current[rid] = Story(self.epoch, rid, first_ts=ts)
+        return s
 
     def _static_states(self, marker_id: int) -> tuple[tuple[str, str], ...]:
         """The states a logging call's text names, then those its code
@@ -424,3 +520,8 @@ class _MarkerFacts:
     scheduler: bool  # runs in the scheduler process (one per engine)
     value_states: bool
     any_state: bool  # it names or writes a state, or its values may
+    only_hooks: bool = False  # all it tells a story is the hooks it runs under (most calls)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "only_hooks", not (self.any_state or self.parks or self.sends
+                                                    or self.reports or self.fails or self.aborts))
