@@ -10,6 +10,7 @@ keyed by (epoch, id).
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections import deque
@@ -73,7 +74,7 @@ class Event(NamedTuple):
         return values_of(self.call, self.found, self.partial, self.text)
 
 
-@dataclass
+@dataclass(slots=True)
 class Story:
     """What one request did, as far as the log says."""
 
@@ -100,6 +101,9 @@ class Story:
     related: list[str] = field(default_factory=list)
     last_marker: int = -1
     compacted: int = 0  # lines dropped when it was settled and idle (memory)
+    # (last_seq, outcome) of the last sweep that asked whether it is settled:
+    # the answer stands while no line comes (the sweep asks every idle story)
+    verdict: tuple[int, str | None] | None = None
 
     def reported_after(self, kinds: tuple[str, ...], seq: int) -> bool:
         """Whether one of the reports ``kinds`` came after record ``seq``."""
@@ -215,13 +219,16 @@ class Tracer:
         sweeping = self.settled is not None
         window = self.since is not None or self.until is not None
         only = self.only
+        # Event(...) without the Python-level __new__ a named tuple has (a C call)
+        make_event = functools.partial(tuple.__new__, Event)
         learning = matcher.learning  # may end within the batch: ids_of then takes its own fast path
         exact = with_request = 0  # counted here, added to st at the end
         seq = st.records
         cur_ts = ""  # the last timestamp written to st (a header's ts repeats)
         for hdr, msg, source, lineno in batch:
-            st.records = seq = seq + 1
+            seq += 1
             if sweeping and not seq % sweep_every:
+                st.records = seq
                 self._sweep()
             t = hdr.t
             if t is not None:
@@ -257,27 +264,31 @@ class Tracer:
                         fits = cand
                         break
             if fits is None or got is None:
+                st.records = seq
                 self._elsewhere(hdr, msg, source, lineno, t)
                 continue
             call, _, partial, id_group, related_at = fits
             exact += 1
-            related: list[str] | tuple[()] = ()
             if id_group and not learning:
-                v = got.group(id_group)  # the common case: one plain id
-                ids = [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
-                if related_at:
-                    related = ids_in(got, related_at)
+                rid = got.group(id_group)  # the common case: one plain id
+                if rid and rid[0] not in NOT_PLAIN:
+                    with_request += 1
+                    if only is None or rid == only:
+                        story_add(rid, make_event((seq, source, lineno, hdr, EXACT, call, got, partial, msg)),
+                                  t, ids_in(got, related_at) if related_at else ())
+                    continue
+                ids = split_ids(rid)
+                related: list[str] | tuple[()] = ids_in(got, related_at) if related_at else ()
             else:
                 ids, related = matcher.ids_of(call, got, partial, msg)
             if not ids:
                 continue
             with_request += 1
-            ev = Event(seq, source, lineno, hdr, EXACT, call, got, partial, msg)
-            if len(ids) > 1:
-                ids = list(dict.fromkeys(ids))
-            for rid in ids:
+            ev = make_event((seq, source, lineno, hdr, EXACT, call, got, partial, msg))
+            for rid in dict.fromkeys(ids) if len(ids) > 1 else ids:
                 if only is None or rid == only:
                     story_add(rid, ev, t, related)
+        st.records = seq
         st.exact += exact
         st.with_request += with_request
 
@@ -368,7 +379,12 @@ class Tracer:
             kept += 1
             if kept <= KEEP_SETTLED:
                 continue
-            outcome = self.settled(s)
+            verdict = s.verdict
+            if verdict is not None and verdict[0] == s.last_seq:
+                outcome = verdict[1]
+            else:
+                outcome = self.settled(s)
+                s.verdict = (s.last_seq, outcome)
             if outcome is None:
                 continue
             if kept > KEEP_ROWS:
@@ -420,19 +436,16 @@ class Tracer:
         else:
             s.tail.append(ev)
         hdr = ev.header
-        ts = hdr.ts
         if t is not None:
             s.last_t = t
-        if ts:
-            s.last_ts = ts
-        seq = ev.seq
-        s.last_seq = seq
-        call = ev.call
+        seq = s.last_seq = ev.seq
         where = hdr.label
         procs = s.processes
         procs[where] = procs.get(where, 0) + 1
+        ts = hdr.ts
         if ts:
-            s.process_last[where] = ts
+            s.last_ts = s.process_last[where] = ts
+        call = ev.call
         if related:
             for r in related:
                 if r != rid and len(s.related) < 8 and r not in s.related:
