@@ -20,6 +20,7 @@ whose name says it waits, one run on a thread or executor rank higher.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -63,12 +64,17 @@ class Diagnosis:
     would_log: list[tuple[str, Marker]] = field(default_factory=list)  # (function, marker)
 
 
-def problems_of(s: Story, code: CodeIndex) -> list[str]:
-    """What the protocol says is wrong with a story so far."""
-    kinds = code.report_kinds
+@functools.lru_cache(maxsize=16)  # asked for every story: once per code is enough
+def _report_groups(kinds: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(what answers a parked request, what answers a sent one, the failure reports)."""
     recv = tuple(k for k in kinds if k == "finished_recving" or k.startswith("failed"))
     send = tuple(k for k in kinds if k == "finished_sending")
-    failure_reports = tuple(k for k in kinds if k.startswith("failed"))
+    return recv, send, tuple(k for k in kinds if k.startswith("failed"))
+
+
+def problems_of(s: Story, code: CodeIndex) -> list[str]:
+    """What the protocol says is wrong with a story so far."""
+    recv, send, failure_reports = _report_groups(code.report_kinds)
     problems: list[str] = []
     # a request being sent (prefill side) also runs the commit hook: not parked
     if s.parked_at >= 0 and s.sending_at < 0 and not s.reported_after(recv, s.parked_at - 1):

@@ -258,7 +258,10 @@ class Matcher:
                         self.id_shapes.add(s)  # digits alone are no id shape
         elif self.id_shapes and not m.id_args:
             for v in values_of(m, found, partial, text):
+                if len(v) < 6:  # no id in it (counts, flags): the common case
+                    continue
                 for part in split_ids(v):
-                    if len(part) >= 6 and _shape(part) in self.id_shapes:
+                    # digits alone are no id shape (see the learning above)
+                    if len(part) >= 6 and not part.isdigit() and _shape(part) in self.id_shapes:
                         ids.append(part)
         return ids, related
