@@ -174,6 +174,29 @@ def test_multiline_messages_join_and_junk_is_counted(tmp_path: Path) -> None:
     assert st.unparsed == 2  # the binary line and the huge one
 
 
+def test_headers_seen_before_read_as_the_regex_reads_them(tmp_path: Path) -> None:
+    # the reader places a header it has seen by its text up to "] "; every
+    # line must come out as parse_line (the regular expressions) reads it
+    raw = [vline("W", 1, "INFO", "10:00:00", "c.py:3", "a [b] c] d"),
+           vline("W", 1, "INFO", "10:00:00", "c.py:3", "again] with ] brackets"),
+           vline("W", 2, "WARNING", "10:00:00", "c.py:3", " leading blank"),
+           vline("W", 1, "INFO", "10:00:00", "c.py:3", "x", prefix="[rank0] "),
+           vline("W", 1, "INFO", "10:00:00", "c.py:3", "y", prefix="[rank0] "),
+           vline("W", 1, "INFO", "10:00:00", "c.py:3", "z", prefix="node [7] "),
+           "(W pid=1) INFO 12-02 10:00:00 [c.py:3]no blank] after it\n",
+           "(W pid=1) INFO 12-02 10:00:00 [c.py:3]no blank] after it\n",
+           "INFO 12-02 10:00:01 [c.py:4] no process part\n",
+           "INFO 12-02 10:00:01 [c.py:4] no process part\n",
+           "\x1b[32m(W pid=1) INFO\x1b[0m 12-02 10:00:00 [c.py:3] colour\n"]
+    got = list(records([_write(tmp_path, raw + raw)], ParseStats()))
+    want = [parse_line(line.rstrip("\n"))[0] for line in raw + raw]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert w is not None
+        assert (g.process, g.pid, g.level, g.ts, g.file, g.line, g.message) == (
+            w.process, w.pid, w.level, w.ts, w.file, w.line, w.message)
+
+
 def test_gzip_truncated_and_missing_files_never_crash(tmp_path: Path) -> None:
     body = "".join(vline("W", 1, "INFO", "10:00:00", "c.py:4", f"line {i}") for i in range(2000)).encode()
     good = tmp_path / "g.log.gz"
@@ -332,6 +355,11 @@ def test_settled_idle_stories_are_compacted_stuck_ones_kept(code: CodeIndex, tmp
     assert s["requests"] == 11 and s["outcomes"]["finished"] == 10 and s["not_listed"]["finished"] >= 1
     assert len(report["requests"]) == 11 - s["not_listed"]["finished"]
     assert "counted but not listed" in render_text(report)
+    # and only the last few retired ids are remembered: the counts stay the same
+    monkeypatch.setattr(story, "RETIRED_IDS", 1)
+    again = trace(code, [_write(tmp_path, lines, "c.log")])["summary"]
+    assert (again["requests"], again["outcomes"], again["not_listed"]) == (
+        s["requests"], s["outcomes"], s["not_listed"])
 
 
 def test_unknown_lines_join_the_requests_they_name(code: CodeIndex, tmp_path: Path) -> None:

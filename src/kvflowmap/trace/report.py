@@ -112,10 +112,9 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
         # every troubled request's lines; of the others, the first few hundred
         lines = (n < DETAILED or d.outcome in ("stuck", "failed") or bool(d.problems)) and bool(s.head)
         requests.append(story_dict(s, d, code, linker, st.end_ts.get(s.epoch, ""), lines))
-    retired: dict[str, int] = {}
-    for outcome in tracer.retired.values():
-        retired[outcome] = retired.get(outcome, 0) + 1
-        by_outcome[outcome] = by_outcome.get(outcome, 0) + 1
+    retired = {outcome: n for outcome, n in tracer.retired_counts.items() if n}
+    for outcome, n in retired.items():
+        by_outcome[outcome] = by_outcome.get(outcome, 0) + n
     gaps = [r["longest_gap_s"] for r in requests if r["outcome"] == "finished"]
     med = _median(gaps)
     for r in requests:
@@ -134,7 +133,7 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
             "lines_with_request": st.with_request, "filtered_out": st.filtered_out,
             "clock_jumps": st.clock_jumps, "epochs": st.epochs + 1, "restarts": st.restarts,
             "levels": dict(sorted(st.levels.items())), "first_ts": st.first_ts, "last_ts": st.last_ts,
-            "requests": len(requests) + len(tracer.retired), "outcomes": by_outcome,
+            "requests": len(requests) + sum(retired.values()), "outcomes": by_outcome,
             # settled requests counted but not listed (memory), and retired ids seen again
             "not_listed": dict(sorted(retired.items())), "revived": tracer.revived,
         },

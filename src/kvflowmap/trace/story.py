@@ -29,6 +29,7 @@ SWEEP_EVERY = 1 << 16  # records between two sweeps for settled stories
 IDLE = 1 << 17  # records a story must have been quiet to be compacted
 KEEP_SETTLED = 300  # settled stories whose lines are kept all the same (the report lists them)
 KEEP_ROWS = 5000  # settled stories kept as a row of the report; later ones are only counted
+RETIRED_IDS = 1 << 16  # ids of retired stories remembered, to tell when one logs again
 _CLOCK_SLACK = 2.0  # seconds a timestamp may go back (interleaved writers) before it is a jump
 
 
@@ -165,7 +166,10 @@ class Tracer:
         # a story's outcome when it owes the protocol nothing (then it may
         # be compacted, and later retired), else None
         self.settled = settled
-        # (epoch, id) -> outcome of the stories retired: counted, not told
+        # outcome -> stories retired with it: counted, not told
+        self.retired_counts: dict[str, int] = {}
+        # (epoch, id) -> outcome of the last RETIRED_IDS stories retired, to
+        # tell when one logs again (older ones are only counted: memory)
         self.retired: dict[tuple[int, str], str] = {}
         self.revived = 0  # retired ids that logged again (their new story starts there)
         self.matcher = matcher
@@ -391,11 +395,15 @@ class Tracer:
                 retire.append((key, outcome))
             elif s.head:
                 s.compact()
+        counts = self.retired_counts
         for key, outcome in retire:
             del self.stories[key]
             if key[0] == self.epoch:
                 del self._current[key[1]]
-            self.retired[key] = sys.intern(outcome)
+            self.retired[key] = outcome = sys.intern(outcome)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if len(self.retired) > RETIRED_IDS:
+                del self.retired[next(iter(self.retired))]  # the oldest
 
     def _facts(self, marker_id: int) -> _MarkerFacts:
         """What a marker says about a request, worked out once."""
@@ -501,7 +509,7 @@ class Tracer:
         key = (self.epoch, rid)
         if key in self.retired:
             self.revived += 1
-            del self.retired[key]
+            self.retired_counts[self.retired.pop(key)] -= 1
         s = self.stories[key] = self._current[rid] = Story(self.epoch, rid, first_ts=ts)
         return s
 
