@@ -24,7 +24,7 @@ from typing import IO
 MAX_LINE = 1 << 16  # characters kept of one line; the rest is counted, not kept
 _READ_SIZE = 1 << 16  # bytes per read of a gzip: what a damaged one can cost at most
 _READ_SIZE_PLAIN = 1 << 18  # bytes per read of a plain file
-_MAX_HEADERS = 1 << 15  # distinct header texts remembered (memory stays flat)
+_MAX_HEADERS = 1 << 12  # distinct header texts remembered (a few seconds of log; memory stays flat)
 
 # (PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file.py:LINE] message; the process part
 # is missing in old releases and single-process runs; whatever precedes it is

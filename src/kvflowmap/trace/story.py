@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -170,7 +170,9 @@ class Tracer:
         self.retired_counts: dict[str, int] = {}
         # (epoch, id) -> outcome of the last RETIRED_IDS stories retired, to
         # tell when one logs again (older ones are only counted: memory)
-        self.retired: dict[tuple[int, str], str] = {}
+        # (an OrderedDict: dropping the oldest of a plain dict that many were
+        # deleted from scans past them each time)
+        self.retired: OrderedDict[tuple[int, str], str] = OrderedDict()
         self.revived = 0  # retired ids that logged again (their new story starts there)
         self.matcher = matcher
         self.only = request
@@ -403,7 +405,7 @@ class Tracer:
             self.retired[key] = outcome = sys.intern(outcome)
             counts[outcome] = counts.get(outcome, 0) + 1
             if len(self.retired) > RETIRED_IDS:
-                del self.retired[next(iter(self.retired))]  # the oldest
+                self.retired.popitem(last=False)  # the oldest
 
     def _facts(self, marker_id: int) -> _MarkerFacts:
         """What a marker says about a request, worked out once."""
