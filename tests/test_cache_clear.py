@@ -10,7 +10,7 @@ from kvflowmap.cli import main
 
 
 def _fill(root: Path) -> None:
-    for part in ("facts/ab", "runs", "releases/x"):
+    for part in ("facts/ab", "runs", "compat", "releases/x"):
         (root / part).mkdir(parents=True)
         (root / part / "entry.pkl").write_bytes(b"x")
 
@@ -18,8 +18,9 @@ def _fill(root: Path) -> None:
 def test_clear_removes_facts_and_runs_keeps_releases(tmp_path: Path, capsys) -> None:
     _fill(tmp_path)
     assert main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
-    assert "cleared facts, runs" in capsys.readouterr().out
+    assert "cleared facts, runs, compat" in capsys.readouterr().out
     assert not (tmp_path / "facts").exists() and not (tmp_path / "runs").exists()
+    assert not (tmp_path / "compat").exists()
     assert (tmp_path / "releases/x/entry.pkl").exists()
 
 

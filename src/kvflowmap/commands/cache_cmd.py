@@ -19,20 +19,21 @@ def _size(path: Path) -> tuple[int, int]:
 
 
 def info(cache_dir: str | None) -> str:
-    """Location, entry count and size of facts and releases."""
+    """Location, entry count and size of facts, compat surfaces and releases."""
     root = _root(cache_dir)
     lines = [f"cache: {root}"]
-    for part in ("facts", "releases"):
+    for part in ("facts", "compat", "releases"):
         n, size = _size(root / part)
         lines.append(f"{part}: {n} files, {size / 1e6:.1f} MB")
     return "\n".join(lines)
 
 
 def clear(cache_dir: str | None, releases: bool) -> str:
-    """Delete facts and run results (and releases when asked); ``SourceError``
-    naming what could not be deleted (a read-only cache), never "cleared"."""
+    """Delete facts, run results and compat's protocol surfaces (and releases
+    when asked); ``SourceError`` naming what could not be deleted (a read-only
+    cache), never "cleared"."""
     root = _root(cache_dir)
-    parts = ["facts", "runs", "releases"] if releases else ["facts", "runs"]
+    parts = ["facts", "runs", "compat", *(["releases"] if releases else [])]
     failed: list[str] = []
 
     def note(func, path, exc_info) -> None:
