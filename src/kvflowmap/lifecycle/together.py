@@ -13,10 +13,11 @@ Structure only, no names: a *group* is the set of request-keyed containers
 one statement list (a body, a branch, a handler, a ``finally``) removes an id
 from in its own statements, a helper it hands the id to included (the
 helper's removals count at the call; a helper is not judged on its own). A
-group ``G2`` is *partial* against ``G1`` when ``G2`` is a strict subset of
-``G1``, every container of both has the same owner, and a container ``X`` of
-``G1 - G2`` is filled in a function that also fills one of ``G2`` (they
-enter together, so they should leave together). ``X`` counts as removed
+group ``G2`` is *partial* against ``G1`` (whose containers have one owner)
+when ``G2`` is a strict subset of ``G1`` or shares two or more containers
+with it, and a container ``X`` of ``G1 - G2`` is filled in a function that
+also fills one of ``G2`` (they enter together, so they should leave
+together). ``X`` counts as removed
 after all when the function removes an id from it or resets it on the
 group's way: in the group's statements (nested ones and helpers included)
 or in the statements of the lists that enclose it; and when some method
@@ -26,9 +27,9 @@ request *ends* are judged: the list also reports the id (adds it to a
 collection a report function returns, or to a container a report hook reads), or
 walks the ids of finished requests (a ``for`` over a finished-ids parameter
 of the protocol or over what a report function returns, or the delayed-free
-hook). A group that only moves a
-request from one stage to the next (the probe's state once it is allocated)
-leaves the rest for the request's end, which is not a leak.
+hook). A group that only moves a request from one stage to the next (the
+probe's state once it is allocated) leaves the rest for the request's end,
+which is not a leak.
 """
 
 from __future__ import annotations
