@@ -106,12 +106,17 @@ def groups(fn: FnView, eff: Effects, own: Removals, helpers: Helpers,
     def resets(s: Stmt) -> set[Container]:
         return {e.container for e in eff.of(fn, s) if e.kind == "reset" and e.container}
 
+    memo: dict[int, dict[Container, int]] = {}
+
     def removals(s: Stmt) -> dict[Container, int]:
-        found = dict(own(fn, s))
-        by_helper, names = helpers(fn, s)
-        called.update(names)
-        for c in by_helper:
-            found.setdefault(c, s.line)
+        # asked again for each list that encloses ``s``: resolve its calls once
+        found = memo.get(id(s))
+        if found is None:
+            found = memo[id(s)] = dict(own(fn, s))
+            by_helper, names = helpers(fn, s)
+            called.update(names)
+            for c in by_helper:
+                found.setdefault(c, s.line)
         return found
 
     def reports(body: tuple[Stmt, ...]) -> bool:
@@ -128,7 +133,6 @@ def groups(fn: FnView, eff: Effects, own: Removals, helpers: Helpers,
         for s in body:
             for c, line in removals(s).items():
                 removed.setdefault(c, line)
-        nested = {c for t in _within(body) for c in (*removals(t), *resets(t))}
         here = around | frozenset(removed) | {c for s in body for c in resets(s)}
         for s in body:
             if s.kind in ("def", "class"):
@@ -141,6 +145,7 @@ def groups(fn: FnView, eff: Effects, own: Removals, helpers: Helpers,
             for h in s.handlers:
                 visit(h.body, here, finished)
         if removed:
+            nested = {c for t in _within(body) for c in (*removals(t), *resets(t))}
             out.append(Group(fn.fqn, tuple(sorted(removed.items(), key=lambda x: x[1])),
                              frozenset(around | nested), finished or reports(body)))
 
