@@ -11,6 +11,9 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
+from kvflowmap.trace.ids import NONE, IdFlow
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -42,6 +45,7 @@ class Marker:
     states: tuple[str, ...]  # request states written next to it (member names)
     reports: tuple[str, ...]  # protocol reports it signals (finished_recving, ...)
     side: str  # scheduler, worker or ""
+    id_how: str = ""  # how id_args were found: "flow" (data flow), "name", "" (none)
 
 
 @dataclass(frozen=True)
@@ -103,14 +107,6 @@ def _signals(words: tuple[tuple[str, ...], ...], message: str, function: str,
     return any(_adjacent(w, message) or _adjacent(w, short) for w in words)
 
 
-def _id_arg(chain: str | None, id_fields: set[str]) -> bool:
-    if not chain:
-        return False
-    last = _short(chain.rstrip("()")).lower()
-    return last in id_fields or last in ("rid", "req") or (
-        "req" in last and (last.endswith("id") or last.endswith("ids")))
-
-
 def build_code_index(analysis: Analysis) -> CodeIndex:
     """The ``CodeIndex`` of an analysis."""
     lk = analysis.linker
@@ -118,6 +114,7 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
     protocol = lk.protocol
     life = protocol.lifecycle or {}
     id_fields = {f.lower() for f in life.get("id_fields", ())}
+    flow = IdFlow(_lifecycle(lk), lk.model, id_fields)
     reports_spec: dict = life.get("reports", {}) or {}
     report_kinds = tuple(sorted(reports_spec))
     method_users: dict[str, int] = defaultdict(int)
@@ -187,7 +184,7 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
             node = g.nodes[fn] if fn in g else {}
             call = calls_at.get((log.scope, log.line, log.col))
             args = call.args[1:] if call is not None else ()
-            ids = [i for i, a in enumerate(args) if _id_arg(a, id_fields)]
+            idargs = flow.id_args(fn, log.message, args) if call is not None else NONE
             sf = lk.model.source(module)
             # a state written just before the logging call is what the line reports
             states = sorted({s for ln, s in near_states.get(fn, ())
@@ -200,9 +197,10 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
                 root=str(node.get("root") or (sf.root.label if sf else "")),
                 line=log.line, level=LEVELS.get(log.level, log.level.upper()),
                 message=log.message, nargs=len(args) if call is not None else -1,
-                id_args=tuple(ids[:1]), related_args=tuple(ids[1:]),
+                id_args=idargs.ids, related_args=idargs.related,
                 hooks=hooks_of(fn), states=tuple(states), reports=reports,
-                side=str(node.get("side") or protocol.side_of_module(module) or ""))
+                side=str(node.get("side") or protocol.side_of_module(module) or ""),
+                id_how=idargs.how)
             markers.append(m)
             logs_of[fn].append(m.id)
     functions: dict[str, Function] = {}
@@ -242,6 +240,12 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
         delay_free_hooks=tuple(sorted(delay_hooks)),
         save_hooks=tuple(sorted(save_hooks)), report_kinds=report_kinds, hook_stages=hook_stages,
         roots=list(g.graph.get("roots") or []), vllm_version=analysis.vllm_version)
+
+
+def _lifecycle(linker) -> Lifecycle:
+    """The lifecycle model of the analysed code: which names hold request
+    ids, by data flow."""
+    return build_lifecycle(linker)
 
 
 def _spawned_targets(g: nx.MultiDiGraph) -> set[str]:

@@ -23,6 +23,9 @@ from kvflowmap.trace.parse import Record
 
 EXACT, MOVED, UNKNOWN = "exact", "moved", "unknown"
 _QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+# a dict's string key and, when a string, its value: {'k': 'v', 'n': 3}
+_PAIR = re.compile(r"""['"]([^'"]*)['"]\s*:\s*(?:'([^']*)'|"([^"]*)")?""")
+ID_FIELDS = frozenset({"request_id", "req_id"})  # vLLM's names of a request's id in a record
 _SHAPE = re.compile(r"[0-9a-fA-F]{4,}|\d+")
 NOT_PLAIN = "[{(sdf'\"N"  # a value starting so may be a collection or None: split_ids reads it
 _MAX_SHAPES = 64
@@ -88,9 +91,17 @@ def ids_in(found: re.Match[str], groups: tuple[int, ...]) -> list[str]:
 
 def split_ids(value: str) -> list[str]:
     """The ids in one placeholder value: itself, or the quoted strings of a
-    logged collection (``['a', 'b']``, ``{'a'}``, ``dict_keys(['a'])``)."""
+    logged collection (``['a', 'b']``, ``{'a'}``, ``dict_keys(['a'])``); of
+    a logged dict, its keys (a dict keyed by request), or, when it has a
+    request id field (``{'request_id': 'a', 'engine_id': 'e'}``, a record
+    about one request), that field's value."""
     value = value.strip()
     if value[:1] in "[{(" or value.startswith(("dict_keys(", "set(", "frozenset(")):
+        if value[:1] == "{" and ":" in value:
+            pairs = _PAIR.findall(value)
+            if pairs:
+                named = [a or b for k, a, b in pairs if k in ID_FIELDS and (a or b)]
+                return named or [k for k, _, _ in pairs if k]
         return [a or b for a, b in _QUOTED.findall(value) if a or b]
     return [value] if value and value not in ("None", "''", "[]", "set()") else []
 
