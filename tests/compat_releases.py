@@ -59,6 +59,13 @@ class KVConnectorBase_V1(ABC):
     @abstractmethod
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
         pass
+
+    def request_finished(self, request, block_ids: list[int]) -> bool:
+        return False
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Block ids that failed to load."""
+        return set()
 '''
 
 _BASE_NEW = '''from vllm.config import VllmConfig  # the config classes the surface follows
@@ -118,6 +125,15 @@ class KVConnectorBase_V1(ABC):
 
     def restore_kv_caches(self) -> None:
         return None
+
+    def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict | None]:
+        return False, None
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Block ids that failed to load, reported before the request finishes."""
+        return set()
+
+    _cache_hit_source = "external"
 '''
 
 # Not an entry module of the protocol file: found by the byte scan.
@@ -183,6 +199,7 @@ class KVConnectorModelRunnerMixin:
         sending, recving = kv_connector.get_finished(scheduler_output.finished_req_ids)
         if kv_connector.prefer_cross_layer_blocks:
             pass
+        errors = kv_connector.get_block_ids_with_load_errors()
 '''
 
 _MIXIN_NEW = '''
@@ -198,6 +215,9 @@ _SCHEDULER = '''
 class Scheduler:
     def schedule(self):
         n, load = self.connector.get_num_new_matched_tokens(request, 0)
+
+    def _free(self, request):
+        return self.connector.request_finished(request, [])
 '''
 
 _FACTORY = '''
@@ -270,8 +290,11 @@ CONNECTOR = {
     "toyconn/__init__.py": "",
     "toyconn/good.py": '''
 import vllm
+from packaging.version import Version
 from vllm import envs
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+VLLM_VERSION = Version(vllm.__version__).release
 
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults
@@ -283,7 +306,10 @@ class GuardedConnector(KVConnectorBase_V1):
     """Supports both APIs: every difference is guarded."""
 
     def __init__(self, vllm_config, role, kv_cache_config=None):
-        super().__init__(vllm_config, role)
+        try:
+            super().__init__(vllm_config, role, kv_cache_config)
+        except TypeError:  # vLLM 0.1.0
+            super().__init__(vllm_config, role)
 
     def handle_preemptions(self, preempted):
         if isinstance(preempted, set):
@@ -351,6 +377,74 @@ class VersionedConnector(GuardedConnector):
         if vllm.__version__ >= "0.2":
             preempted = preempted.preempted_req_ids
         return preempted
+
+
+class HasattrConnector(GuardedConnector):
+    """Tells the two forms apart with hasattr, on the argument and on the base."""
+
+    def handle_preemptions(self, preempted):
+        if hasattr(preempted, "preempted_req_ids"):
+            ids = preempted.preempted_req_ids
+        else:
+            ids = set(preempted)
+        return ids
+
+    def start_load_kv(self, forward_context, **kwargs):
+        if not hasattr(self, "_old_helper"):
+            return None
+        return self._old_helper()
+
+
+class WrongHasattrConnector(GuardedConnector):
+    """Tests the member, then uses it where the test says it is missing."""
+
+    def start_load_kv(self, forward_context, **kwargs):
+        if hasattr(self, "_old_helper"):
+            return None
+        return self._old_helper()
+
+
+class VersionBranchConnector(GuardedConnector):
+    """Picks the form by vLLM's version (packaging's Version)."""
+
+    def handle_preemptions(self, preempted):
+        if Version(vllm.__version__) >= Version("0.2.0"):
+            ids = preempted.preempted_req_ids
+        else:
+            ids = set(preempted)
+        return ids
+
+    def start_load_kv(self, forward_context, **kwargs):
+        if VLLM_VERSION < (0, 2):
+            self._old_helper()
+
+
+class WrongVersionConnector(GuardedConnector):
+    """Compares the version the wrong way round: iterates on the new release."""
+
+    def handle_preemptions(self, preempted):
+        if Version(vllm.__version__) < Version("0.2.0"):
+            return preempted.preempted_req_ids
+        return sorted(preempted)
+
+
+class TryWrongConnector(KVConnectorBase_V1):
+    """Falls back on TypeError to a call that does not fit either."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        try:
+            super().__init__(vllm_config, role, kv_cache_config)
+        except TypeError:
+            super().__init__(vllm_config, role, kv_cache_config, None)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        pass
+
+    def wait_for_save(self):
+        pass
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 0, False
 ''',
     "toyconn/bad.py": '''
 from vllm import envs
@@ -405,5 +499,44 @@ class NoSaveConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         return 0, False
+
+
+class OldInitConnector(KVConnectorBase_V1):
+    """Calls the old base __init__ (no kv_cache_config), unguarded."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config, role)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        pass
+
+    def wait_for_save(self):
+        pass
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 0, False
+
+
+class OldReturnConnector(OldInitConnector):
+    """Return annotations of the old API, and a hook the new one no longer calls."""
+
+    def get_transfer_results(self, finished_req_ids) -> tuple[set[str], set[str]]:
+        return set(), set()
+
+    def get_finished(self, finished_req_ids) -> tuple[set[str], set[str], set[str]]:
+        return set(), set(), set()
+
+    def request_finished(self, request, block_ids) -> bool:
+        return False
+
+    def get_block_ids_with_load_errors(self):
+        return set()
+
+
+class UnannotatedReturnConnector(OldInitConnector):
+    """No return annotations: nothing to compare."""
+
+    def request_finished(self, request, block_ids):
+        return False
 ''',
 }

@@ -77,3 +77,32 @@ def test_callers_moving_to_the_base(changes: list[Change]) -> None:
     assert c.detail == ("no longer called from vllm/v1/worker/kv_connector_model_runner_mixin.py; "
                         "now called from vllm.distributed.kv_transfer.kv_connector.v1.base."
                         "KVConnectorBase_V1.get_transfer_results")
+
+
+def test_members_docstrings_and_carrier_classes(changes: list[Change]) -> None:
+    # a class attribute of the base new in 0.2.0 (vLLM 0.32's _cache_hit_source)
+    m = _one(changes, "member", "KVConnectorBase_V1._cache_hit_source")
+    assert m.kind == "added" and m.new_where is not None
+    # the contract in the docstring changed, the signature did not
+    doc = _one(changes, "method", "KVConnectorBase_V1.get_block_ids_with_load_errors")
+    assert doc.detail == "docstring (the contract as written)"
+    assert doc.old == "…ids that failed to load."  # four words before the first difference
+    assert doc.new == "…ids that failed to load, reported before the request finishes."
+    # a carrier class new in 0.2.0: the class itself, and each of its fields
+    c = _one(changes, "carrier", "KVConnectorTransferResults")
+    assert c.kind == "added" and "failed_recving" in c.detail
+    # a return annotation that changed
+    details = [c.detail for c in changes if c.subject == "KVConnectorBase_V1.request_finished"]
+    assert details == ["returns bool -> tuple[bool, dict | None]", "default behaviour"]
+    # vLLM stops calling a hook the base still declares
+    gone = _one(changes, "call", "get_block_ids_with_load_errors")
+    assert gone.kind == "removed" and gone.new_where is None
+
+
+def test_doc_change_keeps_the_words_around_the_difference() -> None:
+    from kvflowmap.compat.diff import doc_change
+    a = "Block until all the save operations is done. This is called as the forward exits."
+    b = "Submit saves and perform required synchronization. This is called as the forward exits."
+    old, new = doc_change(a, b)
+    assert old.startswith("Block until") and old.endswith("…")
+    assert new.startswith("Submit saves") and "exits" not in new

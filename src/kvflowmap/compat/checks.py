@@ -14,79 +14,21 @@ returns findings; ``matrix`` runs them for every class and release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvflowmap.check.kinds.conforms_compare import compare
 from kvflowmap.check.kinds.conforms_contract import method_kind
 from kvflowmap.check.kinds.conforms_signatures import Sig, annotation_heads
-from kvflowmap.compat.connector import ConnectorCode
+from kvflowmap.compat.branches import Problem
+from kvflowmap.compat.context import Run
 from kvflowmap.compat.findings import Finding
-from kvflowmap.compat.guards import Guards, collection_uses, find_guards, isinstance_branches
-from kvflowmap.compat.model import Method, Surface
-from kvflowmap.compat.related import Canon, Related
+from kvflowmap.compat.guarded import oracle, settle
+from kvflowmap.compat.guards import Guards, collection_uses, find_guards
+from kvflowmap.compat.model import Method
+from kvflowmap.compat.related import Related
+from kvflowmap.compat.returns import check_return as _returns
 from kvflowmap.facts import FunctionFact
-from kvflowmap.protocol import Protocol, version_key
+from kvflowmap.protocol import version_key
 
 _COLLECTIONS = {"set", "frozenset", "list", "tuple", "dict"}
-
-
-@dataclass
-class Run:
-    """One class on one release, with what every check needs."""
-
-    code: ConnectorCode
-    cls: str
-    surface: Surface
-    others: list[Surface]  # the other releases of the run
-    canon: Canon
-    protocol: Protocol
-    rows: frozenset[str] = frozenset()  # the classes of the matrix
-
-    def __post_init__(self) -> None:
-        self.bases = [self.canon(b) for b in self.code.external_bases(self.cls)]
-        self.contract = [k for b in self.bases for k in self.surface.mro(b)]
-        self.methods = self.code.methods(self.cls)
-        # A method inherited from another row of the matrix is reported on that row.
-        inherited = {m for k in self.code.ancestors(self.cls)[1:] if k in self.rows
-                     for m in self.code.methods(k)}
-        self.reported = {n: mf for n, mf in self.methods.items()
-                         if n not in inherited or n in self._own()}
-
-    def _own(self) -> set[str]:
-        c = self.code.classes[self.cls]
-        return {f.name for f in self.code.facts[c.module].functions
-                if f.class_qualname == c.fact.qualname}
-
-    def param_history(self, name: str, index: int) -> dict[str, str | None]:
-        """Release -> annotation of parameter ``index`` of base method ``name``
-        over the releases of the run that have it."""
-        out: dict[str, str | None] = {}
-        for s in [self.surface, *self.others]:
-            for b in self.bases:
-                m = next((s.method(k, name) for k in s.mro(b) if s.method(k, name)), None)
-                if m is not None and index < len(m.params):
-                    out[s.version] = m.params[index].annotation
-                    break
-        return out
-
-    def finding(self, severity: str, kind: str, message: str, module: str, line: int,
-                base_where: object = None) -> Finding:
-        where = f"{self.code.display(module)}:{line}"
-        return Finding(self.cls, self.surface.version, severity, kind, message, where,
-                       str(base_where) if base_where else None)
-
-    def base_of(self, name: str) -> Method | None:
-        """The release's base method ``name`` nearest along the contract MRO."""
-        for k in self.contract:
-            m = self.surface.method(k, name)
-            if m is not None:
-                return m
-        return None
-
-    def elsewhere(self, name: str) -> list[str]:
-        """The other releases whose contract classes have method ``name``."""
-        return [s.version for s in self.others
-                if any(s.method(self.canon(k), name) for b in self.bases for k in s.mro(b))]
 
 
 def base_sig(m: Method) -> Sig:
@@ -126,7 +68,8 @@ def check_overrides(run: Run) -> list[Finding]:
                 out.append(run.finding("error", key.partition(":")[0] or "signature",
                                        f"{name} {issue} (vLLM {run.surface.version}: "
                                        f"{base.signature})", module, fn.line, base.where))
-        out += _collection_use(run, module, fn, base, guards.param_guard)
+        out += _returns(run, module, fn, base, related)
+        out += _collection_use(run, module, fn, base)
         out += _guarded_change(run, module, fn, base, guards)
     return out
 
@@ -142,9 +85,10 @@ def _guarded_change(run: Run, module: str, fn: FunctionFact, base: Method,
         history = run.param_history(fn.name, i)
         if len(set(history.values())) < 2 or p.name not in guards.isinstance_params:
             continue
-        tested = set(guards.isinstance_types.get(p.name, ()))
-        heads = set(base.heads[i] or ())
-        branch = "the isinstance branch" if tested & heads else "the other branch"
+        tested = tuple(t.strip() for x in guards.isinstance_types.get(p.name, ())
+                       for t in x.strip("()").split(",") if t.strip())
+        taken = oracle(run, run.surface, module, fn).isinstance_of(p.name, tested)
+        branch = "the isinstance branch" if taken else "the other branch"
         out.append(run.finding("guarded", "guarded", f"{fn.name}: vLLM {run.surface.version} "
                                f"passes {p.name} as {base.params[i].annotation} (other releases: "
                                f"{_others(history, run.surface.version)}); "
@@ -161,46 +105,24 @@ def _others(history: dict[str, str | None], version: str) -> str:
     return "; ".join(f"{a} in {', '.join(vs)}" for a, vs in by.items())
 
 
-def _collection_use(run: Run, module: str, fn: FunctionFact, base: Method,
-                    guard) -> list[Finding]:
+def _collection_use(run: Run, module: str, fn: FunctionFact, base: Method) -> list[Finding]:
     """An unannotated parameter used as a collection where this release passes
-    an object (``handle_preemptions``: a set of ids became ``KVConnectorMetadata``).
-    Behind ``if isinstance(param, T)`` only the branch this release takes counts."""
-    out: list[Finding] = []
+    an object (``handle_preemptions``: a set of ids became ``KVConnectorMetadata``):
+    iterating it raises TypeError. Behind a guard (``isinstance``, ``hasattr``,
+    a version test, ``try/except TypeError``) only the branch that runs counts."""
+    problems: list[Problem] = []
     kind = method_kind(fn)
     params = fn.params if kind == "static" else fn.params[1:]
     facts = run.code.facts[module]
     for i, (p, heads) in enumerate(zip(params, base.heads, strict=False)):
         if p.annotation or i >= len(base.params) or not heads or set(heads) & _COLLECTIONS:
             continue
-        uses = collection_uses(fn, facts, p.name)
-        if not uses:
-            continue
-        branches = isinstance_branches(fn, p.name)
-        if branches is not None:
-            taken_if = bool(set(branches.types) & {h.rpartition(".")[2] for h in heads} |
-                            set(branches.types) & set(heads))
-            skipped = branches.when_false if taken_if else branches.when_true
-            uses = [ln for ln in uses if not skipped[0] <= ln <= skipped[1]]
-            why = guard(p.name)
-            if not uses:
-                out.append(run.finding("guarded", "guarded", f"{fn.name}: uses '{p.name}' as a "
-                                       f"collection only where it is not a "
-                                       f"{base.params[i].annotation} ({why})", module,
-                                       fn.line, base.where))
-                continue
-        elif guard(p.name):
-            out.append(run.finding("guarded", "guarded", f"{fn.name}: uses '{p.name}' as a "
-                                   f"collection, vLLM {run.surface.version} passes "
-                                   f"{base.params[i].annotation}; accepted: {guard(p.name)}",
-                                   module, uses[0], base.where))
-            continue
-        where = "on the branch that runs for it" if branches is not None else ""
-        out.append(run.finding("error", "collection", f"{fn.name} uses '{p.name}' as a "
-                               f"collection{' ' + where if where else ''}, but vLLM "
-                               f"{run.surface.version} passes {base.params[i].annotation} "
-                               f"({base.signature})", module, uses[0], base.where))
-    return out
+        for line in collection_uses(fn, facts, p.name):
+            problems.append(Problem(line, "TypeError", "error", "collection",
+                                    f"{fn.name} uses '{p.name}' as a collection, but vLLM "
+                                    f"{run.surface.version} passes {base.params[i].annotation} "
+                                    f"({base.signature})", base.where))
+    return settle(run, module, fn, problems)
 
 
 def check_hooks(run: Run) -> list[Finding]:
@@ -228,9 +150,12 @@ def check_hooks(run: Run) -> list[Finding]:
 
 def _never_called(run: Run, name: str, module: str, fn: FunctionFact,
                   base: Method) -> list[Finding]:
-    """A hook the release calls only from base methods this class overrides."""
+    """A hook the release calls only from base methods this class overrides,
+    or no longer calls at all (``no-caller``)."""
     sites = run.surface.calls_of(name)
-    if not sites or any(c.where.file != base.where.file for c in sites):
+    if not sites:
+        return _no_caller(run, name, module, fn, base)
+    if any(c.where.file != base.where.file for c in sites):
         return []
     callers = {c.caller.rpartition(".")[2] for c in sites}
     if not callers or not all(c in run.methods for c in callers) or _self_called(run, name):
@@ -238,6 +163,26 @@ def _never_called(run: Run, name: str, module: str, fn: FunctionFact,
     return [run.finding("warning", "not-called", f"{name}: vLLM {run.surface.version} calls it "
                         f"only from the base's {', '.join(sorted(callers))}, which this class "
                         "overrides: never called", module, fn.line, base.where)]
+
+
+def _no_caller(run: Run, name: str, module: str, fn: FunctionFact,
+               base: Method) -> list[Finding]:
+    """A hook the release's base still declares but nothing in the release
+    calls, where an older release of the run did: the override looks alive and
+    never runs. Only against a release that called it, so a caller the surface
+    cannot see (never found in any release) reports nothing."""
+    version = version_key(run.surface.version)
+    older = sorted((s for s in run.others if version_key(s.version) < version
+                    and s.calls_of(name)), key=lambda s: version_key(s.version))
+    if not older or _self_called(run, name):
+        return []
+    last = older[-1]
+    site = last.calls_of(name)[0]
+    return [run.finding("warning", "no-caller", f"{name}: vLLM {run.surface.version}'s base "
+                        f"still declares it, but nothing in vLLM {run.surface.version} calls it "
+                        f"(vLLM {last.version} did, from {site.caller.rpartition('.')[2]} at "
+                        f"{site.where}): dead code that looks alive", module, fn.line,
+                        base.where)]
 
 
 def _self_called(run: Run, name: str) -> bool:

@@ -4,16 +4,16 @@ imported from the base modules, config fields, and the carriers it should fill."
 
 from __future__ import annotations
 
-import re
-
-from kvflowmap.compat.checks import Run
+from kvflowmap.compat.branches import Problem
+from kvflowmap.compat.context import Run
 from kvflowmap.compat.findings import Finding
-from kvflowmap.compat.guards import find_guards
+from kvflowmap.compat.guarded import config_holders, settle
 from kvflowmap.protocol import version_key
 
 
 def check_members(run: Run) -> list[Finding]:
-    """``self.X`` / ``super().X`` that another release's base has and this one lacks."""
+    """``self.X`` / ``super().X`` that another release's base has and this one
+    lacks (AttributeError), on the branches that run on the release."""
     own = run.code.members(run.cls)
     here = {n for k in run.contract for n in (*run.surface.classes[k].methods,
                                                *run.surface.classes[k].members)}
@@ -24,23 +24,38 @@ def check_members(run: Run) -> list[Finding]:
         if not fn.params:
             continue
         me, ff = fn.params[0].name, run.code.facts[module]
-        guarded = find_guards(fn, ff).hasattr_names
         uses = [(c.callee or "", c.line) for c in ff.calls if c.scope == fn.qualname]
         uses += [(f"{r.base}.{r.attr}", r.line) for r in ff.reads if r.scope == fn.qualname]
-        seen: set[str] = set()
+        seen: set[tuple[str, int]] = set()
+        problems: list[Problem] = []
         for chain, line in sorted(uses, key=lambda u: u[1]):
             sup = chain.startswith("super().")
             if not sup and not chain.startswith(f"{me}."):
                 continue
             member = chain.split(".")[1].split("(")[0].split("[")[0]
-            if member in seen or member in here or member in guarded or \
+            if (member, line) in seen or member in here or \
                     (not sup and member in own) or member not in other:
                 continue
-            seen.add(member)
+            seen.add((member, line))
             what = f"super().{member}" if sup else f"{me}.{member}"
-            out.append(run.finding("error", "removed-member", f"{name} uses {what}, which the "
-                                   f"vLLM {run.surface.version} base does not have (vLLM "
-                                   f"{other[member]} has it)", module, line))
+            problems.append(Problem(line, "AttributeError", "error", "removed-member",
+                                    f"{name} uses {what}, which the vLLM {run.surface.version} "
+                                    f"base does not have (vLLM {other[member]} has it)",
+                                    member=member))
+        out += _first_per_member(settle(run, module, fn, problems))
+    return out
+
+
+def _first_per_member(findings: list[Finding]) -> list[Finding]:
+    """One error per member and method (its first use), every guarded note."""
+    seen: set[str] = set()
+    out: list[Finding] = []
+    for f in findings:
+        if f.severity == "error":
+            if f.message in seen:
+                continue
+            seen.add(f.message)
+        out.append(f)
     return out
 
 
@@ -51,7 +66,8 @@ def _envs_aliases(run: Run, module: str) -> set[str]:
 
 
 def check_envs(run: Run) -> list[Finding]:
-    """``envs.X`` read in the class's methods that the release's ``vllm.envs`` lacks."""
+    """``envs.X`` read in the class's methods that the release's ``vllm.envs``
+    lacks (AttributeError), on the branches that run on the release."""
     if not run.surface.envs:
         return []
     out: list[Finding] = []
@@ -59,13 +75,13 @@ def check_envs(run: Run) -> list[Finding]:
         aliases, ff = _envs_aliases(run, module), run.code.facts[module]
         if not aliases:
             continue
-        guarded = find_guards(fn, ff).hasattr_names
-        for r in ff.reads:
-            if r.scope == fn.qualname and r.base in aliases and r.attr not in run.surface.envs \
-                    and r.attr not in guarded and r.attr.isupper():
-                out.append(run.finding("error", "envs", f"{name} reads {r.base}.{r.attr}, "
-                                       f"which vLLM {run.surface.version}'s envs does not "
-                                       "define (AttributeError)", module, r.line))
+        problems = [Problem(r.line, "AttributeError", "error", "envs",
+                            f"{name} reads {r.base}.{r.attr}, which vLLM "
+                            f"{run.surface.version}'s envs does not define (AttributeError)",
+                            member=r.attr)
+                    for r in ff.reads if r.scope == fn.qualname and r.base in aliases
+                    and r.attr not in run.surface.envs and r.attr.isupper()]
+        out += settle(run, module, fn, problems)
     return out
 
 
@@ -141,37 +157,25 @@ def _fills(run: Run, attr: str, hooks: list[str]) -> bool:
 
 
 
-def _config_holders(run: Run) -> dict[str, str]:
-    """Field name -> config class it holds (``kv_transfer_config`` ->
-    ``KVTransferConfig``), from the config classes' annotations in any release."""
-    out: dict[str, str] = {}
-    for s in (run.surface, *run.others):
-        shorts = {k.rpartition(".")[2]: k for k in s.configs}
-        for fields in s.configs.values():
-            for f in fields.values():
-                for short, fqn in shorts.items():
-                    if re.search(rf"\b{short}\b", f.annotation or ""):
-                        out.setdefault(f.name, fqn)
-    return out
-
-
 def check_config(run: Run) -> list[Finding]:
     """``<holder>.X`` read in the class's methods (``vllm_config.kv_transfer_config.kv_rank``)
     where the release's config class lacks field X that another release has."""
-    holders = _config_holders(run)
+    holders = config_holders(run)
     out: list[Finding] = []
     for name, (module, fn) in sorted(run.reported.items()):
         ff = run.code.facts[module]
-        guarded = find_guards(fn, ff).hasattr_names
+        problems: list[Problem] = []
         for r in ff.reads:
             cls = holders.get(r.base.rpartition(".")[2]) if r.scope == fn.qualname else None
-            if cls is None or r.attr in guarded:
+            if cls is None:
                 continue
             here = run.surface.configs.get(cls)
             seen = [s.version for s in run.others if r.attr in s.configs.get(cls, {})]
             if here is not None and r.attr not in here and seen:
-                out.append(run.finding("error", "config", f"{name} reads {r.base}.{r.attr}, "
-                                       f"which vLLM {run.surface.version}'s "
-                                       f"{cls.rpartition('.')[2]} does not have (vLLM "
-                                       f"{max(seen, key=version_key)} has it)", module, r.line))
+                problems.append(Problem(r.line, "AttributeError", "error", "config",
+                                        f"{name} reads {r.base}.{r.attr}, which vLLM "
+                                        f"{run.surface.version}'s {cls.rpartition('.')[2]} does "
+                                        f"not have (vLLM {max(seen, key=version_key)} has it)",
+                                        member=r.attr))
+        out += settle(run, module, fn, problems)
     return out

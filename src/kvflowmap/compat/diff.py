@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvflowmap.compat.model import Field, Method, Surface, Where
+from kvflowmap.compat.model import ClassSurface, Field, Method, Surface, Where
 
 
 @dataclass(frozen=True)
 class Change:
     """One difference between release A (old) and B (new)."""
 
-    section: str  # method | call | carrier | state | env | config | class
+    section: str  # method | member | call | carrier | state | env | config | class
     kind: str  # added | removed | changed
     subject: str  # ``KVConnectorBase_V1.handle_preemptions``, ``KVConnectorOutput.failed_recving``
     old: str | None = None
@@ -62,6 +62,23 @@ def _classes(a: Surface, b: Surface) -> list[Change]:
         ma, mb = (ca.methods if ca else {}), (cb.methods if cb else {})
         for m in sorted(set(ma) | set(mb)):
             out += _method(f"{name}.{m}", ma.get(m), mb.get(m))
+        if ca is not None and cb is not None:
+            out += _members(name, ca, cb)
+    return out
+
+
+def _members(name: str, ca: ClassSurface, cb: ClassSurface) -> list[Change]:
+    """Attributes of a base class (class body or ``self.X`` its methods assign)
+    that one release has and the other lacks: ``self._kv_cache_manager``,
+    ``_cache_hit_source``."""
+    fa = set(ca.members) - set(ca.methods)
+    fb = set(cb.members) - set(cb.methods)
+    out: list[Change] = []
+    for m in sorted(fa ^ fb):
+        added = m in fb
+        out.append(Change("member", "added" if added else "removed", f"{name}.{m}",
+                          old_where=None if added else ca.where,
+                          new_where=cb.where if added else None))
     return out
 
 
@@ -83,7 +100,30 @@ def _method(subject: str, ma: Method | None, mb: Method | None) -> list[Change]:
             not (ma.default.startswith("runs ") and mb.default.startswith("runs ")):
         out.append(Change("method", "changed", subject, ma.default, mb.default, ma.where,
                           mb.where, "default behaviour"))
+    if ma.doc and mb.doc and ma.doc != mb.doc:
+        old, new = doc_change(ma.doc, mb.doc)
+        out.append(Change("method", "changed", subject, old, new, ma.where, mb.where,
+                          "docstring (the contract as written)"))
     return out
+
+
+def doc_change(a: str, b: str, context: int = 4, limit: int = 160) -> tuple[str, str]:
+    """The words around the first to the last difference of two docstrings
+    (whitespace already collapsed), ``…`` where cut."""
+    wa, wb = a.split(), b.split()
+    shortest = min(len(wa), len(wb))
+    pairs = zip(wa, wb, strict=False)
+    first = next((i for i, (x, y) in enumerate(pairs) if x != y), shortest)
+    ends = zip(reversed(wa), reversed(wb), strict=False)
+    back = next((i for i, (x, y) in enumerate(ends) if x != y), shortest)
+    back = min(back, len(wa) - first, len(wb) - first)
+
+    def cut(words: list[str]) -> str:
+        lo, hi = max(first - context, 0), min(len(words) - back + context, len(words))
+        text = " ".join(words[lo:hi])
+        text = text if len(text) <= limit else text[:limit - 1] + "…"
+        return ("…" if lo else "") + text + ("…" if hi < len(words) else "")
+    return cut(wa), cut(wb)
 
 
 def _norm(text: str | None) -> str | None:
@@ -156,6 +196,13 @@ def _tables(section: str, ta: dict[str, dict[str, Field]],
     out: list[Change] = []
     for cls in sorted(set(ta) | set(tb)):
         short = cls.rpartition(".")[2]
+        if (cls in ta) != (cls in tb) and section == "carrier":  # the class, and its fields
+            fields = (tb if cls in tb else ta)[cls]
+            where = next(iter(fields.values())).where if fields else None
+            out.append(Change(section, "added" if cls in tb else "removed", short,
+                              old_where=None if cls in tb else where,
+                              new_where=where if cls in tb else None,
+                              detail=f"class with fields {', '.join(fields)}"))
         if (cls in ta) != (cls in tb) and section == "config":  # the class, not each field
             fields = (tb if cls in tb else ta)[cls]
             where = next(iter(fields.values())).where if fields else None

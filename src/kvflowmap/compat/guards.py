@@ -6,8 +6,9 @@ of a vLLM hook at once. Found in the statement tree of the method's facts:
 - an ``if`` comparing a version (``vllm.__version__``, ``Version(...)``,
   a ``*version*`` name): the release picks the branch.
 
-A guarded parameter is accepted with either of the annotations vLLM gives it:
-the branch that fits each release is the one that runs."""
+A guarded parameter is accepted with either of the annotations vLLM gives it
+(an annotation is not checked at run time). Which branch of a guard runs on
+a release, and checking only that one, is ``compat.branches``."""
 
 from __future__ import annotations
 
@@ -73,55 +74,6 @@ def _walk(stmts: tuple[Stmt, ...]):
         yield s
         for part in (s.body, s.orelse, s.handlers, s.final):
             yield from _walk(part)
-
-
-def iterates(fn: FunctionFact, facts: FileFacts, param: str) -> int | None:
-    """The first line where method ``fn`` uses parameter ``param`` as a
-    collection (``for x in p``, ``set(p)``, ``x in p``), if it does."""
-    lines = collection_uses(fn, facts, param)
-    return lines[0] if lines else None
-
-
-@dataclass(frozen=True)
-class Branches:
-    """The two sides of ``if isinstance(param, T)`` in a method, as line spans."""
-
-    types: tuple[str, ...]  # T as written (``set``, ``(set, frozenset)`` split)
-    when_true: tuple[int, int]  # first and last line of the branch taken when it is a T
-    when_false: tuple[int, int]  # the other branch (may be the rest of the method)
-
-
-_TEST = r"(not\s+)?isinstance\(\s*{p}\s*,\s*\(?([\w.,\s]+?)\)?\s*\)"
-
-
-def isinstance_branches(fn: FunctionFact, param: str) -> Branches | None:
-    """The branches of the first ``if isinstance(param, ...)`` of ``fn``. An
-    ``if`` without ``else`` that ends in ``return``/``raise`` leaves the rest
-    of the method to the other side."""
-    pattern = re.compile(_TEST.format(p=re.escape(param)))
-    return _find(fn.body, pattern, fn.end_line)
-
-
-def _find(stmts: tuple[Stmt, ...], pattern: re.Pattern[str], end: int) -> Branches | None:
-    for i, s in enumerate(stmts):
-        stop = stmts[i + 1].line - 1 if i + 1 < len(stmts) else end
-        m = pattern.search(s.text or "") if s.kind == "if" else None
-        if m:
-            types = tuple(t.strip() for t in m.group(2).split(",") if t.strip())
-            body_end = s.orelse[0].line - 1 if s.orelse else stop
-            if s.orelse:
-                other = (s.orelse[0].line, stop)
-            elif s.body and s.body[-1].kind in ("return", "raise"):
-                other = (stop + 1, end)
-            else:
-                other = (0, -1)  # nothing runs only when it is not a T
-            body = (s.line, body_end)
-            return Branches(types, other, body) if m.group(1) else Branches(types, body, other)
-        for part in (s.body, s.orelse, s.handlers, s.final):
-            inner = part and _find(part, pattern, stop)
-            if inner:
-                return inner
-    return None
 
 
 def collection_uses(fn: FunctionFact, facts: FileFacts, param: str) -> list[int]:

@@ -3,17 +3,20 @@ every release's protocol surface."""
 
 from __future__ import annotations
 
-from kvflowmap.compat.checks import Run, check_abstract, check_hooks, check_overrides
+from kvflowmap.compat.checks import check_abstract, check_hooks, check_overrides
+from kvflowmap.compat.checks_calls import check_base_calls
 from kvflowmap.compat.checks_uses import (check_carriers, check_config, check_envs,
                                           check_imports, check_members)
 from kvflowmap.compat.connector import ConnectorCode
+from kvflowmap.compat.context import Run
 from kvflowmap.compat.findings import Finding, Matrix
+from kvflowmap.compat.guarded import check_guards
 from kvflowmap.compat.model import Surface
 from kvflowmap.compat.related import Canon
 from kvflowmap.protocol import Protocol
 
 CHECKS = (check_overrides, check_hooks, check_abstract, check_members, check_envs,
-          check_imports, check_config, check_carriers)
+          check_imports, check_config, check_carriers, check_base_calls, check_guards)
 
 
 def connector_classes(code: ConnectorCode, surfaces: list[Surface], canon: Canon,

@@ -34,6 +34,8 @@ class Method:
     is_async: bool
     abstract: bool
     default: str  # what the base does: "no-op", "returns None", "raises NotImplementedError"...
+    ret_heads: tuple[str, ...] | None = None  # resolved alternatives of the return annotation
+    doc: str = ""  # the docstring, whitespace collapsed (its contract, as written)
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,9 @@ class Surface:
             return Method(d["name"], where(d["where"]), d["signature"],
                           tuple(Param(*p) for p in d["params"]),
                           tuple(None if h is None else tuple(h) for h in d["heads"]),
-                          d["returns"], d["kind"], d["is_async"], d["abstract"], d["default"])
+                          d["returns"], d["kind"], d["is_async"], d["abstract"], d["default"],
+                          None if d.get("ret_heads") is None else tuple(d["ret_heads"]),
+                          d.get("doc", ""))
 
         def table(d: dict) -> dict[str, dict[str, Field]]:
             return {k: {n: fld(f) for n, f in v.items()} for k, v in d.items()}

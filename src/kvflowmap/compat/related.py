@@ -45,6 +45,8 @@ class Related:
             return out
         if name in self.surface.classes:
             return self.surface.mro(name)
+        if name in self.surface.carriers:
+            return [name]  # a dataclass of fields (``KVConnectorTransferResults``)
         return None
 
     def __call__(self, x: str, y: str) -> bool:

@@ -7,6 +7,7 @@ signatures. Never the whole release."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,8 @@ Parse = Callable[[Path, str], FileFacts]
 # ``kv_connector``, ``get_kv_transfer_group()``); an EC connector or a block
 # pool with a method of the same name is another protocol.
 _RECEIVER = re.compile(r"(^|\.)(kv_)?connector$|(^|\.)kv_transfer_group$|"
-                       r"get_kv_transfer_group\(\)$")
+                       r"get_kv_transfer_group\(\)$|(^|\.)connector_cls$|"
+                       r"(^|\.)_KV_CONNECTOR_AGENT$")
 
 
 class _Release:
@@ -64,10 +66,11 @@ def extract_surface(root: Path, version: str, protocol: Protocol, parse: Parse) 
     rel = _Release(root, parse)
     surface = Surface(version=version)
     base_module = protocol.base_class.rpartition(".")[0]
-    for module in _base_modules(rel, base_module):
+    siblings = _base_modules(rel, base_module)
+    for module in siblings:
         _classes(rel, module, surface)
     hooks = {m for c in surface.classes.values() for m in c.methods if not m.startswith("__")}
-    for module in _call_modules(rel, protocol, base_module):
+    for module in sorted(set(_call_modules(rel, protocol, base_module)) | set(siblings)):
         surface.calls += _calls(rel, module, hooks, self_calls=module == base_module)
     for fqn in sorted({c.owner for c in protocol.carriers} | set(protocol.carrier_classes)):
         _fields(rel, fqn, surface.carriers)
@@ -98,11 +101,12 @@ def _classes(rel: _Release, module: str, surface: Surface) -> None:
     facts, names = rel.module(module), rel.names(module)
     assert facts is not None
     file = rel.files[module]
+    docs = _docstrings(rel.root / file)
     for c in facts.classes:
         if "." in c.qualname:
             continue
-        methods = {f.name: _method(f, names, file) for f in facts.functions
-                   if f.class_qualname == c.qualname}
+        methods = {f.name: _method(f, names, file, docs.get(f.qualname, "")) for f in
+                   facts.functions if f.class_qualname == c.qualname}
         assigned = {a.target.split(".")[1] for a in facts.assigns
                     if a.scope.startswith(f"{c.qualname}.") and a.target.startswith("self.")}
         fqn = f"{module}.{c.qualname}"
@@ -114,12 +118,29 @@ def _classes(rel: _Release, module: str, surface: Surface) -> None:
             surface.carriers[fqn] = {n: Field(n, Where(file, c.line), a) for n, a in c.attributes}
 
 
-def _method(fn: FunctionFact, names: Names, file: str) -> Method:
+def _method(fn: FunctionFact, names: Names, file: str, doc: str = "") -> Method:
     kind = method_kind(fn)
     params = fn.params if kind == "static" else fn.params[1:]
     heads = tuple(_sorted(annotation_heads(p.annotation, names.annotation)) for p in params)
     return Method(fn.name, Where(file, fn.line), _signature(fn), params, heads, fn.returns,
-                  kind, fn.is_async, fn.abstract, _default(fn))
+                  kind, fn.is_async, fn.abstract, _default(fn),
+                  _sorted(annotation_heads(fn.returns, names.annotation)), doc)
+
+
+def _docstrings(path: Path) -> dict[str, str]:
+    """``Class.method`` -> its docstring, whitespace collapsed (the facts keep
+    only the first line; the contract is in the rest). Read with ``ast``, not run."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {}
+    out: dict[str, str] = {}
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f"{cls.name}.{fn.name}"] = " ".join((ast.get_docstring(fn) or "").split())
+    return out
 
 
 def _sorted(heads: frozenset[str] | None) -> tuple[str, ...] | None:
@@ -173,8 +194,9 @@ def _call_modules(rel: _Release, protocol: Protocol, base_module: str) -> list[s
 # a module that names the connector base or its accessor (``connector.x(`` alone
 # is also the EC and offloading connectors).
 _CALL_TEXT = re.compile(rb"(get_kv_transfer_group\(\)|\bkv_transfer_group|\bkv_connector|"
-                        rb"\bconnector)\.\w+")
-_NAMES_TEXT = re.compile(rb"KVConnectorBase(_V1)?\b|get_kv_transfer_group\b")
+                        rb"\bconnector|\bconnector_cls|_KV_CONNECTOR_AGENT)\.\w+")
+_NAMES_TEXT = re.compile(rb"KVConnectorBase(_V1)?\b|get_kv_transfer_group\b|"
+                         rb"KVConnectorFactory\b|\.get_kv_connector\(\)")
 
 
 def _scan(rel: _Release, package: str, base_module: str) -> list[str]:
