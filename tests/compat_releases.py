@@ -220,6 +220,11 @@ class Scheduler:
         return self.connector.request_finished(request, [])
 '''
 
+_SCHEDULER_NEW = _SCHEDULER + '''
+    def _drain_deferred_loads(self, request):
+        self.connector.get_num_new_matched_tokens(request, 0)
+'''
+
 _FACTORY = '''
 class KVConnectorFactory:
     @classmethod
@@ -263,7 +268,7 @@ def release_files(version: str) -> dict[str, str]:
         "vllm/v1/outputs.py": _OUTPUTS_NEW if new else _OUTPUTS_OLD,
         "vllm/v1/request.py": _REQUEST_NEW if new else _REQUEST_OLD,
         "vllm/v1/worker/kv_connector_model_runner_mixin.py": _MIXIN_NEW if new else _MIXIN_OLD,
-        "vllm/v1/core/sched/scheduler.py": _SCHEDULER,
+        "vllm/v1/core/sched/scheduler.py": _SCHEDULER_NEW if new else _SCHEDULER,
         **({"vllm/v1/worker/gpu_worker.py": _GPU_WORKER} if new else {}),
     }
 

@@ -106,3 +106,10 @@ def test_doc_change_keeps_the_words_around_the_difference() -> None:
     old, new = doc_change(a, b)
     assert old.startswith("Block until") and old.endswith("…")
     assert new.startswith("Submit saves") and "exits" not in new
+
+
+def test_new_caller_in_the_same_module(changes: list[Change]) -> None:
+    c = _one(changes, "call", "get_num_new_matched_tokens")
+    assert c.kind == "changed" and c.new == "_drain_deferred_loads"
+    assert c.detail == "now called from _drain_deferred_loads"
+    assert c.new_where is not None and c.new_where.file == "vllm/v1/core/sched/scheduler.py"

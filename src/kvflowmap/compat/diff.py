@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvflowmap.compat.model import ClassSurface, Field, Method, Surface, Where
+from kvflowmap.compat.model import CallSite, ClassSurface, Field, Method, Surface, Where
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,16 @@ def _method(subject: str, ma: Method | None, mb: Method | None) -> list[Change]:
             not (ma.default.startswith("runs ") and mb.default.startswith("runs ")):
         out.append(Change("method", "changed", subject, ma.default, mb.default, ma.where,
                           mb.where, "default behaviour"))
-    if ma.doc and mb.doc and ma.doc != mb.doc:
+    if ma.doc and mb.doc and _words(ma.doc) != _words(mb.doc):
         old, new = doc_change(ma.doc, mb.doc)
         out.append(Change("method", "changed", subject, old, new, ma.where, mb.where,
                           "docstring (the contract as written)"))
     return out
+
+
+def _words(doc: str) -> list[str]:
+    """A docstring's words without case and punctuation (a full stop added is no change)."""
+    return [w for w in ("".join(c for c in x if c.isalnum()).lower() for x in doc.split()) if w]
 
 
 def doc_change(a: str, b: str, context: int = 4, limit: int = 160) -> tuple[str, str]:
@@ -159,7 +164,8 @@ def _how(ma: Method, mb: Method) -> str:
 
 
 def _calls(a: Surface, b: Surface) -> list[Change]:
-    """Hooks vLLM starts or stops calling, and keywords it starts passing."""
+    """Hooks vLLM starts or stops calling, the modules and functions it calls
+    them from, the keywords and positional arguments it passes."""
     out: list[Change] = []
     for name in sorted({c.method for c in a.calls} | {c.method for c in b.calls}):
         ca, cb = a.calls_of(name), b.calls_of(name)
@@ -178,17 +184,41 @@ def _calls(a: Surface, b: Surface) -> list[Change]:
                                   f"no longer called from {', '.join(gone)}" if gone else "",
                                   f"now called from {', '.join(sorted({c.caller for c in cb if c.where.file in new}))}"
                                   if new else "") if part)))
+        else:
+            out += _callers(name, ca, cb)
         ka, kb = {k for c in ca for k in c.keywords}, {k for c in cb for k in c.keywords}
         pa, pb = max(c.positional for c in ca), max(c.positional for c in cb)
         for kw in sorted(kb - ka):
             site = next(c for c in cb if kw in c.keywords)
             out.append(Change("call", "changed", name, None, f"{kw}=", wa, site.where,
                               f"vLLM now passes keyword {kw}="))
-        if pb > pa:
-            site = next(c for c in cb if c.positional == pb)
+        for kw in sorted(ka - kb):
+            site = next(c for c in ca if kw in c.keywords)
+            out.append(Change("call", "changed", name, f"{kw}=", None, site.where, wb,
+                              f"vLLM no longer passes keyword {kw}="))
+        if pb != pa:
+            site = next(c for c in (cb if pb > pa else ca) if c.positional == max(pa, pb))
             out.append(Change("call", "changed", name, f"{pa} positional", f"{pb} positional",
-                              wa, site.where, "vLLM passes more positional arguments"))
+                              wa if pb > pa else site.where, site.where if pb > pa else wb,
+                              f"vLLM passes {'more' if pb > pa else 'fewer'} positional "
+                              "arguments"))
     return out
+
+
+def _callers(name: str, ca: list[CallSite], cb: list[CallSite]) -> list[Change]:
+    """Callers of a hook that come or go within the same modules (a new step
+    that calls ``wait_for_save``, a caller renamed)."""
+    fa, fb = {c.caller: c for c in ca}, {c.caller: c for c in cb}
+    new, gone = sorted(set(fb) - set(fa)), sorted(set(fa) - set(fb))
+    if not new and not gone:
+        return []
+    parts = [f"now called from {', '.join(n.rpartition('.')[2] for n in new)}" if new else "",
+             f"no longer from {', '.join(g.rpartition('.')[2] for g in gone)}" if gone else ""]
+    old = fa[gone[0]].where if gone else ca[0].where
+    site = fb[new[0]].where if new else cb[0].where
+    return [Change("call", "changed", name, ", ".join(g.rpartition(".")[2] for g in gone) or None,
+                   ", ".join(n.rpartition(".")[2] for n in new) or None, old, site,
+                   "; ".join(p for p in parts if p))]
 
 
 def _tables(section: str, ta: dict[str, dict[str, Field]],
