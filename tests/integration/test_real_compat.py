@@ -33,7 +33,9 @@ def _subject(changes: list[Change], subject: str) -> list[Change]:
 
 def test_handle_preemptions_change_has_both_signatures(store: SurfaceStore) -> None:
     _, _, changes = run_diff(store, "vllm==0.18.0", "vllm==0.19.0")
-    (c,) = _subject(changes, "KVConnectorBase_V1.handle_preemptions")
+    c, doc = _subject(changes, "KVConnectorBase_V1.handle_preemptions")
+    assert doc.new is not None and doc.new.startswith("Handle preempted requests or evicted "
+                                                      "blocks")  # its contract, in words
     assert c.old == "def handle_preemptions(self, preempted_req_ids: set[str])"
     assert c.new == "def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata)"
     assert str(c.old_where) == f"{BASE}:291" and str(c.new_where) == f"{BASE}:291"
@@ -81,3 +83,34 @@ def test_pegaflow_failed_recving_never_filled_from_0_30(pegaflow: Matrix) -> Non
     assert "carrier" in kinds["0.30.0"] and "carrier" not in kinds["0.29.0"]
     # no release in the range breaks PegaFlow 0.25.1's connector
     assert not [f for f in pegaflow.findings() if f.severity == "error"]
+
+
+def test_base_members_docstrings_and_class_level_calls(store: SurfaceStore) -> None:
+    """Read from the diffs of ``kv_connector/v1/base.py``: 0.30.0's ``__init__``
+    assigns ``self._kv_cache_manager``; 0.32.0 adds the class attribute
+    ``_cache_hit_source`` ("Subclasses must set HOST/DISK/P2P..."); 0.31.0
+    rewrites ``wait_for_save``'s contract ("Called once per step, including
+    empty steps"); 0.33.0's ``VllmConfig`` calls ``connector_cls.supports_sleep_mode``."""
+    _, _, changes = run_diff(store, "vllm==0.29.0", "vllm==0.30.0")
+    (m,) = _subject(changes, "KVConnectorBase_V1._kv_cache_manager")
+    assert m.section == "member" and m.kind == "added"
+    (c,) = [x for x in _subject(changes, "KVConnectorTransferResults") if x.section == "carrier"]
+    assert c.kind == "added" and "failed_recving" in c.detail
+    _, _, later = run_diff(store, "vllm==0.30.0", "vllm==0.33.0")
+    (attr,) = _subject(later, "KVConnectorBase_V1._cache_hit_source")
+    assert attr.kind == "added"
+    (doc,) = _subject(later, "KVConnectorBase_V1.wait_for_save")
+    assert doc.detail.startswith("docstring") and doc.new is not None
+    assert doc.new.startswith("Submit saves and perform required synchronization")
+    (sleep,) = [x for x in _subject(later, "supports_sleep_mode") if x.section == "call"]
+    assert sleep.kind == "added" and sleep.new_where is not None
+    assert sleep.new_where.file == "vllm/config/vllm.py"
+    s33 = store.release("0.33.0")
+    assert {c.where.file for c in s33.calls_of("get_required_kvcache_layout")} >= \
+        {"vllm/distributed/kv_transfer/kv_connector/utils.py"}
+
+
+def test_pegaflow_no_dead_hook_where_the_base_still_calls_it(pegaflow: Matrix) -> None:
+    # 0.30.0's base get_transfer_results calls self.get_finished: PegaFlow's
+    # get_finished is alive; none of its hooks lost every caller in these releases
+    assert not [f for f in pegaflow.findings() if f.kind in ("no-caller", "base-call", "return")]
