@@ -297,7 +297,7 @@ CONNECTOR = {
 import vllm
 from packaging.version import Version
 from vllm import envs
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorMetadata
 
 VLLM_VERSION = Version(vllm.__version__).release
 
@@ -450,6 +450,35 @@ class TryWrongConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         return 0, False
+
+
+class ToyMetadata(KVConnectorMetadata):
+    preempted_req_ids: set[str] = set()
+
+
+class NoneGuardConnector(KVConnectorBase_V1):
+    """Passes kv_cache_config on only when vLLM gave one (LMCache's guard), and
+    tests the metadata against its own subclass."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        if kv_cache_config is not None:
+            super().__init__(vllm_config, role, kv_cache_config)
+        else:
+            super().__init__(vllm_config, role)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        pass
+
+    def wait_for_save(self):
+        pass
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 0, False
+
+    def handle_preemptions(self, preempted):
+        if isinstance(preempted, ToyMetadata):
+            return preempted.preempted_req_ids
+        return set()
 ''',
     "toyconn/bad.py": '''
 from vllm import envs

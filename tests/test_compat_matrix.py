@@ -35,7 +35,8 @@ def test_classes_found_through_the_connector_hierarchy(matrix: Matrix) -> None:
         "toyconn.bad.OldConnector", "toyconn.bad.OldInitConnector",
         "toyconn.bad.OldReturnConnector", "toyconn.bad.UnannotatedReturnConnector",
         "toyconn.good.GuardedConnector", "toyconn.good.HasattrConnector",
-        "toyconn.good.LayeredConnector", "toyconn.good.TryConnector",
+        "toyconn.good.LayeredConnector", "toyconn.good.NoneGuardConnector",
+        "toyconn.good.TryConnector",
         "toyconn.good.TryWrongConnector", "toyconn.good.VersionBranchConnector",
         "toyconn.good.VersionedConnector", "toyconn.good.WrongBranchConnector",
         "toyconn.good.WrongHasattrConnector", "toyconn.good.WrongVersionConnector"]
@@ -234,3 +235,20 @@ def test_hook_without_a_caller_left(matrix: Matrix) -> None:
     assert f.severity == "warning" and f.where == "toyconn/bad.py:84"
     assert f.message.startswith("get_block_ids_with_load_errors: vLLM 0.2.0's base still "
                                 "declares it, but nothing in vLLM 0.2.0 calls it (vLLM 0.1.0 did")
+
+
+def test_is_none_guard_and_a_subclass_test(matrix: Matrix) -> None:
+    # if kv_cache_config is not None: 0.1.0 does not pass it (the default None runs),
+    # 0.2.0 requires it (never None): each release runs the call that fits it
+    for release, where, side in (("0.1.0", "toyconn/good.py:170", "the other branch"),
+                                 ("0.2.0", "toyconn/good.py:172", "the if branch")):
+        assert not _errors(matrix, "good.NoneGuardConnector", release)
+        (g,) = [f for f in _kinds(matrix, "good.NoneGuardConnector", release)["guarded"]
+                if f.where == where]
+        assert g.message.endswith(f"kv_cache_config is not None at line 169: {side} runs on "
+                                  f"vLLM {release}")
+    # isinstance(preempted, ToyMetadata): a set never is one; KVConnectorMetadata may be
+    notes = {r: [f.message for f in _kinds(matrix, "good.NoneGuardConnector", r)["guarded"]
+                 if "ToyMetadata" in f.message][0] for r in ("0.1.0", "0.2.0")}
+    assert notes["0.1.0"].endswith("the other branch runs")
+    assert notes["0.2.0"].endswith("either branch may run (a subclass of what it passes)")

@@ -8,6 +8,9 @@ parsed as text with ``ast``, never run):
 - ``if isinstance(param, T)``: the release's annotation of the parameter decides;
 - ``if hasattr(obj, "name")`` / ``if getattr(obj, "name", ...)``: whether the
   release has the member (``self``/``super()``, ``envs``, a builtin-typed parameter);
+- ``if param is None`` / ``is not None``: the release does not pass the
+  parameter (the override's default runs), or passes a value its annotation
+  says is never None (``kv_cache_config`` once it became required);
 - ``if <vLLM version> <op> <literal>``: ``vllm.__version__`` (or a name that
   holds it) against a string, a ``Version(...)`` or a tuple, evaluated as Python
   would (strings compare as strings);
@@ -43,13 +46,14 @@ class Oracle:
     isinstance_of: Callable[[str, tuple[str, ...]], bool | None]  # (param, types)
     hasattr_of: Callable[[str, str], bool | None]  # (object text, member)
     is_vllm_version: Callable[[str], bool]  # a dotted name that holds vLLM's version
+    is_none: Callable[[str], bool | None] = lambda param: None  # ``param is None``
 
 
 @dataclass(frozen=True)
 class Guard:
     """One guard of a method, decided for one release."""
 
-    kind: str  # isinstance | hasattr | version | try
+    kind: str  # isinstance | hasattr | is-none | version
     line: int
     text: str  # the test as written, or ``try/except TypeError``
     taken: bool | None  # the test holds / the try body runs through; None: undecided
@@ -179,6 +183,12 @@ def _eval(node: ast.expr, oracle: Oracle, kinds: list[str]) -> bool | None:
         return True if True in values else (False if all(v is False for v in values) else None)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, oracle, kinds)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+            isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name) \
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        kinds.append("is-none")
+        none = oracle.is_none(node.left.id)
+        return none if none is None or isinstance(node.ops[0], ast.Is) else not none
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         return _version(node.left, node.ops[0], node.comparators[0], oracle, kinds)
     return None

@@ -45,6 +45,15 @@ def _override_sig(run: Run, module: str, fn: FunctionFact) -> Sig:
     return Sig(kind, fn.is_async, params, heads, None, fn.returns, f"def {fn.name}(…)")
 
 
+def _override_name(base: Method, over: Sig, name: str) -> str:
+    """The override's name for base parameter ``name`` (same position, or keyword)."""
+    pos = [p.name for p in base.params if p.kind in ("posonly", "pos")]
+    mine = [p.name for p in over.params if p.kind in ("posonly", "pos")]
+    if name in pos and pos.index(name) < len(mine):
+        return mine[pos.index(name)]
+    return name
+
+
 def check_overrides(run: Run) -> list[Finding]:
     """Overrides that break how the release calls the base, or accepted by a guard."""
     out: list[Finding] = []
@@ -60,7 +69,8 @@ def check_overrides(run: Run) -> list[Finding]:
         over = _override_sig(run, module, fn)
         for key, issue in compare(base_sig(base), over, passed, related, returns=False):
             param = key.partition(":")[2]
-            why = guards.param_guard(param) if key.startswith("ann:") else None
+            why = guards.param_guard(_override_name(base, over, param)) or \
+                guards.param_guard(param) if key.startswith("ann:") else None
             if why:
                 out.append(run.finding("guarded", "guarded", f"{name}: {issue}; accepted: "
                                        f"{why}", module, fn.line, base.where))
@@ -88,11 +98,12 @@ def _guarded_change(run: Run, module: str, fn: FunctionFact, base: Method,
         tested = tuple(t.strip() for x in guards.isinstance_types.get(p.name, ())
                        for t in x.strip("()").split(",") if t.strip())
         taken = oracle(run, run.surface, module, fn).isinstance_of(p.name, tested)
-        branch = "the isinstance branch" if taken else "the other branch"
+        branch = {True: "the isinstance branch runs", False: "the other branch runs",
+                  None: "either branch may run (a subclass of what it passes)"}[taken]
         out.append(run.finding("guarded", "guarded", f"{fn.name}: vLLM {run.surface.version} "
                                f"passes {p.name} as {base.params[i].annotation} (other releases: "
                                f"{_others(history, run.surface.version)}); "
-                               f"{guards.isinstance_params[p.name]}: {branch} runs",
+                               f"{guards.isinstance_params[p.name]}: {branch}",
                                module, fn.line, base.where))
     return out
 

@@ -66,7 +66,33 @@ def oracle(run: Run, surface: Surface, module: str, fn: FunctionFact) -> Oracle:
             line = surface.mro(h) if h in surface.classes else [h]
             if any(k.rpartition(".")[2] in shorts for k in line):
                 return True
+        if _builtin(heads):
+            return False  # a set is none of the connector's or vLLM's classes
+        for t in types:  # a subclass of what the release passes: it may or may not be one
+            fqn = names.fqn(t)
+            if fqn in run.code.classes or "." in fqn and run.canon(fqn) not in surface.classes:
+                return None
+            if run.canon(fqn) in surface.classes and set(heads) & set(
+                    surface.mro(run.canon(fqn))):
+                return None
         return False
+
+    def is_none(param: str) -> bool | None:
+        """``param is None`` on the release: the base does not pass it (the
+        override's default runs), or passes a value its annotation says is not None."""
+        if param not in params or base is None:
+            return None
+        mine = next(p for p in (fn.params if kind == "static" else fn.params[1:])
+                    if p.name == param)
+        i = params.index(param)
+        known = {p.name for p in base.params}
+        if param not in known and i >= len(base.params) and mine.default == "None":
+            return True
+        heads = heads_of(param) if i < len(base.params) else None
+        b = base.params[i] if heads else None
+        if heads and "None" not in heads and b is not None and b.default is None:
+            return False
+        return None
 
     def present(name: str, here_: set[str], known_: Iterable[str]) -> bool | None:
         return True if name in here_ else (False if name in set(known_) else None)
@@ -93,7 +119,7 @@ def oracle(run: Run, surface: Surface, module: str, fn: FunctionFact) -> Oracle:
         return "vllm" in low and "version" in low and not fqn.startswith(
             tuple(f"{m}." for m in run.code.facts))  # a connector's own version is not vLLM's
 
-    return Oracle(surface.version, isinstance_of, hasattr_of, is_vllm_version)
+    return Oracle(surface.version, isinstance_of, hasattr_of, is_vllm_version, is_none)
 
 
 def _builtin(heads: tuple[str, ...] | None) -> bool:
