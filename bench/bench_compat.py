@@ -3,7 +3,7 @@
 Cold: an empty surface and fact cache (the downloaded releases are shared
 with the user cache through a symlink, so the network is not timed: a
 release is fetched once, ~8 s each here); every surface is extracted from
-the ~14 modules it needs. Warm: the same command again, surfaces read from
+the ~25 modules it needs. Warm: the same command again, surfaces read from
 ``cache/compat/*.json`` and the connector's facts from the fact cache. Each
 run is a fresh process (``kvflowmap compat ...``), the range resolved
 through the package index each time (``pip index versions``, ~1 s of each run).
