@@ -25,6 +25,7 @@ class Run:
     protocol: Protocol
     rows: frozenset[str] = frozenset()  # the classes of the matrix
     memo: dict = field(default_factory=dict)  # what checks work out once per run
+    shared: dict = field(default_factory=dict)  # once per matrix (the same releases)
 
     def __post_init__(self) -> None:
         self.bases = [self.canon(b) for b in self.code.external_bases(self.cls)]

@@ -147,7 +147,7 @@ def _holder_class(run: Run, obj: str) -> str | None:
 def config_holders(run: Run) -> dict[str, str]:
     """Field name -> config class it holds (``kv_transfer_config`` ->
     ``KVTransferConfig``), from the config classes' annotations in any release."""
-    memo = run.memo.get("holders")
+    memo = run.shared.get("holders")
     if memo is not None:
         return memo
     out: dict[str, str] = {}
@@ -158,7 +158,7 @@ def config_holders(run: Run) -> dict[str, str]:
                 for short, fqn in shorts.items():
                     if re.search(rf"\b{short}\b", f.annotation or ""):
                         out.setdefault(f.name, fqn)
-    run.memo["holders"] = out
+    run.shared["holders"] = out
     return out
 
 

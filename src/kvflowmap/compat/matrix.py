@@ -37,10 +37,11 @@ def build_matrix(code: ConnectorCode, surfaces: list[Surface], protocol: Protoco
     classes = classes if classes is not None else connector_classes(code, surfaces, canon,
                                                                     protocol)
     matrix = Matrix([s.version for s in surfaces], classes)
+    shared: dict = {}
     for cls in classes:
         for s in surfaces:
             run = Run(code, cls, s, [o for o in surfaces if o is not s], canon, protocol,
-                      frozenset(classes))
+                      frozenset(classes), shared=shared)
             cell = matrix.cell(cls, s.version)
             if not run.contract:
                 cell.findings.append(_missing_base(run))
