@@ -572,5 +572,14 @@ class UnannotatedReturnConnector(OldInitConnector):
 
     def request_finished(self, request, block_ids):
         return False
+
+
+class ExtraArgConnector(OldInitConnector):
+    """Passes the base one argument too many, inside an expression."""
+
+    def request_finished(self, request, block_ids):
+        done = super().request_finished(request, block_ids,
+                                        True) and True
+        return done, None
 ''',
 }

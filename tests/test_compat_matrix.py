@@ -31,7 +31,8 @@ def _kinds(m: Matrix, cls: str, release: str) -> dict[str, list[Finding]]:
 
 def test_classes_found_through_the_connector_hierarchy(matrix: Matrix) -> None:
     assert matrix.classes == [
-        "toyconn.bad.IteratingConnector", "toyconn.bad.NoSaveConnector",
+        "toyconn.bad.ExtraArgConnector", "toyconn.bad.IteratingConnector",
+        "toyconn.bad.NoSaveConnector",
         "toyconn.bad.OldConnector", "toyconn.bad.OldInitConnector",
         "toyconn.bad.OldReturnConnector", "toyconn.bad.UnannotatedReturnConnector",
         "toyconn.good.GuardedConnector", "toyconn.good.HasattrConnector",
@@ -252,3 +253,10 @@ def test_is_none_guard_and_a_subclass_test(matrix: Matrix) -> None:
                  if "ToyMetadata" in f.message][0] for r in ("0.1.0", "0.2.0")}
     assert notes["0.1.0"].endswith("the other branch runs")
     assert notes["0.2.0"].endswith("either branch may run (a subclass of what it passes)")
+
+
+def test_base_call_inside_an_expression_over_two_lines(matrix: Matrix) -> None:
+    for release in ("0.1.0", "0.2.0"):
+        (f,) = _errors(matrix, "bad.ExtraArgConnector", release)
+        assert f.kind == "base-call" and f.where == "toyconn/bad.py:99"
+        assert "super().request_finished(…) with 3 positional arguments (it takes 2)" in f.message

@@ -226,8 +226,8 @@ def _version(left: ast.expr, op: ast.cmpop, right: ast.expr, oracle: Oracle,
         if dotted is None or not oracle.is_vllm_version(dotted):
             continue
         literal = _literal(other)
-        if literal is None:
-            return None
+        if literal is None or not version_key(oracle.version):
+            return None  # not a literal, or a release without a version (an import root)
         kinds.append("version")
         here: object
         there: object

@@ -74,13 +74,12 @@ def _call_node(run: Run, module: str, c: CallFact) -> ast.Call | None:
     text = line[start:]
     for n in range(c.line + 1, c.line + 40):
         try:
-            node = ast.parse(text.strip(), mode="eval").body
-            return node if isinstance(node, ast.Call) else None
+            tree = ast.parse(text.strip().rstrip(":"), mode="eval")
         except SyntaxError:
-            more = run.code.source_line(module, n)
-            if not more and n > c.line + 1 and not text.strip():
-                return None
-            text += "\n" + more
+            text += "\n" + run.code.source_line(module, n)
+            continue
+        return next((x for x in ast.walk(tree) if isinstance(x, ast.Call)
+                     and ast.unparse(x.func) == c.callee), None)
     return None
 
 
