@@ -51,3 +51,116 @@ def test_named_fields_of_a_dequeued_record_are_its_data_not_ids(tree):
     assert "request_id" in handle.ids
     assert "remote_host" not in handle.ids and "remote_host" in handle.records
     assert "remote_host" not in lc.state.of("conn.Recv._signal").ids
+
+
+TASKS = """import queue
+import threading
+from dataclasses import dataclass
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+@dataclass
+class SaveTask:
+    saving: list
+
+
+class Meta:
+    def __init__(self, save_intents=None):
+        self.save_intents = save_intents or {}
+
+
+class Sched:
+    def build_connector_meta(self, scheduler_output):
+        intents = {}
+        for req in scheduler_output.scheduled_new_reqs:
+            intents[req.req_id] = 1
+        return Meta(save_intents=intents)
+
+
+class Worker:
+    def __init__(self):
+        self._save_queue = queue.Queue()
+        self._pending = {}
+        self._done = set()
+        self._submitted = {}
+        self._finished = set()
+        threading.Thread(target=self._save_worker, daemon=True).start()
+
+    def wait_for_save(self, metadata):
+        self._save_queue.put(self._make_task(metadata.save_intents))
+
+    def start_load_kv(self, metadata):
+        for req_id in self._filtered(metadata.save_intents):
+            self._pending[req_id] = 1
+            self._submitted[req_id] = 2
+
+    def _filtered(self, intents):
+        if not intents:
+            return intents
+        kept = {}
+        for req_id, intent in intents.items():
+            kept[req_id] = intent
+        return kept
+
+    def _make_task(self, save_intents):
+        request_ids = list(save_intents)
+        return SaveTask(saving=request_ids)
+
+    def _save_worker(self):
+        while True:
+            task = self._save_queue.get()
+            self._process([task])
+
+    def _process(self, batch):
+        all_ids = [req_id for task in batch for req_id in task.saving]
+        self._complete(all_ids)
+
+    def _complete(self, request_ids):
+        for req_id in request_ids:
+            self._done.add(req_id)
+            left = self._pending.get(req_id, 0)
+            gen = self._submitted.pop(req_id, None)
+            both = self._done & self._finished
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = Worker()
+
+    def wait_for_save(self):
+        self.worker.wait_for_save(self._get_connector_metadata())
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata())
+"""
+
+
+def _lifecycle(tree, source: str):
+    root = tree({"conn/__init__.py": source})
+    return build_lifecycle(analyse(Request(sources=[str(root)], context=[str(stub_root())])).linker)
+
+
+def test_ids_flow_through_a_dataclass_task_a_comprehension_and_a_return(tree):
+    lc = _lifecycle(tree, TASKS)
+    assert "request_ids" in lc.state.of("conn.Worker._make_task").colls  # through list(...)
+    assert "saving" in lc.state.keyed_attrs  # the dataclass field given the ids
+    assert "all_ids" in lc.state.of("conn.Worker._process").colls  # the comprehension
+    complete = lc.state.of("conn.Worker._complete")
+    assert "req_id" in complete.ids
+    assert "_done" in lc.state.keyed_attrs
+    assert "both" in complete.colls  # a set operator keeps the left operand's ids
+    # a dict's ``get(key)`` and ``pop(key, None)`` read the request's entry: not ids
+    assert "left" not in complete.ids and "gen" in complete.records
+    assert "gen" not in complete.outcomes
+    # what ``_filtered`` returns is its id collection, flowing back to the caller
+    assert "_filtered" in lc.state.coll_returners
+    assert "req_id" in lc.state.of("conn.Worker.start_load_kv").ids
+
+
+def test_a_save_thread_fed_by_a_queue_is_on_the_save_path_only(tree):
+    lc = _lifecycle(tree, TASKS)
+    assert {"conn.Worker._save_worker", "conn.Worker._process",
+            "conn.Worker._complete"} <= lc.save_only
+    assert "conn.Worker.start_load_kv" not in lc.save_only
+    assert "conn.Worker._filtered" not in lc.save_only

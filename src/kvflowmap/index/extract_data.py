@@ -364,17 +364,43 @@ class DataFactsMixin:
 _COPIES = frozenset({"set", "list", "frozenset", "tuple", "sorted", "dict"})
 
 
+# Set operators whose result holds elements of the left operand.
+_SET_OPS = (cst.BitAnd, cst.Subtract, cst.BitOr)
+
+
 def origin_of(value: cst.BaseExpression | None) -> str | None:
     """The dotted chain a value comes from: through ``a or b`` (``a``), a copy
-    (``set(a)``, ``list(a)``) and parentheses; a call stays ``f()``."""
+    (``set(a)``, ``list(a)``), parentheses, ``a & b``/``a - b``/``a | b``
+    (``a``), and a comprehension that keeps the elements it walks (``[r for t in
+    batch for r in t.ids]`` -> ``t.ids``); a call stays ``f()``."""
     while value is not None:
         if isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
             value = value.left
         elif isinstance(value, cst.Call) and chain(value.func) in _COPIES and value.args and \
                 value.args[0].keyword is None and not value.args[0].star:
             value = value.args[0].value
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _SET_OPS):
+            value = value.left
+        elif isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            value = _walked(value)
         else:
             return chain(value)
+    return None
+
+
+def _walked(comp: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
+            ) -> cst.BaseExpression | None:
+    """The iterable of a comprehension's innermost ``for`` when its element (a
+    dict comprehension's key) is that ``for``'s target (its first name)."""
+    elt = comp.key if isinstance(comp, cst.DictComp) else comp.elt
+    inner = comp.for_in
+    while inner.inner_for_in is not None:
+        inner = inner.inner_for_in
+    target: cst.BaseExpression = inner.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[0].value
+    if isinstance(elt, cst.Name) and isinstance(target, cst.Name) and elt.value == target.value:
+        return inner.iter
     return None
 
 

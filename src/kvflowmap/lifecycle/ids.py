@@ -44,6 +44,9 @@ class FnIds:
     # results of operations (``future = self._client.submit(...)``, ``ok =
     # self._send(rid)``): a test on one asks whether the work succeeded
     outcomes: set[str] = field(default_factory=set)
+    # parameters that are records because a caller passed one (``plans`` of
+    # ``self._submit(plans, rid)``): the request's data, not its id
+    passed: set[str] = field(default_factory=set)
 
     def size(self) -> int:
         return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records) + \
@@ -52,6 +55,13 @@ class FnIds:
     def request_names(self) -> set[str]:
         """The names that hold a request's id or data."""
         return self.ids | self.colls | self.requests | self.records
+
+    def own_request_names(self) -> set[str]:
+        """``request_names``, or none when the function holds no id and knows
+        the request only by data a caller passed in (and what it made of it)."""
+        if self.passed and not (self.ids or self.colls or self.requests):
+            return set()
+        return self.request_names()
 
 
 @dataclass
@@ -68,6 +78,10 @@ class IdState:
     # names of analysed functions that return a request id taken from what
     # they are given (``def _request_id(request): return str(request.request_id)``)
     id_returners: set[str] = field(default_factory=set)
+    # names of analysed functions every return of which hands back an id
+    # collection (``return filtered`` after ``filtered[req_id] = ...``): ids
+    # flow back to the caller through the return
+    coll_returners: set[str] = field(default_factory=set)
 
     @cached_property
     def report_methods(self) -> frozenset[str]:
@@ -117,11 +131,14 @@ class IdState:
 DEQUEUE = (".get()", ".get_nowait()", ".popleft()", ".pop()")
 
 
-def _dequeues(state: IdState, value: str | None) -> bool:
+def _dequeues(state: IdState, fn: FnView, s, value: str | None) -> bool:
+    """``rid = self._q.get()``: an element taken off a request-keyed queue or
+    list; ``self._d.get(rid)`` and ``self._d.pop(rid)`` read a value by key."""
     v = value or ""
     for m in DEQUEUE:
         if v.endswith(m) and "." in v[: -len(m)]:
-            return v[: -len(m)].rpartition(".")[2] in state.keyed_attrs
+            keyed = v[: -len(m)].rpartition(".")[2] in state.keyed_attrs
+            return keyed and not any(c.args for c in fn.calls(s) if f"{c.callee}()" == v)
     return False
 
 
@@ -260,21 +277,30 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 mine.ids.add(a.target)  # ``req_id = _request_id(request)``
             elif a.key in state.spec.id_fields:
                 mine.ids.add(a.target)  # ``request_id = req_meta["request_id"]``
-            elif _dequeues(state, a.value):
+            elif _dequeues(state, fn, s, a.value):
                 mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue
             elif a is fn.assigns(s)[0] and not state.id_names_in(fn, s.names) and any(
                     n.startswith("self.") and n.rpartition(".")[2] in state.keyed_attrs
-                    for n in s.names) and s.kind == "simple" and not a.value:
+                    for n in s.names) and s.kind == "simple" and not a.value and \
+                    not state.is_coll(fn, a.origin):
                 # ``rid, exp = next(iter(self._reqs.items()))``, ``rid, store =
                 # self._jobs.pop(job)``: the first target is an id taken out
                 mine.ids.add(a.target)
-            elif state.is_coll(fn, a.value):
+            elif state.is_coll(fn, a.value) or state.is_coll(fn, a.origin) or \
+                    _returns_coll(state, a.value):
+                # ``origin`` sees through copies, set operators and comprehensions
+                # that keep their elements (``ids = [r for t in batch for r in t.ids]``)
                 mine.colls.add(a.target)
             elif a.origin and a.origin.endswith("()") and \
                     a.origin[:-2].rpartition(".")[2] in state.report_methods:
                 # ``sending, recving = c.get_finished(ids)``: what a report
                 # method hands back are ids (a sub-connector's, a worker's)
                 mine.colls.add(a.target)
+            elif a.target not in mine.ids and _read_by_id(state, fn, s, a.value):
+                # ``gen = self._submitted.pop(req_id, None)``: the request's entry
+                # (an outcome in an earlier round, before the container was keyed)
+                mine.records.add(a.target)
+                mine.outcomes.discard(a.target)
             elif is_outcome(a.value):
                 # what an operation answered is not the request's data
                 mine.outcomes.add(a.target)
@@ -299,12 +325,58 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             # ``for rid, op in zip(request_ids, ops)``: each target walks its own argument
             mine.ids.update(t for t, arg in zip(targets, zipped, strict=True)
                             if state.is_coll(fn, arg))
-        elif targets and state.is_coll(fn, iterable):
+        elif targets and (state.is_coll(fn, iterable) or _returns_coll(state, _callee(iterable))):
             mine.ids.add(targets[0])
             mine.records.update(targets[1:2] if ".items()" in iterable else ())
         elif targets and unwrap(iterable) in mine.requests:
             mine.requests.add(targets[0])
     return mine.size() != before
+
+
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)
+
+
+def _callee(text: str) -> str | None:
+    """``self._f()`` for the call text ``self._f(a, b)`` (None if not a call)."""
+    m = _CALL.fullmatch(text.strip())
+    return f"{m.group(1)}()" if m else None
+
+
+_BY_KEY = (".get()", ".pop()", "[]")
+
+
+def _read_by_id(state: IdState, fn: FnView, s, value: str | None) -> bool:
+    """``value`` reads a request-keyed container's entry by an id of ``s``."""
+    v = value or ""
+    for m in _BY_KEY:
+        if v.endswith(m) and "." in v[: -len(m)]:
+            return v[: -len(m)].rpartition(".")[2] in state.keyed_attrs and \
+                bool(state.id_names_in(fn, s.names))
+    return False
+
+
+def _returns_coll(state: IdState, value: str | None) -> bool:
+    """``value`` is a call of a function that returns an id collection."""
+    v = value or ""
+    return v.endswith("()") and v[:-2].rpartition(".")[2] in state.coll_returners
+
+
+def returns_coll(state: IdState, fn: FnView) -> bool:
+    """Every return of ``fn`` hands back one of its id collections (or nothing)."""
+    values = [r.value for r in fn.all_returns if r.value not in ("None",)]
+    if not values or fn.fact.is_async or any(v is None for v in values):
+        return False
+    return all(state.is_coll(fn, v) for v in values)
+
+
+def coll_returner_names(state: IdState, fns) -> set[str]:
+    """Names every analysed function of which returns an id collection (a name
+    two functions share counts only when both do)."""
+    yes: set[str] = set()
+    no: set[str] = set()
+    for fn in fns:
+        (yes if returns_coll(state, fn) else no).add(fn.name)
+    return yes - no
 
 
 def _holds_coll(state: IdState, fn: FnView, s, a) -> bool:
@@ -341,4 +413,7 @@ def bind_call(state: IdState, fn: FnView, call: CallFact, callee: FnView,
             mine.colls.add(pname)
         elif arg in caller.requests:
             mine.requests.add(pname)
+        elif arg in caller.records and pname not in mine.request_names():
+            mine.records.add(pname)  # ``self._submit(plans, rid)``: the request's data
+            mine.passed.add(pname)
     return mine.size() != before

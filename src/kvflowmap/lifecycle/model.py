@@ -18,7 +18,8 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, cont
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
-                                     flow_locals, returns_id, seed)
+                                     coll_returner_names, flow_locals, returns_id, seed)
+from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.locks import Unlocked, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
@@ -74,6 +75,9 @@ class Lifecycle:
     constructed_threads: tuple[Spawn, ...] = ()
     # report hooks and the subject functions they call (``reports.report_functions``)
     reporters: tuple[str, ...] = ()
+    # functions the save hooks reach and the load hooks do not (calls, threads,
+    # queue hand-offs): a save's failure owes vLLM no failed load blocks
+    save_only: frozenset[str] = frozenset()
     _connected: frozenset[str] = frozenset()
     # what runs because a function runs (``_run_edges``), and where vLLM enters
     _runs: dict[str, list[str]] = field(default_factory=dict)
@@ -308,6 +312,10 @@ def build_lifecycle(linker) -> Lifecycle:
     state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
     for _ in range(MAX_ROUNDS):
         changed = False
+        returners = coll_returner_names(state, fns.values())
+        if returners != state.coll_returners:
+            state.coll_returners = returners
+            changed = True
         for fn in fns.values():
             changed |= flow_locals(state, fn)
             changed |= _bind_calls(state, fn, fns, calls, linker.classes)
@@ -327,7 +335,20 @@ def build_lifecycle(linker) -> Lifecycle:
     return Lifecycle(spec, state, eff, fns, containers, linker.classes,
                      _sides(fns, spec, runs), owed, spawned, tuple(threads),
                      tuple(report_functions(linker.graph, fns, spec)),
+                     _save_only(fns, spec, runs),
                      frozenset(_reach(runs, starts)), runs, tuple(starts))
+
+
+def _save_only(fns: dict[str, FnView], spec: LifecycleSpec,
+               runs: dict[str, list[str]]) -> frozenset[str]:
+    """What the save hooks reach and the load hooks do not, following what
+    runs (``_run_edges``) and queue hand-offs (``handoffs``)."""
+    handed = queue_handoffs(fns)
+    edges = {f: runs.get(f, []) + handed.get(f, []) for f in fns}
+
+    def reach(names: tuple[str, ...]) -> set[str]:
+        return _reach(edges, [f for f, v in fns.items() if v.name in names])
+    return frozenset(reach(spec.save_hooks) - reach(spec.load_hooks))
 
 
 def _entries(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> list[str]:
@@ -419,6 +440,21 @@ def _bind_calls(state: IdState, fn: FnView, fns: dict[str, FnView], calls, class
                 init = fns.get(classes.find_member(t.fqn, "__init__") or "")
                 if init is not None:
                     changed |= bind_call(state, fn, c, init, constructor=True)
+                else:
+                    # ``SaveTask(request_ids=ids)`` of a dataclass: the field
+                    # holds the ids, so ``task.request_ids`` walks them
+                    changed |= _keyword_fields(state, fn, c)
+    return changed
+
+
+def _keyword_fields(state: IdState, fn: FnView, call) -> bool:
+    """Keywords of a constructor with no analysed ``__init__`` given an id
+    collection become request-keyed attribute names."""
+    changed = False
+    for k, v in call.kwargs:
+        if v and k not in state.keyed_attrs and state.is_coll(fn, v):
+            state.keyed_attrs.add(k)
+            changed = True
     return changed
 
 

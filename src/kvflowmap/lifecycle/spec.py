@@ -53,6 +53,10 @@ class LifecycleSpec:
     spawners: tuple[Spawner, ...] = ()
     worker_hooks: tuple[str, ...] = ()
     scheduler_hooks: tuple[str, ...] = ()
+    # worker hooks that move KV in (a load) and out (a save): what only a save
+    # reaches never owes vLLM failed load blocks
+    load_hooks: tuple[str, ...] = ("start_load_kv", "wait_for_layer_load")
+    save_hooks: tuple[str, ...] = ("save_kv_layer", "wait_for_save")
 
     def channel(self, name: str) -> Channel | None:
         """The channel called ``name`` (``finished_recving``...), if declared."""
@@ -89,4 +93,6 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         spawners=spawners,
         worker_hooks=tuple(protocol.methods.get("worker", ())),
         scheduler_hooks=tuple(protocol.methods.get("scheduler", ())),
+        load_hooks=tuple(raw.get("load_hooks") or ("start_load_kv", "wait_for_layer_load")),
+        save_hooks=tuple(raw.get("save_hooks") or ("save_kv_layer", "wait_for_save")),
     )

@@ -107,8 +107,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if "dropped" in opts.hows:
         out += _dropped(ctx, lc, wanted, {a for ch in channels for a, _, _ in ch.drained})
     if "branch" in opts.hows and direct:
-        def request_names(fqn: str) -> set[str]:  # none outside the rule's functions
-            return lc.state.of(fqn).request_names() if fqn in wanted else set()
+        def request_names(fqn: str) -> set[str]:
+            # none outside the rule's functions, nor on the save path alone:
+            # a failed save loses no loaded block; a helper given only the
+            # request's data (an address) is not where its failure is decided
+            if fqn not in wanted or fqn in lc.save_only:
+                return set()
+            return lc.state.of(fqn).own_request_names()
 
         fills_in_order = sorted(direct.values(), key=lambda f: (f.fqn, f.line))
         for u in unreported_failures(lc.functions, fills_in_order, resolve, request_names):

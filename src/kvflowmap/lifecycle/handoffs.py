@@ -1,0 +1,51 @@
+"""Queue hand-offs: work one function puts on a queue of its object, and the
+functions of that object that take it off.
+
+``wait_for_save`` puts a task on ``self._save_queue``; a thread started in
+``__init__`` takes it off and saves. No call joins the two, so what the
+thread does is reached from no hook by calls alone. A hand-off edge (putter
+-> taker) says that the taker does the putter's work: a save thread is on
+the save path, a load thread on the load path.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.lifecycle.view import FnView
+
+PUTS = frozenset({"put", "put_nowait"})
+TAKES = frozenset({"get", "get_nowait"})
+
+
+def _queue_ops(fn: FnView, methods: frozenset[str]) -> set[str]:
+    """Attributes ``X`` of ``self.X.<method>(...)`` calls in ``fn``."""
+    out = set()
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in methods and base.startswith("self.") and base.count(".") == 1:
+            out.add(base.partition(".")[2])
+    return out
+
+
+def queue_handoffs(fns: dict[str, FnView]) -> dict[str, list[str]]:
+    """Per function that puts on ``self.X``, the functions of the same class
+    that take from ``self.X`` (a queue's ``get`` takes no key: a dict's
+    ``get(k)`` is a lookup, left out)."""
+    takers: dict[tuple[str, str], list[str]] = {}
+    for fqn, fn in fns.items():
+        if fn.cls is None:
+            continue
+        for attr in _queue_ops(fn, TAKES) - _keyed_gets(fn):
+            takers.setdefault((fn.cls, attr), []).append(fqn)
+    out: dict[str, list[str]] = {}
+    for fqn, fn in fns.items():
+        if fn.cls is None:
+            continue
+        for attr in sorted(_queue_ops(fn, PUTS)):
+            out.setdefault(fqn, []).extend(t for t in takers.get((fn.cls, attr), ()) if t != fqn)
+    return out
+
+
+def _keyed_gets(fn: FnView) -> set[str]:
+    """Attributes read with ``self.X.get(key)``: a mapping, not a queue."""
+    return {(c.callee or "").rpartition(".")[0].partition(".")[2] for c in fn.all_calls
+            if (c.callee or "").endswith(".get") and c.args}
