@@ -575,7 +575,11 @@ class UnannotatedReturnConnector(OldInitConnector):
 
 
 class ExtraArgConnector(OldInitConnector):
-    """Passes the base one argument too many, inside an expression."""
+    """Passes the base one argument too many, inside an expression; calls the
+    base's __init__ by name the old way."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        KVConnectorBase_V1.__init__(self, vllm_config, role)
 
     def request_finished(self, request, block_ids):
         done = super().request_finished(request, block_ids,

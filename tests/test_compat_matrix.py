@@ -257,6 +257,11 @@ def test_is_none_guard_and_a_subclass_test(matrix: Matrix) -> None:
 
 def test_base_call_inside_an_expression_over_two_lines(matrix: Matrix) -> None:
     for release in ("0.1.0", "0.2.0"):
-        (f,) = _errors(matrix, "bad.ExtraArgConnector", release)
-        assert f.kind == "base-call" and f.where == "toyconn/bad.py:99"
+        f = _errors(matrix, "bad.ExtraArgConnector", release)[-1]
+        assert f.kind == "base-call" and f.where == "toyconn/bad.py:103"
         assert "super().request_finished(…) with 3 positional arguments (it takes 2)" in f.message
+    # KVConnectorBase_V1.__init__(self, vllm_config, role): self is not a parameter
+    assert not _errors(matrix, "bad.ExtraArgConnector", "0.1.0")[:-1]
+    (f, _) = _errors(matrix, "bad.ExtraArgConnector", "0.2.0")
+    assert f.where == "toyconn/bad.py:100" and "KVConnectorBase_V1.__init__(…) without " \
+        "kv_cache_config" in f.message

@@ -19,7 +19,8 @@ from kvflowmap.facts import CallFact, FunctionFact
 
 def check_base_calls(run: Run) -> list[Finding]:
     """``super().m(...)`` / ``self.m(...)`` calls to base methods (the class
-    does not define ``m``) whose arguments the release's ``m`` does not bind."""
+    does not define ``m``), and ``KVConnectorBase_V1.m(self, ...)``, whose
+    arguments the release's ``m`` does not bind."""
     out: list[Finding] = []
     for name, (module, fn) in sorted(run.reported.items()):
         if not fn.params:
@@ -30,13 +31,16 @@ def check_base_calls(run: Run) -> list[Finding]:
             if c.scope != fn.qualname or not c.callee:
                 continue
             head, _, method = c.callee.rpartition(".")
-            if head not in ("super()", me) or not method or \
-                    _defined_above(run, fn, method, head == "super()"):
+            explicit = run.canon(run.code.names[module].fqn(head)) in run.contract
+            if not method or not (head in ("super()", me) or explicit) or \
+                    not explicit and _defined_above(run, fn, method, head == "super()"):
                 continue
-            base = run.base_of(method)
+            base = run.base_of(method) if not explicit else \
+                run.surface.method(run.canon(run.code.names[module].fqn(head)), method)
             if base is None or base.kind == "property":
                 continue
-            why = _unbound(run, module, c, base)
+            unbound = explicit and base.kind == "instance"  # Base.m(self, ...)
+            why = _unbound(run, module, c, base, skip=1 if unbound else 0)
             if why:
                 problems.append(Problem(c.line, "TypeError", "error", "base-call",
                                         f"{name} calls {head}.{method}(…) {why}: vLLM "
@@ -48,7 +52,10 @@ def check_base_calls(run: Run) -> list[Finding]:
 
 def _defined_above(run: Run, fn: FunctionFact, method: str, sup: bool) -> bool:
     """Whether the connector side resolves ``method`` before vLLM's base: any
-    class of the row's MRO for ``self.``, one after ``fn``'s class for ``super()``."""
+    class of the row's MRO for ``self.`` (methods, class attributes, ``self.X``
+    its methods assign), one after ``fn``'s class for ``super()``."""
+    if not sup and method in run.code.members(run.cls):
+        return True
     chain = run.code.ancestors(run.cls)
     owner = next((k for k in chain if run.code.classes[k].fact.qualname == fn.class_qualname
                   and run.code.classes[k].module in run.code.facts), None)
@@ -83,12 +90,14 @@ def _call_node(run: Run, module: str, c: CallFact) -> ast.Call | None:
     return None
 
 
-def _unbound(run: Run, module: str, c: CallFact, base: Method) -> str | None:
-    """Why the call does not bind to ``base`` (None when it does or cannot tell)."""
+def _unbound(run: Run, module: str, c: CallFact, base: Method, skip: int = 0) -> str | None:
+    """Why the call does not bind to ``base`` (None when it does or cannot tell);
+    ``skip``: leading arguments that are not the base's parameters (``self``)."""
     node = _call_node(run, module, c)
     if node is None or any(isinstance(a, ast.Starred) for a in node.args) or \
-            any(k.arg is None for k in node.keywords):
+            any(k.arg is None for k in node.keywords) or len(node.args) < skip:
         return None
+    node.args = node.args[skip:]
     params = base.params
     positional = [p for p in params if p.kind in ("posonly", "pos")]
     has_var = any(p.kind == "vararg" for p in params)
