@@ -1,7 +1,8 @@
 """``kvflowmap trace``: which placeholders of a logging call carry a request
 id, by data flow (the lifecycle model) before names, on a tiny connector
 whose names say little (``key``, ``k``, ``what``) or mislead
-(``worker_req_id`` holds a worker's name)."""
+(``worker_req_id`` holds a worker's name), with arguments the index keeps
+only in part (``sorted(ids)``, f-strings)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class FlowConnector(KVConnectorBase_V1):
     def get_finished(self, finished_req_ids):
         for k in list(self._jobs):
             logger.info("[Flow] done %s", k)
+            logger.info(f"[Flow] f-done {len(self._jobs)} {k}")
+        logger.info("[Flow] sorted %s n=%s", sorted(finished_req_ids), len(finished_req_ids))
         logger.info("[Flow] finished reqs=%s", finished_req_ids)
         req_id = self._worker
         logger.info("[Flow] polled by %s", req_id)
@@ -82,6 +85,9 @@ def test_ids_by_data_flow_whatever_the_names(code: CodeIndex) -> None:
         "[Flow] done %s": ((0,), (), FLOW),  # a key of a request-keyed container
         "[Flow] finished reqs=%s": ((0,), (), FLOW),  # the hook's id collection
         "[Flow] polled by %s": ((0,), (), NAME),  # no flow: the name is all there is
+        # the arguments as written (the index keeps only ``len()``, ``sorted()``):
+        "[Flow] f-done {} {}": ((1,), (), FLOW),  # an f-string's parts; len() is a number
+        "[Flow] sorted %s n=%s": ((0,), (), FLOW),  # sorted() keeps the ids, len() does not
     }
     got = {msg: (m.id_args, m.related_args, m.id_how)
            for msg in expected for m in [_marker(code, msg)]}

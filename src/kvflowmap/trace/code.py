@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
-from kvflowmap.trace.ids import NONE, IdFlow
+from kvflowmap.trace.call_args import logging_args, needs_source
+from kvflowmap.trace.ids import NONE, IdFlow, string_placeholders
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -179,13 +180,20 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
         if not ff.logs:
             continue
         calls_at = {(c.scope, c.line, c.col): c for c in ff.calls}
+        sf = lk.model.source(module)
+        # the arguments as written, where the index's chains lose what the flow reads
+        lossy = {(log.line, log.col) for log in ff.logs
+                 if (lcall := calls_at.get((log.scope, log.line, log.col))) is not None
+                 and needs_source(lcall.args[1:], log.message,
+                                 string_placeholders(log.message, len(lcall.args) - 1))}
+        written = logging_args(sf.path, lossy) if lossy and sf is not None else {}
         for log in ff.logs:
             fn = f"{module}.{log.scope}" if log.scope else module
             node = g.nodes[fn] if fn in g else {}
             call = calls_at.get((log.scope, log.line, log.col))
             args = call.args[1:] if call is not None else ()
-            idargs = flow.id_args(fn, log.message, args) if call is not None else NONE
-            sf = lk.model.source(module)
+            idargs = flow.id_args(fn, log.message, written.get((log.line, log.col), args)) \
+                if call is not None else NONE
             # a state written just before the logging call is what the line reports
             states = sorted({s for ln, s in near_states.get(fn, ())
                              if 0 <= log.line - ln <= STATE_NEAR})

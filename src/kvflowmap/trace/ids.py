@@ -49,7 +49,7 @@ def name_says_id(chain: str | None, id_fields: set[str]) -> bool:
     ``request.request_id``, ``req_ids``, ``rid``)."""
     if not chain:
         return False
-    last = chain.rstrip("()").rpartition(".")[2].lower()
+    last = (unwrap(chain) or chain).rstrip("()").rpartition(".")[2].lower()
     return last in id_fields or last in ("rid", "req") or (
         "req" in last and (last.endswith("id") or last.endswith("ids")))
 
@@ -63,6 +63,21 @@ def string_placeholders(message: str, nargs: int) -> list[bool]:
         return [True] * nargs
     convs = [c for c in conversions(message) if c != "%"]
     return [i >= len(convs) or convs[i] in _STRING_CONVERSIONS for i in range(nargs)]
+
+
+def _shown(arg: str) -> str:
+    """What of an argument's text may be a logged id: the argument, what a
+    wrapper that keeps it shows (``sorted(ids)``, ``str(rid)``: the name
+    inside), or "" for the result of another call (``len(ids)`` is a
+    number, ``self._lookup(rid)`` something else)."""
+    if "(" not in arg:
+        return arg
+    if unwrap(arg):
+        return arg  # sorted(x), list(x.keys()): the collection x
+    for w in ("str(", "repr("):
+        if arg.startswith(w) and arg.endswith(")") and IDENT.fullmatch(arg[len(w):-1]):
+            return arg[len(w):-1]
+    return ""
 
 
 class IdFlow:
@@ -114,6 +129,7 @@ class IdFlow:
         out = []
         for a in args:
             strength = 0
+            a = _shown(a) if a else ""
             if a:
                 base = unwrap(a)
                 if any(t in mine.ids for t in IDENT.findall(a)) or base in mine.colls or (
@@ -136,7 +152,7 @@ class IdFlow:
         are related ids."""
         text = string_placeholders(message, len(args))
         flow = self.by_flow(fn, args)
-        score = [0 if not t else FLOWED if f == FLOWED else NAMED if name_says_id(a, self.id_fields)
+        score = [0 if not t else FLOWED if f == FLOWED else NAMED if name_says_id(_shown(a or ""), self.id_fields)
                  else f for t, f, a in zip(text, flow, args, strict=True)]
         best = max(score, default=0)
         if not best:
