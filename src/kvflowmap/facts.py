@@ -103,6 +103,9 @@ class CallFact(NamedTuple):
     kwargs: tuple[tuple[str, str | None], ...] = ()  # keyword -> dotted text
     literal_args: tuple[str | None, ...] = ()  # string literal value of each arg
     awaited: bool = False
+    # ``callee`` with the literal keys of its subscripts (``d[s:a]()`` for
+    # ``d["a"]()``, see ``index.text.keyed_chain``); None when it has none
+    keyed: str | None = None
 
 
 class AssignFact(NamedTuple):
@@ -130,6 +133,9 @@ class AssignFact(NamedTuple):
     # gives ``recving`` origin ``w.get_finished()`` and position 1).
     origin: str | None = None
     position: int | None = None
+    # a simple statement directly in its scope's body (no branch, loop, try or
+    # with around it): it runs whenever the scope does, and rebinds the name
+    straight: bool = False
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s
@@ -203,6 +209,11 @@ class ElementFact(NamedTuple):
     group: str
     value: str
     line: int
+    # the literal key it is put under (``s:a`` for ``"a"``, ``i:0`` for a
+    # list display's first element; see ``index.text.literal_key``); None
+    # when unknown (``append``, ``x[k] = f``)
+    key: str | None = None
+    straight: bool = False  # as ``AssignFact.straight``
 
 
 class RefFact(NamedTuple):

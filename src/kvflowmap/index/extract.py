@@ -27,7 +27,8 @@ from kvflowmap.facts import (
 from kvflowmap.index.extract_data import DataFactsMixin
 from kvflowmap.index.lines import LineTracker
 from kvflowmap.index.stmts import StmtTreeMixin
-from kvflowmap.index.text import chain, docstring, literal_string, naming_lambdas, node_code
+from kvflowmap.index.text import (chain, docstring, keyed_chain, literal_string, naming_lambdas,
+                                  node_code)
 from kvflowmap.index.walker import Walker
 
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
@@ -91,6 +92,8 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         return None if node is None else node_code(self.module, node)
 
     def _add_assign(self, fact: AssignFact) -> None:
+        if self._straight():
+            fact = fact._replace(straight=True)
         self.facts.assigns.append(fact)
         self._event("assign", len(self.facts.assigns) - 1)
 
@@ -286,6 +289,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
                 kwargs=tuple((a.keyword.value, chain(a.value)) for a in node.args if a.keyword),
                 literal_args=tuple(literal_string(a.value) for a in pos_args),
                 awaited=id(node) in self.awaited,
+                keyed=keyed_chain(node.func) if callee and "[" in callee else None,
             )
         )
         self._event("call", len(self.facts.calls) - 1)

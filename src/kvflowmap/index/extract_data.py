@@ -11,7 +11,7 @@ import libcst as cst
 
 from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, CompareFact, ContainerOpFact,
                              ElementFact, ReturnFact)
-from kvflowmap.index.text import chain, literal_string
+from kvflowmap.index.text import chain, literal_key, literal_string
 
 if TYPE_CHECKING:
     from kvflowmap.facts import FileFacts
@@ -52,6 +52,7 @@ class DataFactsMixin:
         def _ref_reached(self, node: cst.CSTNode) -> None: ...
         def _event(self, kind: str, index: int) -> None: ...
         def _stmt_name(self, name: str) -> None: ...
+        def _straight(self) -> bool: ...
 
     # -- assignments and containers -----------------------------------------
     def visit_Assign(self, node: cst.Assign) -> bool:
@@ -86,7 +87,9 @@ class DataFactsMixin:
         if isinstance(target, cst.Subscript):
             container = chain(target.value)
             if container:
-                self._element(container, value)
+                index = target.slice[0].slice if len(target.slice) == 1 else None
+                self._element(container, value,
+                              literal_key(index.value) if isinstance(index, cst.Index) else None)
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             if isinstance(value, (cst.Tuple, cst.List)):
@@ -130,50 +133,58 @@ class DataFactsMixin:
                 self._bind(name, chain(v.value) or "")
 
     def _bind(self, name: str, value: str) -> None:
-        self.facts.binds.append(AssignFact(self._scope, name, value, None, self.line, 0))
+        self.facts.binds.append(AssignFact(self._scope, name, value, None, self.line, 0,
+                                           straight=self._straight()))
 
-    def _element(self, group: str, value: cst.BaseExpression) -> None:
-        """``value`` put into container ``group``: a chain, or a display of its own."""
+    def _element(self, group: str, value: cst.BaseExpression, key: str | None = None) -> None:
+        """``value`` put into container ``group`` (under literal ``key``): a
+        chain, or a display of its own."""
         if isinstance(value, _DISPLAYS):
             nested = f"@{len(self._displays)}"
             self._displays.append(nested)
-            self._put(group, nested)
+            self._put(group, nested, key)
             self._elements(nested, value)
             return
         text = chain(value)
         if text and text not in ("None", "True", "False"):
-            self._put(group, text)
+            self._put(group, text, key)
 
-    def _put(self, group: str, value: str) -> None:
-        self.facts.elements.append(ElementFact(self._scope, group, value, self.line))
+    def _put(self, group: str, value: str, key: str | None = None) -> None:
+        self.facts.elements.append(ElementFact(self._scope, group, value, self.line, key,
+                                               self._straight()))
 
-    def _elements(self, group: str, display: cst.BaseExpression) -> None:
-        """Each element (a dict's values) of a display, put into ``group``."""
+    def _elements(self, group: str, display: cst.BaseExpression, *, keyed: bool = True) -> None:
+        """Each element (a dict's values) of a display, put into ``group``
+        under its key (a dict's literal key, a list's or tuple's index) when
+        ``keyed``; ``extend`` puts them at unknown places."""
         if isinstance(display, cst.Dict):
             for e in display.elements:
                 if isinstance(e, cst.DictElement):
-                    self._element(group, e.value)
+                    self._element(group, e.value, literal_key(e.key) if keyed else None)
                 elif isinstance(e, cst.StarredDictElement) and chain(e.value):
                     self._put(group, f"{chain(e.value)}[]")
             return
         if isinstance(display, (cst.List, cst.Tuple, cst.Set)):
-            for el in display.elements:
+            indexed = keyed and not isinstance(display, cst.Set)
+            for i, el in enumerate(display.elements):
                 if isinstance(el, cst.StarredElement):
+                    indexed = False  # the places after it are unknown
                     if chain(el.value):
                         self._put(group, f"{chain(el.value)}[]")
                 else:
-                    self._element(group, el.value)
+                    self._element(group, el.value, f"i:{i}" if indexed else None)
 
     def _container_puts(self, base: str, meth: str, node: cst.Call) -> None:
         """``base.append(f)``, ``base.update({k: f})``...: the elements put into ``base``."""
         pos = [a for a in node.args if a.keyword is None and not a.star]
         at = _PUTS.get(meth)
         if at is not None and len(pos) > at:
-            self._element(base, pos[at].value)
+            key = literal_key(pos[0].value) if meth == "setdefault" else None
+            self._element(base, pos[at].value, key)
         elif meth in _PUTS_ALL and pos:
             arg = pos[0].value
             if isinstance(arg, _DISPLAYS):
-                self._elements(base, arg)
+                self._elements(base, arg, keyed=meth == "update")
             elif chain(arg):
                 self._put(base, f"{chain(arg)}[]")
 

@@ -82,6 +82,12 @@ class StmtTreeMixin:
             return self._code(node.pattern)
         return None
 
+    def _straight(self) -> bool:
+        """The walk is in a simple statement directly in its scope's body (no
+        branch, loop, try or with around it)."""
+        stack = self._frames[-1]["stack"]
+        return len(stack) == 1 and stack[0]["kind"] == "simple"
+
     def _stmt_name(self, name: str) -> None:
         """``name`` occurs in the innermost open statement."""
         stack = self._frames[-1]["stack"]

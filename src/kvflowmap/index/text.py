@@ -40,6 +40,49 @@ def chain(node: cst.CSTNode | None) -> str | None:
     return None
 
 
+def literal_key(node: cst.CSTNode | None) -> str | None:
+    """A subscript's or a display's literal key as the evaluator names it:
+    ``s:a`` for the string ``"a"``, ``i:1`` for the integer ``1``; None for
+    anything else (a negative index, a key with other characters than
+    letters, digits and ``_``, a name)."""
+    if type(node) is cst.Integer:
+        try:
+            return f"i:{int(node.value.replace('_', ''), 0)}"
+        except ValueError:
+            return None
+    text = literal_string(node) if isinstance(node, (cst.SimpleString,
+                                                      cst.ConcatenatedString)) else None
+    if text is not None and (text.isascii() and (text.replace("_", "").isalnum() or not text)):
+        return f"s:{text}"
+    return None
+
+
+def keyed_chain(node: cst.CSTNode | None) -> str | None:
+    """``chain`` with the literal keys of subscripts (``d[s:a][i:0]()`` for
+    ``d["a"][0]()``); None when no subscript of the chain has one."""
+    text = _keyed(node)
+    return text if text is not None and text != chain(node) else None
+
+
+def _keyed(node: cst.CSTNode | None) -> str | None:
+    if type(node) is cst.Attribute:
+        base = _keyed(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    if type(node) is cst.Call:
+        base = _keyed(node.func)
+        return None if base is None else f"{base}()"
+    if type(node) is cst.Subscript:
+        base = _keyed(node.value)
+        if base is None:
+            return None
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        key = literal_key(index.value) if isinstance(index, cst.Index) else None
+        return f"{base}[{key or ''}]"
+    if type(node) is cst.Await:
+        return _keyed(node.expression)
+    return chain(node)
+
+
 # While a file is extracted, a lambda's chain is its node name (``<lambda1>``,
 # numbered per enclosing scope in the order the walk meets them), so that
 # ``x = lambda: ...``, ``f(lambda: ...)`` and ``return lambda: ...`` name it.

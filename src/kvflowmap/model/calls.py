@@ -47,10 +47,11 @@ class CallResolver:
         narrowed = self._narrowed(ctx, callee, call.line)
         if narrowed is not None:
             return narrowed
-        key = (ctx, callee)
+        keyed = call.keyed or callee  # ``d[s:a]()``: the element put under "a"
+        key = (ctx, keyed)
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = tuple(self._resolve(ctx, callee))
+            found = self._memo[key] = tuple(self._resolve(ctx, keyed))
         return list(found)
 
     def _narrowed(self, ctx: Ctx, callee: str, line: int) -> list[Target] | None:

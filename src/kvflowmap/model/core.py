@@ -21,6 +21,18 @@ BUILTINS = frozenset(dir(builtins))
 _EMPTY: dict = {}
 
 
+# Container methods that put elements (``index.extract_data``) and read none
+_PUTS = frozenset({"append", "appendleft", "add", "insert", "update", "extend"})
+
+
+def _head(text: str) -> str:
+    """The name a chain starts with (``d`` of ``d[].get()``)."""
+    for i, ch in enumerate(text):
+        if ch in ".([":
+            return text[:i]
+    return text
+
+
 class Def(NamedTuple):
     """A function or class defined in the analysed code (a named tuple with
     ``is_class`` stored: as an ``isinstance`` property it was 1.5% of linking,
@@ -51,6 +63,7 @@ class Model:
         self._merged: dict[tuple[str, str], dict[str, list[AssignFact]]] | None = None
         self._by_scope: tuple[dict[tuple[str, str], list[CallFact]],
                               dict[tuple[str, str], list[ReturnFact]]] | None = None
+        self._reads: dict[tuple[str, str], dict[str, list[int]]] | None = None
         self._lookup_memo: dict[tuple[str, str], str | None] = {}
         self._cycles = CycleGuard()  # lookups and star imports ask each other
         self._star_memo: dict[str, frozenset[str]] = {}
@@ -84,6 +97,45 @@ class Model:
                 self._merged[key] = merged
         key = (module, scope)
         return (self._merged.get(key) or self.assigns.get(key, _EMPTY)).get(name, ())
+
+    def read_lines(self, module: str, scope: str, name: str, *, elements: bool = False
+                   ) -> list[int]:
+        """Sorted lines where the scope's own code reads ``name`` (as the head
+        of a chain: called, passed, assigned from, compared, an attribute
+        read): what keeps an earlier value of a rebound name alive. With
+        ``elements``, calls that only put into it (``name.append(f)``,
+        ``name.update(...)``) are no reads of its elements."""
+        if self._reads is None:  # built on first use, for every scope at once
+            reads: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
+                lambda: defaultdict(list))
+            for module_, ff in self.facts.items():
+                for c in ff.calls:
+                    for text in (c.callee, *c.args, *(v for _, v in c.kwargs)):
+                        if text:
+                            reads[(module_, c.scope)][_head(text)].append(c.line)
+                    if c.callee and c.callee.rpartition(".")[2] in _PUTS:
+                        reads[(module_, c.scope)][f"{_head(c.callee)}|put"].append(c.line)
+                for a in (*ff.assigns, *ff.binds):
+                    for text in (a.value, a.origin):
+                        if text:
+                            reads[(module_, a.scope)][_head(text)].append(a.line)
+                for e in ff.elements:
+                    reads[(module_, e.scope)][_head(e.value)].append(e.line)
+                for r in ff.refs:
+                    reads[(module_, r.scope)][_head(r.name)].append(r.line)
+                for x in ff.reads:
+                    reads[(module_, x.scope)][_head(x.base)].append(x.line)
+                for cmp in ff.compares:
+                    for text in cmp.operands:
+                        reads[(module_, cmp.scope)][_head(text)].append(cmp.line)
+            self._reads = {k: {n: sorted(v) for n, v in names.items()}
+                           for k, names in reads.items()}
+        names = self._reads.get((module, scope), _EMPTY)
+        found = names.get(name, [])
+        if elements and f"{name}|put" in names:
+            puts = set(names[f"{name}|put"])
+            found = [line for line in found if line not in puts]
+        return found
 
     def scope_calls(self, module: str, scope: str) -> list[CallFact]:
         """The call sites of one scope (a function's own, not its nested defs')."""

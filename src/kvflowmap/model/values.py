@@ -16,6 +16,8 @@ and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``
 from __future__ import annotations
 
 import builtins
+import re
+from bisect import bisect_right
 from collections import defaultdict
 from typing import cast
 
@@ -54,10 +56,11 @@ class Evaluator:
             lambda: defaultdict(list))
         self._memo: dict[tuple[Ctx, str], tuple[Value, ...]] = {}
         self._self_memo: dict[Ctx, tuple[str, str, bool] | None] = {}
-        # ``self.x.append(f)`` and ``self.x = [f]`` in a method, by class and attribute
-        self.self_elems: dict[str, dict[str, list[tuple[Ctx, str]]]] = defaultdict(
+        # ``self.x.append(f)`` and ``self.x = [f]`` in a method, by class and
+        # attribute: (scope, element chain, literal key)
+        self.self_elems: dict[str, dict[str, list[tuple[Ctx, str, str | None]]]] = defaultdict(
             lambda: defaultdict(list))
-        self._elems_memo: dict[str, tuple[Value, ...]] = {}
+        self._elems_memo: dict[str, tuple[tuple[Value, str | None], ...]] = {}
         self._cycles = CycleGuard()  # shared: chains and elements ask each other
         self._index_self_attrs()
 
@@ -104,7 +107,7 @@ class Evaluator:
             for group, elems in groups.items():
                 head, _, attr = group.partition(".")
                 if head == info[0] and attr and "." not in attr:
-                    self.self_elems[info[1]][attr].extend(((module, scope), e.value)
+                    self.self_elems[info[1]][attr].extend(((module, scope), e.value, e.key)
                                                           for e in elems)
 
     # -- evaluation ----------------------------------------------------------
@@ -128,9 +131,12 @@ class Evaluator:
 
     def _eval_part(self, ctx: Ctx, part: str, depth: int, *, first: bool = False,
                    base: tuple[Value, ...] = ()) -> tuple[Value, ...]:
-        name = part.rstrip("()[]")
-        suffix = part[len(name):]
-        steps = suffix.replace("()", "C").replace("[]", "S")
+        cut = _SUFFIX_START.search(part)
+        name = part[:cut.start()] if cut else part
+        # ``C`` a call, ``S`` a subscript, ``S<key>`` one by a literal key
+        # (``d[s:a]``: ``CallFact.keyed``)
+        steps = [("C", None) if m.group(0) == "()" else ("S", m.group(1) or None)
+                 for m in _STEP.finditer(part, len(name))]
         if first:
             values = self.name(ctx, name, depth)
         elif name in _GETTERS and steps[:1] == "C" and any(b[0] == "elems" for b in base):
@@ -141,7 +147,7 @@ class Evaluator:
             steps = steps[1:]
         else:
             values = tuple(v for b in base for v in self.member(b, name, depth))
-        for s in steps:
+        for s, key in steps:
             if s == "C":
                 values = tuple(v for b in values for v in self.call_result(b, depth))
             else:
@@ -150,16 +156,18 @@ class Evaluator:
                 generic = tuple(v for v in values if v[0] == "class" or (
                     v[0] == "ext" and (v[1] in _BUILTIN_CLASSES or
                                        _is_class_name(v[1].rpartition(".")[2]))))
-                values = self._element_values(values, depth) + generic
+                values = self._element_values(values, depth, key) + generic
         return values
 
-    def _element_values(self, values: tuple[Value, ...], depth: int) -> tuple[Value, ...]:
-        """What subscripting or iterating ``values`` gives: the elements of
-        known containers, and ``__getitem__``'s result for analysed classes."""
+    def _element_values(self, values: tuple[Value, ...], depth: int,
+                        key: str | None = None) -> tuple[Value, ...]:
+        """What subscripting (by literal ``key``, when known) or iterating
+        ``values`` gives: the elements of known containers, and
+        ``__getitem__``'s result for analysed classes."""
         out: list[Value] = []
         for kind, fqn in values:
             if kind == "elems":
-                out += self.elements(fqn, depth)
+                out += self.elements(fqn, depth, key)
             elif kind == "inst" and self.classes.is_class(fqn):
                 get = self.classes.find_member(fqn, "__getitem__")
                 if get is not None:
@@ -308,31 +316,43 @@ class Evaluator:
         return ()
 
     def _module_var(self, module: str, name: str, depth: int) -> tuple[Value, ...]:
+        """A module-level variable: what its last unconditional assignment
+        and the assignments after it bind (``a = dec1`` then ``a = dec2``:
+        ``dec2``; functions run after the module body)."""
         values: list[Value] = []
-        for a in self.model.value_assigns(module, "", name):
+        for a in _live(self.model.value_assigns(module, "", name),
+                       self.model.read_lines(module, "", name)):
             values += self.from_assign((module, ""), a, depth)
         if name in self.model.elements.get((module, ""), _NO_ELEMENTS):
             values.append(("elems", f"{module}||{name}"))
         return tuple(values)
 
-    def elements(self, key: str, depth: int) -> tuple[Value, ...]:
-        """Values put into the container ``key`` names: ``module|scope|chain``
-        (a name's own scope), or ``cls|C|attr`` (``self.attr`` along C's MRO)."""
-        return self._cycles.memoised(self._elems_memo, key, lambda: self._elements(key, depth),
-                                     (), tag="elems")
+    def elements(self, container: str, depth: int, key: str | None = None) -> tuple[Value, ...]:
+        """Values put into the container named ``module|scope|chain`` (a
+        name's own scope), or ``cls|C|attr`` (``self.attr`` along C's MRO):
+        with a literal ``key`` (``s:a``, ``i:0``), those put under that key
+        or under an unknown one."""
+        none: tuple[tuple[Value, str | None], ...] = ()
+        found = self._cycles.memoised(self._elems_memo, container,
+                                      lambda: self._elements(container, depth), none, tag="elems")
+        return tuple(dict.fromkeys(v for v, k in found if key is None or k is None or k == key))
 
-    def _elements(self, key: str, depth: int) -> tuple[Value, ...]:
-        first, second, third = key.split("|", 2)
-        values: list[Value] = []
+    def _elements(self, container: str, depth: int) -> tuple[tuple[Value, str | None], ...]:
+        first, second, third = container.split("|", 2)
+        values: list[tuple[Value, str | None]] = []
         if first == "ann":
-            return self.from_annotation(second, element_annotation(third), depth + 1)
+            return tuple((v, None) for v in self.from_annotation(
+                second, element_annotation(third), depth + 1))
         if first == "cls":
             for k in self.classes.mro(second):
-                for ctx, value in self.self_elems.get(k, {}).get(third, ()):
-                    values += self.eval(ctx, value, depth + 1)
+                for ctx, value, key in self.self_elems.get(k, {}).get(third, ()):
+                    values += ((v, key) for v in self.eval(ctx, value, depth + 1))
         else:
-            for e in self.model.elements.get((first, second), {}).get(third, ()):
-                values += self.eval((first, second), e.value, depth + 1)
+            reads = self.model.read_lines(first, second, third.partition(".")[0],
+                                          elements=True)
+            for e in _live(self.model.elements.get((first, second), {}).get(third, ()), reads,
+                           keyed=True):
+                values += ((v, e.key) for v in self.eval((first, second), e.value, depth + 1))
         return tuple(dict.fromkeys(values))
 
     def from_assign(self, ctx: Ctx, a: AssignFact, depth: int) -> tuple[Value, ...]:
@@ -502,6 +522,40 @@ class Evaluator:
 
 
 _NO_ELEMENTS: dict = {}
+_SUFFIX_START = re.compile(r"[(\[]")
+_STEP = re.compile(r"\(\)|\[([^\]]*)\]")
+
+
+def _live(facts, reads: list[int], *, keyed: bool = False) -> list:
+    """The assignments (or, ``keyed``, the elements put under a literal key)
+    still live somewhere: one is dead when a later one that always runs (a
+    simple statement of the scope's own body, not ``+=``) rebinds the name
+    (puts under the same key) before the scope reads it again (``reads``,
+    sorted: ``a = dec1; a = dec2; @a``: only ``dec2``; ``a = f; a(); a = g``:
+    both). Elements under unknown keys stay live."""
+    if len(facts) < 2:
+        return list(facts)
+    rebinds: dict[str | None, list[int]] = defaultdict(list)  # group -> sorted lines
+    for g in facts:
+        if g.straight and not getattr(g, "aug", False):
+            rebinds[g.key if keyed else None].append(g.line)
+    for lines in rebinds.values():
+        lines.sort()
+    out = []
+    for f in facts:
+        group = f.key if keyed else None
+        if keyed and group is None:
+            out.append(f)
+            continue
+        lines = rebinds.get(group, [])
+        at = bisect_right(lines, f.line)
+        if at == len(lines):
+            out.append(f)  # nothing rebinds it later
+            continue
+        # a read in (f.line, next rebinding] keeps it
+        if bisect_right(reads, lines[at]) > bisect_right(reads, f.line):
+            out.append(f)
+    return out
 # Methods returning one of a container's elements
 _GETTERS = frozenset({"get", "pop", "popleft", "setdefault", "popitem"})
 
