@@ -52,7 +52,12 @@ class FlowConnector(KVConnectorBase_V1):
         req_id = self._worker
         logger.info("[Flow] polled by %s", req_id)
         self._jobs.clear()
-        return None, None
+        ready = self._poll()
+        logger.info("[Flow] ready %s", sorted(ready))
+        return None, ready
+
+    def _poll(self):
+        return set()
 '''
 
 
@@ -88,6 +93,7 @@ def test_ids_by_data_flow_whatever_the_names(code: CodeIndex) -> None:
         # the arguments as written (the index keeps only ``len()``, ``sorted()``):
         "[Flow] f-done {} {}": ((1,), (), FLOW),  # an f-string's parts; len() is a number
         "[Flow] sorted %s n=%s": ((0,), (), FLOW),  # sorted() keeps the ids, len() does not
+        "[Flow] ready %s": ((0,), (), FLOW),  # what get_finished hands back: finished ids
     }
     got = {msg: (m.id_args, m.related_args, m.id_how)
            for msg in expected for m in [_marker(code, msg)]}

@@ -124,3 +124,69 @@ def first_word(text: str) -> str:
     the key the matcher groups patterns by."""
     parts = text.split(None, 1)
     return parts[0] if parts else ""
+
+
+# (literal prefix, its length, the literal after each placeholder up to the
+# last one taken (None for the last: it runs to the end of the message),
+# the placeholders that must be whole numbers): see ``splitter``
+Splitter = tuple[str, int, tuple[str | None, ...], tuple[int, ...]]
+_STRING = frozenset("sra")
+_INTEGER = frozenset("diu")
+
+
+def splitter(message: str, nargs: int, upto: int, full: bool) -> Splitter | None:
+    """The values of a message's placeholders 0..``upto`` taken out with
+    ``str.startswith``/``str.find`` instead of a regular expression: each
+    value runs to the first occurrence of the literal after it (``full``:
+    the last runs to the end of the message, trailing blanks dropped). That
+    is the answer the pattern (``id_pattern``, or the full one when
+    ``full``) gives whenever this way finds one: its groups are lazy, so
+    the pattern takes the first occurrence of each literal that lets the
+    rest match, and this way tries only the first, failing (the caller then
+    asks the pattern) where the pattern might go on. None when it cannot
+    stand in: a placeholder that is neither a string nor a whole number, an
+    empty literal between two values, or one that starts like a number."""
+    literals, convs = _tokens(message, nargs)
+    if upto < 0 or upto >= len(convs):
+        return None
+    if full and (upto != len(convs) - 1 or literals[-1].strip()):
+        return None
+    seps: list[str | None] = []
+    digits: list[int] = []
+    for i in range(upto + 1):
+        conv = convs[i]
+        if conv in _INTEGER:
+            digits.append(i)
+        elif conv not in _STRING:
+            return None
+        if full and i == upto:
+            seps.append(None)
+            continue
+        sep = literals[i + 1]
+        if not sep or sep[0] in "+-0123456789" or (full and i == upto):
+            return None
+        seps.append(sep)
+    return literals[0], len(literals[0]), tuple(seps), tuple(digits)
+
+
+def split_values(sp: Splitter, msg: str) -> list[str] | None:
+    """The values ``sp`` (``splitter``) takes out of ``msg``; None when
+    this way finds none (the pattern may still)."""
+    prefix, pos, seps, digits = sp
+    if not msg.startswith(prefix):
+        return None
+    vals = []
+    for sep in seps:
+        if sep is None:
+            vals.append(msg[pos:].rstrip())
+            break
+        j = msg.find(sep, pos)
+        if j < 0:
+            return None
+        vals.append(msg[pos:j])
+        pos = j + len(sep)
+    for i in digits:
+        v = vals[i]
+        if not (v.isdecimal() or (v[:1] in "+-" and v[1:].isdecimal())):
+            return None
+    return vals

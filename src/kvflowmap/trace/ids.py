@@ -114,7 +114,8 @@ class IdFlow:
     def by_flow(self, fn: str, args: tuple[str | None, ...]) -> list[int]:
         """Per argument, how surely data flow says it holds a request id or
         a collection of them: ``FLOWED`` (a name the ids flow into, a
-        request-keyed container, the id field of a hook's request), ``FIELD``
+        request-keyed container, what a report method returns, the id field
+        of a hook's request), ``FIELD``
         (the id field of some other object: ``handshake.request_id`` may be
         a remote request's), 0 (not an id, or ``fn`` is not analysed)."""
         got = self._view(fn)
@@ -126,13 +127,18 @@ class IdFlow:
         # a hook's request parameter: its id field is the request's id (any
         # other object with an id field may carry another request's)
         requests = set(state.spec.request_params.get(v.name, ()))
+        # what a report method hands back to vLLM (get_finished's sending,
+        # recving) are request ids by the protocol, wherever they came from
+        reported = {o for r in v.all_returns for o in r.origins if o and IDENT.fullmatch(o)} \
+            - {"None"} if v.name in state.report_methods else set()
         out = []
         for a in args:
             strength = 0
             a = _shown(a) if a else ""
             if a:
                 base = unwrap(a)
-                if any(t in mine.ids for t in IDENT.findall(a)) or base in mine.colls or (
+                if any(t in mine.ids for t in IDENT.findall(a)) or base in mine.colls or \
+                        base in reported or (
                         "." in base and base.rpartition(".")[2] in state.keyed_attrs):
                     strength = FLOWED
                 else:

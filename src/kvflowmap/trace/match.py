@@ -18,7 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from kvflowmap.trace.code import CodeIndex, Marker
-from kvflowmap.trace.formats import Format, compile_format, first_word, id_pattern
+from kvflowmap.trace.formats import (Format, Splitter, compile_format, first_word, id_pattern,
+                                     splitter)
 from kvflowmap.trace.parse import Record
 
 EXACT, MOVED, UNKNOWN = "exact", "moved", "unknown"
@@ -33,8 +34,10 @@ _LEARN = 20_000
 # A logging call at a place, ready for a message: (call, pattern, whether
 # it is the short id pattern, the group holding its one request id (0 when
 # it has none or several: ``ids_of`` works them out), the groups of the
-# related ids)
-Exact = tuple[Marker, "re.Pattern[str]", bool, int, tuple[int, ...]]
+# related ids, the values' splitter (``formats.splitter``, None: use the
+# pattern) with the positions of the id and the related ids among them)
+Exact = tuple[Marker, "re.Pattern[str]", bool, int, tuple[int, ...], "Splitter | None", int,
+              tuple[int, ...]]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -63,11 +66,12 @@ class Match:
 def values_of(marker: Marker | None, found: re.Match[str] | None, partial: bool,
               text: str) -> tuple[str, ...]:
     """The placeholders' values of a line ``text`` matched by ``marker``'s
-    pattern as ``found`` (``partial``: by its short id pattern, so the full
-    pattern is applied now)."""
-    if found is None or marker is None:
+    pattern as ``found`` (``partial``: by its short id pattern; None: its
+    values were split out by ``formats.split_values``; the full pattern is
+    applied now in both cases)."""
+    if marker is None:
         return ()
-    if not partial:
+    if found is not None and not partial:
         return found.groups()
     pattern = _full(marker.message, marker.nargs)
     got = pattern.match(text) or pattern.match(text.partition("\n")[0])
@@ -165,7 +169,8 @@ class Matcher:
         return tuple(sorted({*m.id_args, *m.related_args}))
 
     def _exact(self, m: Marker) -> Exact:
-        fast = id_pattern(m.message, m.nargs, self._keep(m))
+        keep = self._keep(m)
+        fast = id_pattern(m.message, m.nargs, keep)
         if fast is None:
             pattern, partial = self.formats[m.id].pattern, False
             id_at = tuple(i + 1 for i in m.id_args)
@@ -174,14 +179,18 @@ class Matcher:
             pattern, partial = fast, True
             id_at, related_at = self.id_groups[m.id]
         n = pattern.groups
-        return (m, pattern, partial, id_at[0] if len(id_at) == 1 and id_at[0] <= n else 0,
-                tuple(g for g in related_at if g <= n))
+        id_group = id_at[0] if len(id_at) == 1 and id_at[0] <= n else 0
+        related = tuple(g for g in related_at if g <= n)
+        # the values by str.find, for a call with one id (the common line)
+        sp = splitter(m.message, m.nargs, max(keep), full=not partial) if id_group else None
+        return (m, pattern, partial, id_group, related, sp, m.id_args[0] if sp else 0,
+                tuple(i for i in m.related_args if sp and i <= max(keep)))
 
     def match(self, rec: Record) -> Match:
         """The logging call that wrote ``rec``."""
         msg = rec.message
         if rec.line:
-            for m, pattern, partial, _, _ in self.exact_at(rec.file, rec.line):
+            for m, pattern, partial, *_ in self.exact_at(rec.file, rec.line):
                 got = pattern.match(msg)
                 if got is None and not partial and "\n" in msg:
                     got = pattern.match(msg.partition("\n")[0])

@@ -296,11 +296,14 @@ def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord
         n_vllm = 0
         for lines in physical_chunks(path, stats):
             out: list[RawRecord] = []
-            for text in lines:
-                lineno += 1
-                cr = text[-1:] == "\r"
-                if cr:
-                    text = text[:-1]
+            # a \r ends the lines of a multi-line message: looked for per chunk
+            any_cr = "\r" in "".join(lines)
+            cr = False
+            for lineno, text in enumerate(lines, lineno + 1):
+                if any_cr:
+                    cr = text[-1:] == "\r"
+                    if cr:
+                        text = text[:-1]
                 cut = text.find("] ", text.find(" ["))
                 hdr: Header | None = heads.get(text[:cut]) if cut > 0 else None
                 if hdr is not None:

@@ -64,6 +64,7 @@ def _trace(code: CodeIndex, logs: list[str], request: str | None, since: str | N
         if progress is not None and stats.lines - shown >= 1 << 16:
             shown = stats.lines
             progress(shown)
+    tracer.finish()
     return build_report(tracer, stats, code, templates, logs)
 
 

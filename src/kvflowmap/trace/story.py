@@ -147,6 +147,11 @@ class TraceStats:
     last_ts: str = ""
 
 
+def _ids_of_value(v: str) -> list[str]:
+    """The ids in one placeholder's value (``match.split_ids``), a plain one without its checks."""
+    return [v] if v and v[0] not in NOT_PLAIN else split_ids(v)
+
+
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]{3,}")
 _TOKEN = re.compile(r"[\w.:-]{6,}")  # what may be a request id in an unknown line
 _WORD = re.compile(r"[a-z]+")
@@ -228,6 +233,9 @@ class Tracer:
         # Event(...) without the Python-level __new__ a named tuple has (a C call)
         make_event = functools.partial(tuple.__new__, Event)
         learning = matcher.learning  # may end within the batch: ids_of then takes its own fast path
+        current_get = self._current.get
+        facts_of = self._facts_of
+        ids_of_value = _ids_of_value
         exact = with_request = 0  # counted here, added to st at the end
         seq = st.records
         cur_ts = ""  # the last timestamp written to st (a header's ts repeats)
@@ -248,6 +256,7 @@ class Tracer:
                 last_time[pid] = t
             if hdr.pid and pids.get(hdr.process) != hdr.pid:
                 self._new_pid(hdr, source, lineno, t)
+                current_get = self._current.get  # a restart starts a new one
                 cur_ts = ""
             ts = hdr.ts
             if ts and ts != cur_ts:
@@ -257,40 +266,119 @@ class Tracer:
                 st.last_ts = ts
             level = hdr.level
             levels[level] = levels.get(level, 0) + 1
-            # exact: a call at the logged [file:LINE] whose pattern fits
+            # exact: a call at the logged [file:LINE] whose pattern fits;
+            # its values split out by str.find when that can stand in for
+            # the pattern (formats.splitter), else by the pattern
             fits: Exact | None = None
             got: re.Match[str] | None = None
+            vals: list[str] | None = None
             place = hdr.place
             if place:
                 for cand in places.get(place) or matcher.exact_at(hdr.file, hdr.line):
+                    sp = cand[5]
+                    if sp is not None and not learning and msg.startswith(sp[0]):
+                        # formats.split_values, inline: this runs for nearly every line
+                        pos = sp[1]
+                        vals = []
+                        for sep in sp[2]:
+                            if sep is None:
+                                vals.append(msg[pos:].rstrip())
+                                break
+                            j = msg.find(sep, pos)
+                            if j < 0:
+                                vals = None
+                                break
+                            vals.append(msg[pos:j])
+                            pos = j + len(sep)
+                        if vals is not None:
+                            for i in sp[3]:
+                                v = vals[i]
+                                if not (v.isdecimal() or (v[:1] in "+-" and v[1:].isdecimal())):
+                                    vals = None
+                                    break
+                        if vals is not None:
+                            fits = cand
+                            break
                     got = cand[1].match(msg)
                     if got is None and not cand[2] and "\n" in msg:  # a traceback after it
                         got = cand[1].match(msg.partition("\n")[0])
                     if got is not None:
                         fits = cand
                         break
-            if fits is None or got is None:
+            if fits is None:
                 st.records = seq
                 self._elsewhere(hdr, msg, source, lineno, t)
                 continue
-            call, _, partial, id_group, related_at = fits
+            call = fits[0]
             exact += 1
-            if id_group and not learning:
-                rid = got.group(id_group)  # the common case: one plain id
+            related: list[str] | tuple[()]
+            if vals is not None:
+                rid = vals[fits[6]]  # one id, split out
                 if rid and rid[0] not in NOT_PLAIN:
                     with_request += 1
-                    if only is None or rid == only:
-                        story_add(rid, make_event((seq, source, lineno, hdr, EXACT, call, got, partial, msg)),
-                                  t, ids_in(got, related_at) if related_at else ())
+                    if only is not None and rid != only:
+                        continue
+                    s = current_get(rid)
+                    mid = call.id
+                    f = facts_of[mid]
+                    if s is None or f is None or not f.only_hooks:
+                        related = [x for i in fits[7] for x in ids_of_value(vals[i])] if fits[7] else ()
+                        story_add(rid, make_event((seq, source, lineno, hdr, EXACT, call, None, False, msg)),
+                                  t, related)
+                        continue
+                    # _story_add for the common line, inline: a story already
+                    # told, a call whose only news is the hooks it runs under
+                    if t is not None:
+                        lt = s.last_t
+                        if lt is not None and t - lt > s.max_gap:
+                            s.max_gap = t - lt
+                        s.last_t = t
+                    s.lines += 1
+                    ev = make_event((seq, source, lineno, hdr, EXACT, call, None, False, msg))
+                    if len(s.head) < HEAD:
+                        s.head.append(ev)
+                    else:
+                        s.tail.append(ev)
+                    s.last_seq = seq
+                    label = hdr.label
+                    procs = s.processes
+                    procs[label] = procs.get(label, 0) + 1
+                    if ts:
+                        s.last_ts = s.process_last[label] = ts
+                    if fits[7]:
+                        rel = s.related
+                        for i in fits[7]:
+                            for r in ids_of_value(vals[i]):
+                                if r != rid and len(rel) < 8 and r not in rel:
+                                    rel.append(r)
+                    if s.last_marker != mid:
+                        s.last_marker = mid
+                        hooks = s.hooks
+                        for h in f.hooks:
+                            if h not in hooks:
+                                hooks[h] = seq
                     continue
                 ids = split_ids(rid)
-                related: list[str] | tuple[()] = ids_in(got, related_at) if related_at else ()
+                related = [x for i in fits[7] for x in ids_of_value(vals[i])] if fits[7] else ()
             else:
-                ids, related = matcher.ids_of(call, got, partial, msg)
+                assert got is not None
+                _, _, partial, id_group, related_at = fits[:5]
+                if id_group and not learning:
+                    rid = got.group(id_group)  # the common case: one plain id
+                    if rid and rid[0] not in NOT_PLAIN:
+                        with_request += 1
+                        if only is None or rid == only:
+                            story_add(rid, make_event((seq, source, lineno, hdr, EXACT, call, got, partial, msg)),
+                                      t, ids_in(got, related_at) if related_at else ())
+                        continue
+                    ids = split_ids(rid)
+                    related = ids_in(got, related_at) if related_at else ()
+                else:
+                    ids, related = matcher.ids_of(call, got, partial, msg)
             if not ids:
                 continue
             with_request += 1
-            ev = make_event((seq, source, lineno, hdr, EXACT, call, got, partial, msg))
+            ev = make_event((seq, source, lineno, hdr, EXACT, call, got, fits[2], msg))
             for rid in dict.fromkeys(ids) if len(ids) > 1 else ids:
                 if only is None or rid == only:
                     story_add(rid, ev, t, related)
@@ -370,13 +458,22 @@ class Tracer:
             if self.only is None or rid == self.only:
                 self._story_add(rid, ev, t, [])
 
-    def _sweep(self) -> None:
+    def finish(self) -> None:
+        """The logs are read: every story is idle now, so the settled ones
+        beyond the first ``KEEP_ROWS`` are retired as the sweep would have
+        retired them had the log gone on (the report lists the same number
+        of settled requests whatever the log's length)."""
+        if self.settled is not None:
+            self._sweep(final=True)
+
+    def _sweep(self, final: bool = False) -> None:
         """Stories that are settled (nothing the protocol still owes them)
-        and idle for ``IDLE`` records: beyond the first ``KEEP_SETTLED`` they
-        forget their lines, beyond ``KEEP_ROWS`` they are retired (only their
-        outcome is kept). Memory stays flat however long the log."""
+        and idle for ``IDLE`` records (``final``: all of them): beyond the
+        first ``KEEP_SETTLED`` they forget their lines, beyond ``KEEP_ROWS``
+        they are retired (only their outcome is kept). Memory stays flat
+        however long the log."""
         assert self.settled is not None
-        horizon = self.stats.records - IDLE
+        horizon = self.stats.records + 1 if final else self.stats.records - IDLE
         kept = 0
         retire: list[tuple[tuple[int, str], str]] = []
         for key, s in self.stories.items():
@@ -395,7 +492,7 @@ class Tracer:
                 continue
             if kept > KEEP_ROWS:
                 retire.append((key, outcome))
-            elif s.head:
+            elif s.head and not final:
                 s.compact()
         counts = self.retired_counts
         for key, outcome in retire:
