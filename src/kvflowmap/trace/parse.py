@@ -299,7 +299,8 @@ def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord
             # a \r ends the lines of a multi-line message: looked for per chunk
             any_cr = "\r" in "".join(lines)
             cr = False
-            for lineno, text in enumerate(lines, lineno + 1):
+            first = lineno + 1
+            for lineno, text in enumerate(lines, first):  # noqa: B020 - counts on from here
                 if any_cr:
                     cr = text[-1:] == "\r"
                     if cr:
