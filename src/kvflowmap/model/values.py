@@ -139,7 +139,7 @@ class Evaluator:
                  for m in _STEP.finditer(part, len(name))]
         if first:
             values = self.name(ctx, name, depth)
-        elif name in _GETTERS and steps[:1] == "C" and any(b[0] == "elems" for b in base):
+        elif name in _GETTERS and steps[:1] == [("C", None)] and any(b[0] == "elems" for b in base):
             # ``d.get(k)``, ``q.pop()``: an element
             values = self._element_values(base, depth)
             values += tuple(r for b in base if b[0] != "elems" for m in self.member(b, name, depth)
