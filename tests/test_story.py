@@ -89,12 +89,35 @@ def test_story_dot_puts_each_stage_in_one_column_in_order() -> None:
     view = _story("load")
     dot = to_dot(view)
     assert dot == to_dot(_story("load"))
-    assert f'{{rank="same"; "stage:0"; "{MINI}.get_num_new_matched_tokens";}}' in dot
+    (probe,) = [line for line in dot.splitlines() if line.startswith('  {rank="same"; "stage:0";')]
+    assert f'"{MINI}.get_num_new_matched_tokens";' in probe
     assert '"stage:0" -> "stage:1" [style="invis"' in dot
     assert "subgraph cluster_stages" in dot
-    # callers keep left of their stage's column, delegates right of it
-    assert f'"{SCHED}.schedule" -> "stage:0" [style="invis"' in dot
+    # a stage's callers and delegates share its column (the lanes stack them):
+    # the picture is as many columns wide as the story has stages
+    assert f'"{SCHED}.schedule";' in probe
     assert 'label="connector MiniKVConnector"' in dot
+    (last,) = [line for line in dot.splitlines()
+               if line.startswith(f'  {{rank="same"; "stage:{len(view.graph["stages"]) - 1}";')]
+    assert '"legend:edges";' in last  # the legend takes no column of its own
+    assert 'fontsize="14", height="0.35"' in dot
+
+
+def test_story_text_is_readable_at_1600_px(tmp_path) -> None:
+    """Text of at least 10 px when the story SVG is shown 1600 px wide (at
+    14 pt, the picture is at most ~2200 pt wide); one column per stage."""
+    import re
+    import shutil
+
+    import pytest
+
+    from kvflowmap.render.dot import render
+
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz dot is not installed")
+    svg = render(to_dot(_story("load")), "svg").decode()
+    width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))
+    assert 14 * 4 / 3 * 1600 / (width * 4 / 3) >= 10
 
 
 SPLIT_CONNECTOR = {

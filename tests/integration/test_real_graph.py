@@ -133,6 +133,26 @@ def test_pegaflow_save_story(pegaflow_analysis) -> None:
     assert f"{SCHED}._free_blocks" in view
 
 
+@pytest.mark.parametrize("name", ["load", "save"])
+def test_real_stories_are_readable_at_1600_px(pegaflow_analysis, vllm_connectors_analysis,
+                                              name) -> None:
+    """PegaFlow's and NIXL's stories, drawn 1600 px wide, keep 10 px text:
+    one column per stage (callers in a column of their own made PegaFlow's
+    load story 3336 pt wide: 5 px text)."""
+    import re
+    import shutil
+
+    from kvflowmap.render.dot import STORY_FONT, render, to_dot
+
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz dot is not installed")
+    for analysis, connector in ((pegaflow_analysis, "PegaKVConnector"),
+                                (vllm_connectors_analysis, "NixlConnector")):
+        svg = render(to_dot(_story(analysis, name, connector)), "svg").decode()
+        width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))
+        assert int(STORY_FONT) * 1600 / width >= 10, (connector, name, width)
+
+
 def test_default_flow_has_nothing_alone_and_every_hook_its_caller(pegaflow_analysis) -> None:
     from kvflowmap.graph import select
 

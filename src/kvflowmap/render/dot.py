@@ -53,7 +53,7 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     "hook_call": {"color": "#7b3294", "penwidth": "1.6"},
     "dispatch": {"color": "#7b3294", "arrowhead": "empty"},
     "bridge": {"color": "#d7191c", "style": "dashed,bold", "penwidth": "2.2",
-               "fontcolor": "#d7191c", "fontsize": "10"},
+               "fontcolor": "#d7191c"},
     "sets_state": {"color": "#1a7f37", "penwidth": "2"},
     "reads_state": {"color": "#66bb6a", "arrowhead": "vee"},
     "produces": {"color": "#e08214", "style": "dotted", "penwidth": "1.6"},
@@ -268,11 +268,16 @@ LEGEND_NAMES = {"call_ref": "reference (callback)", "hook_call": "call of a prot
                 "bridge": "bridge (label: carrier field)", "dispatch": "dispatch (base → override)"}
 
 
+def _legend_kinds(g: nx.MultiDiGraph) -> list[str]:
+    """The node kinds present in ``g``, in legend order."""
+    return sorted({node_kind(d) for _, d in g.nodes(data=True)}, key=list(NODE_STYLES).index)
+
+
 def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
     """A legend cluster for the node kinds and edge styles present in ``g``:
     one sample node per kind, one HTML table of line samples for the edges
     (real sample edges would stretch across the picture's rank columns)."""
-    kinds = sorted({node_kind(d) for _, d in g.nodes(data=True)}, key=list(NODE_STYLES).index)
+    kinds = _legend_kinds(g)
     edges = sorted({edge_style_key(d) for *_, d in g.edges(data=True)},
                    key=list(EDGE_STYLES).index)
     out = ["  subgraph cluster_legend {",
@@ -301,13 +306,15 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
     relative ``file#L<line>``. ``title`` is drawn above the picture.
     """
     roots = {r.get("label", ""): r.get("path", "") for r in g.graph.get("roots", [])}
+    story = bool(g.graph.get("stages"))
     graph_attrs = _attrs(rankdir="LR", fontname="Helvetica", newrank="true", nodesep="0.25",
-                         ranksep="0.5", labelloc="t", fontsize="18", tooltip="kvflowmap",
-                         label=esc(title) if title else None)
+                         ranksep="0.5", labelloc="t", fontsize="22" if story else "18",
+                         tooltip="kvflowmap", label=esc(title) if title else None)
+    node_font, edge_font = (STORY_FONT, "13") if story else ("11", "10")
     lines = ['digraph "kvflowmap" {',
              f"  graph {graph_attrs};",
-             '  node [fontname="Helvetica", fontsize="11", height="0.35"];',
-             '  edge [fontname="Helvetica", fontsize="9", arrowsize="0.7"];']
+             f'  node [fontname="Helvetica", fontsize="{node_font}", height="0.35"];',
+             f'  edge [fontname="Helvetica", fontsize="{edge_font}", arrowsize="0.7"];']
     lines += _cluster_lines(g, link_template, roots)
     lines += _stage_lines(g)
     lines += _legend_lines(g)
@@ -316,38 +323,42 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
     return "\n".join(lines) + "\n"
 
 
+STORY_FONT = "14"  # a story's nodes: one column per stage leaves room for larger text
+
+
 def _stage_lines(g: nx.MultiDiGraph) -> list[str]:
     """For a story picture (``graph["stages"]``): a header per stage and one
-    rank per column, chained left to right by invisible edges, so the stages
-    read in order whatever the lanes hold."""
+    rank per stage, chained left to right by invisible edges, so the stages
+    read in order whatever the lanes hold.
+
+    Everything a stage draws (its hooks, their vLLM callers, what they
+    delegate to, the hand-over notes it fills) shares the stage's rank: the
+    lanes stack it in one column, callers above or below their hook, and
+    the picture is as many columns wide as the story has stages. (Callers
+    and delegates in columns of their own, as before, made the load story
+    of PegaFlow 0.25.1 3336 pt wide: 5 px text when shown 1600 px wide.)
+    The legend joins the last stage's column instead of taking one."""
     stages = g.graph.get("stages") or ()
+    if not stages:
+        return []
     # the headers in one borderless cluster: Graphviz keeps a cluster in one
     # piece, so they line up in a row above or below the lanes
-    out: list[str] = ['  subgraph cluster_stages {', '    style="invis";'] if stages else []
+    out: list[str] = ['  subgraph cluster_stages {', '    style="invis";']
     for i, stage in enumerate(stages):
         out.append(f'    "stage:{i}" ' + _attrs(
-            label=esc(f"{i + 1}. {stage['label']}"), shape="plaintext", fontsize="16",
+            label=esc(f"{i + 1}. {stage['label']}"), shape="plaintext", fontsize="18",
             fontcolor="#444444", tooltip=esc(stage["label"])))
-    if stages:
-        out.append("  }")
-    previous = None
+    out.append("  }")
+    legend = [f"legend:node:{k}" for k in _legend_kinds(g)] + ["legend:edges"]
     for i, stage in enumerate(stages):
         head = f"stage:{i}"
-        if previous:
-            # room for the next stage's callers between two stages' hooks
-            out.append(f'  "{previous}" -> "{head}" [style="invis", weight="10", minlen="2"];')
-        previous = head
-        members = "".join(f' "{esc(n)}";' for n in stage["anchors"])
+        if i:
+            out.append(f'  "stage:{i - 1}" -> "{head}" [style="invis", weight="10"];')
+        column = [*stage["anchors"], *sorted(stage.get("offsets", {}))]
+        if i == len(stages) - 1:
+            column += legend
+        members = "".join(f' "{esc(n)}";' for n in column)
         out.append(f'  {{rank="same"; "{head}";{members}}}')
-        # the rest of the stage keeps its distance to the stage's column:
-        # callers before it, what the hooks delegate to after it
-        for n, offset in sorted(stage.get("offsets", {}).items()):
-            if offset < 0:
-                out.append(f'  "{esc(n)}" -> "{head}" [style="invis", weight="0", '
-                           f'minlen="{-offset}"];')
-            elif offset > 0:
-                out.append(f'  "{head}" -> "{esc(n)}" [style="invis", weight="0", '
-                           f'minlen="{offset}"];')
     return out
 
 
