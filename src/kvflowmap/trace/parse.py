@@ -300,7 +300,7 @@ def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord
             any_cr = "\r" in "".join(lines)
             cr = False
             first = lineno + 1
-            for lineno, text in enumerate(lines, first):  # noqa: B020 - counts on from here
+            for lineno, text in enumerate(lines, first):
                 if any_cr:
                     cr = text[-1:] == "\r"
                     if cr:
@@ -308,6 +308,13 @@ def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord
                 cut = text.find("] ", text.find(" ["))
                 hdr: Header | None = heads.get(text[:cut]) if cut > 0 else None
                 if hdr is not None:
+                    if not open_multi:  # the common line: a record of its own, hand on the one before
+                        if p_hdr is not None:
+                            out.append((p_hdr, p_msg, path, p_lineno))
+                        p_hdr, p_msg, p_lineno = hdr, text[cut + 2:], lineno
+                        n_vllm += 1
+                        open_multi = cr
+                        continue
                     msg = text[cut + 2:]
                     fmt = "vllm"
                 else:

@@ -239,11 +239,14 @@ class Tracer:
         exact = with_request = 0  # counted here, added to st at the end
         seq = st.records
         cur_ts = ""  # the last timestamp written to st (a header's ts repeats)
+        # the record number of the next sweep (a multiple of SWEEP_EVERY)
+        next_sweep = (seq // sweep_every + 1) * sweep_every if sweeping else -1
         for hdr, msg, source, lineno in batch:
             seq += 1
-            if sweeping and not seq % sweep_every:
+            if seq == next_sweep:
                 st.records = seq
                 self._sweep()
+                next_sweep += sweep_every
             t = hdr.t
             if t is not None:
                 if window and self._outside(t):
@@ -251,9 +254,10 @@ class Tracer:
                     continue
                 pid = hdr.pid
                 prev = last_time.get(pid)
-                if prev is not None and t < prev - _CLOCK_SLACK:
-                    st.clock_jumps += 1
-                last_time[pid] = t
+                if prev != t:
+                    if prev is not None and t < prev - _CLOCK_SLACK:
+                        st.clock_jumps += 1
+                    last_time[pid] = t
             if hdr.pid and pids.get(hdr.process) != hdr.pid:
                 self._new_pid(hdr, source, lineno, t)
                 current_get = self._current.get  # a restart starts a new one
