@@ -5,7 +5,10 @@ a log of them interleaved across an engine core and two worker ranks.
 
 The hang: the worker queued the RDMA wait (``_AsyncRdmaDoneWaiter.submit``)
 and the thread pool's ``_execute`` blocks in ``RdmaPort.wait_done``, which
-logs nothing; ``HANG_STOP`` is that function.
+logs nothing; ``HANG_STOP`` is that function. The send that never reports
+``finished_sending`` stops likewise in the push finalizer's wait for the
+RDMA writes (``_AsyncPushFinalizer._run`` -> ``RdmaPort.wait_for_pushes``,
+silent; ``SEND_HANG_STOP``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ P_WORKER = "pd_connector.prefill_worker.PrefillHandler"
 WORKER = "pd_connector.worker.PdWorkerBase"
 VLLM_SCHED = "vllm.v1.core.sched.scheduler.Scheduler"
 HANG_STOP = "pegaflow.pd_connector.rdma.RdmaPort.wait_done"
+SEND_HANG_STOP = "pegaflow.pd_connector.rdma.RdmaPort.wait_for_pushes"
 
 _PARK = (Step(f"{D_SCHED}.get_num_new_matched_tokens", 1),
          Step(f"{D_SCHED}.update_state_after_alloc", 0),
