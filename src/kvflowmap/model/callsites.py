@@ -35,8 +35,7 @@ class CallSites:
             for call in ff.calls:
                 if not call.callee or not (call.args or call.kwargs):
                     continue
-                tail = call.callee.rpartition(".")[2]
-                last = tail.removesuffix("()")
+                last = call.callee.rpartition(".")[2]
                 if "(" in last or "[" in last or (
                         last == call.callee and last not in defined and last not in BUILTINS):
                     # a call of a call's result or of an element (``f()(x)``,
