@@ -153,6 +153,7 @@ def _ids_of_value(v: str) -> list[str]:
 
 
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]{3,}")
+_STATE_BEFORE_VALUE = re.compile(r"(?i)(?:status|state)\w*\W{0,3}(?:%[-#0 +\d.]*[sra]|\{[^{}]*\})")
 _TOKEN = re.compile(r"[\w.:-]{6,}")  # what may be a request id in an unknown line
 _WORD = re.compile(r"[a-z]+")
 _DELAY_WORDS = ("wait", "delay", "defer", "later")
@@ -515,6 +516,10 @@ class Tracer:
         hooks = m.hooks
         single = len(hooks) == 1
         words = _WORD.findall(m.message.lower())
+        # a placeholder right after "status"/"state" ("request_status=%s") may
+        # log a state: only then are a line's values read for one (the full
+        # pattern on every line: "%s is still in ... state." logs none)
+        value_states = _STATE_BEFORE_VALUE.search(m.message) is not None
         f = _MarkerFacts(
             states=states,
             parks=any(st in self._parked for st, _ in states) or (single and hooks[0] in self._commit),
@@ -529,8 +534,8 @@ class Tracer:
             finishes=tuple(r for r in m.reports if r.startswith("finished")),
             hooks=hooks, reports=m.reports, scheduler=m.side == "scheduler",
             # values may name a state ("request_status=%s"): only then are they read
-            value_states="status" in m.message.lower() or "state" in m.message.lower(),
-            any_state=bool(states) or "status" in m.message.lower() or "state" in m.message.lower())
+            value_states=value_states,
+            any_state=bool(states) or value_states)
         self._facts_of[marker_id] = f
         return f
 
