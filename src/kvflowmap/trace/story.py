@@ -350,10 +350,15 @@ class Tracer:
                     procs[label] = procs.get(label, 0) + 1
                     if ts:
                         s.last_ts = s.process_last[label] = ts
-                    if fits[7]:
+                    if fits[7] and len(s.related) < 8:
                         rel = s.related
                         for i in fits[7]:
-                            for r in ids_of_value(vals[i]):
+                            v = vals[i]
+                            if v and v[0] not in NOT_PLAIN:  # one plain id: the common value
+                                if v != rid and v not in rel and len(rel) < 8:
+                                    rel.append(v)
+                                continue
+                            for r in split_ids(v):
                                 if r != rid and len(rel) < 8 and r not in rel:
                                     rel.append(r)
                     if s.last_marker != mid:
