@@ -128,3 +128,36 @@ def test_nixl_concrete_connectors_run_the_inherited_hooks(
     assert match_nodes(g, "NixlConnector") == [pull]
     nixl_only = [c for c in choose_connectors(g) if ".nixl." in c]
     assert nixl_only in ([], [pull], [push])  # never the intermediate base
+
+
+def test_metadata_bridges_stay_within_one_connector(
+        vllm_connectors_analysis: Analysis) -> None:
+    """The metadata a connector class's scheduler side builds is bridged only
+    into its own worker side (the class, a subclass, or the protocol base's
+    hook it inherits), never into another connector's ``start_load_kv``."""
+    g = vllm_connectors_analysis.graph
+    classes = vllm_connectors_analysis.linker.classes
+    base = "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1"
+    bridges = [(u, v) for u, v, d in g.edges(data=True) if d.get("kind") == "bridge"
+               and str(d.get("carrier", "")).endswith("kv_connector_metadata")]
+    assert len(bridges) > 20
+    wrong = []
+    for u, v in bridges:
+        built_by, used_by = u.rpartition(".")[0], v.rpartition(".")[0]
+        if used_by != base and built_by not in classes.mro(used_by):
+            wrong.append((u, v))
+    assert not wrong
+    assert (f"{NIXL}.connector.NixlBaseConnector.build_connector_meta",
+            f"{NIXL}.connector.NixlPullConnector.start_load_kv") in bridges
+
+
+def test_failed_recving_reaches_the_scheduler_on_0_33(
+        vllm_connectors_analysis: Analysis) -> None:
+    """vLLM 0.33.0's ``KVConnectorOutput.failed_recving`` is a protocol carrier:
+    NIXL's results reach ``Scheduler._handle_failed_recving``."""
+    g = vllm_connectors_analysis.graph
+    handle = "vllm.v1.core.sched.scheduler.Scheduler._handle_failed_recving"
+    assert (f"{NIXL}.connector.NixlBaseConnector.get_transfer_results", handle) in {
+        (u, v) for u, v, d in g.edges(data=True) if d.get("kind") == "bridge"
+        and str(d.get("carrier", "")).endswith("failed_recving")}
+    assert not [w for w in vllm_connectors_analysis.warnings if "failed_recving" in w]
