@@ -18,7 +18,7 @@ import click
 
 from kvflowmap import __version__
 from kvflowmap.cli_sources import SourceOptions, make_request
-from kvflowmap.commands.output import check_writable
+from kvflowmap.commands.output import check_writable, output_option
 from kvflowmap.console import Reporter
 from kvflowmap.gc_tuning import fewer_collections
 from kvflowmap.sources.errors import SourceError
@@ -60,17 +60,30 @@ GRAPH_SUFFIXES = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".
                   ".mmd": "mermaid", ".mermaid": "mermaid", ".json": "json"}
 STATES_SUFFIXES = {".txt": "text", ".json": "json", ".mmd": "mermaid", ".mermaid": "mermaid",
                    ".svg": "svg"}
+TEXT_SUFFIXES = {".txt": "text", ".json": "json"}  # where, path, lifecycle
+CHECK_SUFFIXES = {".txt": "text", ".json": "json", ".sarif": "sarif"}
+# formats a suffix also fits besides the one it names: SARIF and PyCG's
+# call graph are JSON documents
+ALSO_FITS = {".json": {"pycg-json", "sarif"}, ".sarif": {"json"}}
 
 
 def out_format(out: str | None, fmt: str | None, suffixes: dict[str, str],
-               default: str) -> str | None:
-    """The format to write: ``--format`` if given, else the one the ``--out``
-    suffix names; a suffix that names none is an error (never a silent
-    default); with neither, ``default`` (None for graph's stdout, which picks
-    its own)."""
-    if fmt or not out:
-        return fmt or (default if out or default == "text" else None)
-    suffix = Path(out).suffix.lower()
+               default: str | None) -> str | None:
+    """The format to write: ``--format`` if given, else the one the output
+    file's suffix names; with neither, ``default`` (None for graph's stdout,
+    which picks its own). A suffix that names no format, or a ``--format``
+    that does not fit the suffix (``-f png -o flow.svg``), is a usage error,
+    never a silent choice; a ``--format`` with a suffix the command does not
+    know (``-f mermaid -o flow.md``) is taken as given."""
+    suffix = Path(out).suffix.lower() if out else ""
+    if fmt:
+        named = suffixes.get(suffix)
+        if named and named != fmt and fmt not in ALSO_FITS.get(suffix, ()):
+            raise click.UsageError(f"--format {fmt} does not fit {out!r}, a {named} file name: "
+                                   f"give one of them, or end the file name as the format says")
+        return fmt
+    if not out:
+        return default
     if suffix in suffixes:
         return suffixes[suffix]
     known = ", ".join(sorted(suffixes))
@@ -92,16 +105,25 @@ def cli() -> None:
 
     \b
     Exit codes:
-      0  done (check: no finding at --fail-on or above; where/path: one answer)
-      1  check: findings; docs/catalogue --check: stale; where: ambiguous; path: no path
-      2  bad usage or input (a name that matches nothing, a missing file, a bad config)
-      130  interrupted
+      0    done (check: no finding at --fail-on or above; where/path: one answer)
+      1    check: findings; trace: a request stuck or breaking the protocol;
+           docs/catalogue/compat --check: stale; where: ambiguous; path: no path;
+           test-rules: an example fails
+      2    bad usage or input (a name that matches nothing, a missing file, a bad config)
+      3    internal error (a kvflowmap bug: message and trace on stderr)
+      130  interrupted (Ctrl-C)
+      141  output pipe closed (kvflowmap rules | head -1)
+      143  terminated (SIGTERM)
+
+    Output: -o/--output FILE on every command that writes (stdout without
+    it); the format is --format, else the file's suffix. Colour only on a
+    terminal, and never with NO_COLOR set.
     """
 
 
 @cli.command()
 @source_options
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Output file (format from suffix).")
+@output_option("Output file (format from its suffix, or --format).")
 @click.option("-f", "--format", "fmt", type=click.Choice(
     ["svg", "png", "pdf", "dot", "mermaid", "json", "pycg-json"]), help="Output format.")
 @click.option("--focus", multiple=True, metavar="SYMBOL", help="Centre on these symbols.")
@@ -130,7 +152,7 @@ def graph(**kw) -> None:
     from kvflowmap.commands.memo_run import run_memoised
 
     check_writable(kw["out"])
-    kw["fmt"] = out_format(kw["out"], kw["fmt"], GRAPH_SUFFIXES, default="svg")
+    kw["fmt"] = out_format(kw["out"], kw["fmt"], GRAPH_SUFFIXES, default=None)
     req, config, rep = prepare(kw)
     options = tuple(sorted((k, repr(v)) for k, v in kw.items()))
     result = run_memoised(req, config, rep, ("graph", options),
@@ -166,9 +188,9 @@ def link_templates(values: tuple[str, ...], config) -> dict[str, str] | None:
 @click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), default="error",
               show_default=True, help="Lowest severity that makes the exit code 1.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
-              default="text", show_default=True)
-@click.option("-o", "--output", "--out", "output", type=click.Path(),
-              help="Write the report here, not stdout.")
+              help="Report format (default: from the --output suffix, else text).")
+@output_option("Write the report here, not stdout (format from a .txt, .json or "
+               ".sarif suffix, or --format).")
 @click.option("--baseline", type=click.Path(), help="Report only findings not in this file.")
 @click.option("--write-baseline", type=click.Path(), help="Record current findings here.")
 @click.option("--diff-base", metavar="REV",
@@ -193,7 +215,8 @@ def check(**kw) -> None:
     if only is not None and not load_config(Path.cwd()).sources:
         src = cc.package_dirs(only)
     kw["src"] = src
-    fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("output")
+    fail_on, fmt, output = kw.pop("fail_on"), kw.pop("fmt"), kw.pop("out")
+    fmt = out_format(output, fmt, CHECK_SUFFIXES, default="text") or "text"
     baseline, write_base = cc.baseline_set(kw.pop("baseline")), kw.pop("write_baseline")
     check_writable(output)
     check_writable(write_base)
@@ -244,7 +267,7 @@ def check(**kw) -> None:
               help="Only these connector classes (short or full names).")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "markdown", "sarif"]),
               help="Output format (default: from --output's suffix, else text).")
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write to this file.")
+@output_option("Write to this file.")
 @click.option("--check", "check_path", type=click.Path(), metavar="FILE",
               help="Exit 1 when FILE (or its marked compat block) is not the current table.")
 @click.option("--notes", is_flag=True, help="Text: also list notes (hooks not yet in a release).")
@@ -319,11 +342,13 @@ def cache_clear(cache_dir: str | None, releases: bool) -> None:
 @cli.command()
 @click.argument("name")
 @source_options
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
-def where(name: str, fmt: str, out: str | None, **kw) -> None:
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]),
+              help="Output format (default: from the --output suffix, else text).")
+@output_option("Write here instead of stdout.")
+def where(name: str, fmt: str | None, out: str | None, **kw) -> None:
     """Where NAME is defined; its callers, callees and data links."""
+    check_writable(out)
+    fmt = out_format(out, fmt, TEXT_SUFFIXES, default="text") or "text"
     from kvflowmap.commands.nav_cmd import answer, where_answer
 
     req, config, rep = prepare(kw)
@@ -337,12 +362,14 @@ def where(name: str, fmt: str, out: str | None, **kw) -> None:
 @source_options
 @click.option("--max", "max_paths", type=int, default=5, show_default=True, help="Paths to list.")
 @click.option("--calls-only", is_flag=True, help="Only calls, dispatch and bridges (no data steps).")
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
-def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, out: str | None,
-             **kw) -> None:
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]),
+              help="Output format (default: from the --output suffix, else text).")
+@output_option("Write here instead of stdout.")
+def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str | None,
+             out: str | None, **kw) -> None:
     """Paths from A to B, shortest first; file:line per step."""
+    check_writable(out)
+    fmt = out_format(out, fmt, TEXT_SUFFIXES, default="text") or "text"
     from kvflowmap.commands.nav_cmd import answer, path_answer
 
     req, config, rep = prepare(kw)
@@ -355,7 +382,7 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str, out: st
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
               help="Output format (default: from the --out suffix, else text).")
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
+@output_option("Write here instead of stdout.")
 def states(fmt: str | None, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
     from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
@@ -370,22 +397,23 @@ def states(fmt: str | None, out: str | None, **kw) -> None:
 
 @cli.command()
 @source_options
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
-def lifecycle(fmt: str, out: str | None, **kw) -> None:
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]),
+              help="Output format (default: from the --output suffix, else text).")
+@output_option("Write here instead of stdout.")
+def lifecycle(fmt: str | None, out: str | None, **kw) -> None:
     """Request ids per connector package: containers, hooks, hand-offs, reports."""
     from kvflowmap.commands.lifecycle_cmd import run_lifecycle
 
     check_writable(out)
+    fmt = out_format(out, fmt, TEXT_SUFFIXES, default="text") or "text"
     req, config, rep = prepare(kw)
     raise click.exceptions.Exit(run_lifecycle(req, config, rep, fmt, out))
 
 
 @cli.command()
 @source_options
-@click.option("-o", "--output", "--out", "out", required=True, type=click.Path(), help="Folder of the pages.")
-@click.option("--check", is_flag=True, help="Exit 1 when the pages in --out are stale.")
+@output_option("Folder of the pages.", required=True)
+@click.option("--check", is_flag=True, help="Exit 1 when the pages in --output are stale.")
 @click.option("--link-template", "link_template", multiple=True, metavar="[NAME=]URL",
               help="Source links: URL (every root) or NAME=URL (the root NAME: vllm, pegaflow); "
                    "placeholders {root}, {path}, {version}, {file}, {line}. Repeatable.")
@@ -406,7 +434,7 @@ def docs(out: str, check: bool, link_template: tuple[str, ...], **kw) -> None:
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "html"]),
               help="Output format (default: from the --out suffix, else text).")
-@click.option("-o", "--output", "--out", "out", type=click.Path(), help="Write here instead of stdout.")
+@output_option("Write here instead of stdout.")
 @click.option("--request", "request_id", metavar="ID", help="Only this request's story.")
 @click.option("--since", metavar="TIME", help="Only lines from TIME on (MM-DD HH:MM:SS or HH:MM:SS).")
 @click.option("--until", metavar="TIME", help="Only lines up to TIME.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import click
+
 from kvflowmap.sources.errors import SourceError
 
 
@@ -43,3 +45,23 @@ def check_writable(path: str | Path | None, folder: bool = False) -> None:
         raise SourceError(f"cannot write {path}: no folder {parent}")
     if not target.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise SourceError(f"cannot write {path}: {parent} is not writable")
+
+
+class OutputOption(click.Option):
+    """``-o/--output``, with ``--out`` (the older spelling) accepted but not
+    shown in ``--help``: one convention in the help, old commands still run."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        """The help line without the hidden alias."""
+        shown = [o for o in self.opts if o != "--out"]
+        opts, self.opts = self.opts, shown
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def output_option(help: str, **kw):
+    """The ``-o/--output FILE`` option of a command that writes (``out``)."""
+    return click.option("-o", "--output", "--out", "out", cls=OutputOption,
+                        type=click.Path(), help=help, **kw)

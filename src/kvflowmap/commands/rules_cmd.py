@@ -17,7 +17,7 @@ import click
 from kvflowmap.check.loader import (SKIPPED_DIRS, UnknownRuleError, default_rule_dirs,
                                     load_rules, select_rules)
 from kvflowmap.check.model import Rule
-from kvflowmap.commands.output import write_output
+from kvflowmap.commands.output import output_option, write_output
 
 DEFAULT_CATALOGUE = Path("docs/rules.md")
 
@@ -127,7 +127,7 @@ def cmd_catalogue(out: Path = DEFAULT_CATALOGUE, check: bool = False,
         if current == text:
             click.echo(f"{out} is up to date ({len(rules)} rules)")
             return 0
-        click.echo(f"{out} is stale: run `kvflowmap catalogue --out {out}`", err=True)
+        click.echo(f"{out} is stale: run `kvflowmap catalogue -o {out}`", err=True)
         return 1
     write_output(out, text, make_parents=True)
     click.echo(f"wrote {len(rules)} rules to {out}")
@@ -141,7 +141,7 @@ def register(cli: click.Group) -> None:
                              help="Rule files or folders instead of the shipped rules.")
 
     @cli.command("rules")
-    @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+    @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
                   show_default=True)
     @rules_opt
     def rules_command(fmt: str, rule_paths: tuple[Path, ...]) -> None:
@@ -164,10 +164,9 @@ def register(cli: click.Group) -> None:
         raise click.exceptions.Exit(cmd_test_rules(dirs, cache_dir))
 
     @cli.command("catalogue")
-    @click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_CATALOGUE,
-                  show_default=True)
+    @output_option("The catalogue file.", default=str(DEFAULT_CATALOGUE), show_default=True)
     @click.option("--check", is_flag=True, help="Exit 1 when the file is stale; write nothing.")
     @rules_opt
-    def catalogue_command(out: Path, check: bool, rule_paths: tuple[Path, ...]) -> None:
+    def catalogue_command(out: str, check: bool, rule_paths: tuple[Path, ...]) -> None:
         """Generate the rule catalogue (docs/rules.md)."""
-        raise click.exceptions.Exit(cmd_catalogue(out, check, rule_paths))
+        raise click.exceptions.Exit(cmd_catalogue(Path(out), check, rule_paths))
