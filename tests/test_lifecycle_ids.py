@@ -103,6 +103,14 @@ class Worker:
             kept[req_id] = intent
         return kept
 
+    def track(self, shm, metadata):
+        self._by_shm[shm] = set(metadata.save_intents)
+
+    def poll(self):
+        for shm, req_ids in self._by_shm.items():
+            first = next(iter(req_ids))
+            state = self._submitted.get(first)
+
     def _make_task(self, save_intents):
         request_ids = list(save_intents)
         return SaveTask(saving=request_ids)
@@ -156,6 +164,15 @@ def test_ids_flow_through_a_dataclass_task_a_comprehension_and_a_return(tree):
     # what ``_filtered`` returns is its id collection, flowing back to the caller
     assert "_filtered" in lc.state.coll_returners
     assert "req_id" in lc.state.of("conn.Worker.start_load_kv").ids
+
+
+def test_a_container_of_id_collections_under_other_keys(tree):
+    lc = _lifecycle(tree, TASKS)
+    assert "_by_shm" in lc.state.coll_valued and "_by_shm" not in lc.state.keyed_attrs
+    poll = lc.state.of("conn.Worker.poll")
+    assert "req_ids" in poll.colls and "shm" not in poll.ids
+    assert "first" in poll.ids  # next(iter(...)) of an id collection
+    assert "state" in poll.records
 
 
 def test_a_save_thread_fed_by_a_queue_is_on_the_save_path_only(tree):

@@ -139,14 +139,15 @@ def _attr(chain: str | None) -> str | None:
 def _takes(fn: FnView) -> list[tuple[str, int]]:
     """Attributes ``fn`` takes contents out of: a removal or reset, a take call
     (``q.get_nowait()``, ``s.copy()``), iteration, or a swap for a new empty one."""
-    out = []
+    out: list[tuple[str, int]] = []
+    resets: list[tuple[str, int]] = []  # emptied only: nothing of it reaches vLLM unless also read here
     for op in fn.all_containers:
         if op.op in REMOVE_OPS | RESET_OPS and (a := _attr(op.container)):
-            out.append((a, op.line))
+            (resets if op.op in RESET_OPS else out).append((a, op.line))
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
         if meth in _TAKE and (a := _attr(base)):
-            out.append((a, c.line))
+            (resets if meth in RESET_OPS else out).append((a, c.line))
         # ``result.update(self._failed)``, ``set(self._failed)``: its contents, copied out
         if c.callee in KEEP or (meth in _MERGES and base.partition(".")[0] != "self"):
             out += [(a, c.line) for arg in c.args if (a := _attr(arg))]
@@ -157,8 +158,12 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
         # ``self._x = set()`` after a copy, or the swap ``done, self._x = self._x, set()``
         if (name := _attr(asg.target)) and asg.target.startswith("self.") and (
                 assigns_empty(asg) or (asg.value is None and asg.literal is None)):
-            out.append((name, asg.line))
-    return out
+            (resets if assigns_empty(asg) else out).append((name, asg.line))
+    # ``errors = self._failed.copy(); self._failed.clear()``: the reset of
+    # what was read; ``self._failed_ids.clear()`` alone hands nothing over
+    read = {a for a, _ in out} | {_attr(a.value) for a in fn.all_assigns
+                                  if a.value and a.value.startswith("self.")}
+    return out + [(a, line) for a, line in resets if a in read]
 
 
 def _adds(fn: FnView) -> list[tuple[str, int, bool]]:
@@ -240,17 +245,23 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
     out: its branches report the id, and the blocks follow from it."""
     attrs = {f.attr for f in fills}
     writes = _writers(fns, attrs, resolve)
+    markers = failure_markers(fns, attrs)
     out = []
     for cls in sorted({f.cls for f in fills if f.cls}):
         members = [fn for fn in fns.values() if fn.cls == cls]
-        if any(_converts(fn, attrs) for fn in members):
+        # a class that converts failed ids into blocks in a loop is judged
+        # only where it marks a request failed and records no blocks
+        converts = any(_converts(fn, attrs) for fn in members)
+        if converts and not markers:
             continue
         fill = next(f for f in fills if f.cls == cls)
         for fn in members:
             names = request_names(fn.fqn)
             if not names:
                 continue
-            for branch, body in _failure_branches(fn, names):
+            branches = _marked_branches(fn, markers, set()) if converts else \
+                _failure_branches(fn, names, markers)
+            for branch, body in branches:
                 if not names & {n for st in walk(body) for n in st.names}:
                     continue
                 if not any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body)):
@@ -316,21 +327,81 @@ def _unconditional(fn: FnView, body: tuple[Stmt, ...], lines: set[int]) -> bool:
     return False
 
 
-def _failure_branches(fn: FnView, names: set[str] | None
+def _failure_branches(fn: FnView, names: set[str] | None, markers: frozenset[str] = frozenset()
                       ) -> Iterator[tuple[Stmt, tuple[Stmt, ...]]]:
     """(statement, body) of each ``except`` of ``fn`` that is not for an
     absence (``KeyError``, ``queue.Empty``) and whose ``try`` works on the
     request (a call given one of ``names``; any ``try`` when ``names`` is
-    None), and each ``if``/``else`` body that logs an error."""
+    None), each ``if``/``else`` body that logs an error, and each body of a
+    compound statement that marks the request failed (adds to one of
+    ``markers``, see ``failure_markers``)."""
+    seen: set[int] = set()
     for s in fn.stmts:
         if s.kind == "try" and (names is None or works_on(fn, s.body, names)):
             for h in s.handlers:
                 if not benign(h) and not _reraises(h):
+                    seen.add(id(h.body))
                     yield h, h.body
         elif s.kind == "if":
             for body in (s.body, s.orelse):
                 if body and _logs_error(fn, body) and not _reraises_in(body):
+                    seen.add(id(body))
                     yield s, body
+    yield from _marked_branches(fn, markers, seen)
+
+
+def _marked_branches(fn: FnView, markers: frozenset[str], seen: set[int]
+                     ) -> Iterator[tuple[Stmt, tuple[Stmt, ...]]]:
+    """Bodies of ``fn`` (not in ``seen``) that add to a failure marker."""
+    if not markers:
+        return
+    adds = _adds_by_line(fn)
+    for s in fn.stmts:
+        for body in (s.body, s.orelse, *(h.body for h in s.handlers)):
+            if body and id(body) not in seen and not _reraises_in(body) and \
+                    markers & _direct_adds(body, adds):
+                seen.add(id(body))
+                yield s, body
+
+
+def _adds_by_line(fn: FnView) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for a, line, on_self in _adds(fn):
+        if on_self:
+            out.setdefault(line, set()).add(a)
+    return out
+
+
+def _direct_adds(body: tuple[Stmt, ...], adds: dict[int, set[str]]) -> set[str]:
+    """Attributes the simple statements of ``body`` itself add to."""
+    return {a for st in body if st.kind == "simple" for a in adds.get(st.line, ())}
+
+
+def _lists(fn: FnView) -> Iterator[tuple[Stmt, ...]]:
+    """Every statement list of ``fn``: its body and each nested body."""
+    yield fn.fact.body
+    for s in fn.stmts:
+        for body in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            if body:
+                yield body
+
+
+def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
+    """Attributes that mark a request failed: added to, at least twice, in a
+    statement list that also adds to a failed-blocks attribute (``attrs``),
+    and more often so than without (``self._failed_ids.add(rid)`` beside
+    ``self._invalid_blocks.update(blocks)``). A list that adds to one and
+    records no blocks has lost the blocks of that failure."""
+    with_blocks: dict[str, int] = {}
+    without: dict[str, int] = {}
+    for fn in fns.values():
+        adds = _adds_by_line(fn)
+        for body in _lists(fn):
+            added = _direct_adds(body, adds)
+            tally = with_blocks if added & attrs else without
+            for a in added - attrs:
+                tally[a] = tally.get(a, 0) + 1
+    return frozenset(a for a, n in with_blocks.items() if n >= 2 and n > without.get(a, 0))
 
 
 def _logs_error(fn: FnView, body: tuple[Stmt, ...]) -> bool:

@@ -82,6 +82,9 @@ class IdState:
     # collection (``return filtered`` after ``filtered[req_id] = ...``): ids
     # flow back to the caller through the return
     coll_returners: set[str] = field(default_factory=set)
+    # attribute names of containers whose values are id collections, under
+    # keys that are not ids (``self._pending_load_reqs[shm] = set(req_ids)``)
+    coll_valued: set[str] = field(default_factory=set)
 
     @cached_property
     def report_methods(self) -> frozenset[str]:
@@ -296,6 +299,10 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 # ``sending, recving = c.get_finished(ids)``: what a report
                 # method hands back are ids (a sub-connector's, a worker's)
                 mine.colls.add(a.target)
+            elif a.value == "next()" and _first_of(state, fn, s):
+                mine.ids.add(a.target)  # ``rid = next(iter(req_ids))``
+            elif _reads_coll_value(state, a.value):
+                mine.colls.add(a.target)  # ``req_ids = self._by_shm.get(shm)``
             elif a.target not in mine.ids and _read_by_id(state, fn, s, a.value):
                 # ``gen = self._submitted.pop(req_id, None)``: the request's entry
                 # (an outcome in an earlier round, before the container was keyed)
@@ -328,6 +335,9 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
         elif targets and (state.is_coll(fn, iterable) or _returns_coll(state, _callee(iterable))):
             mine.ids.add(targets[0])
             mine.records.update(targets[1:2] if ".items()" in iterable else ())
+        elif len(targets) == 2 and iterable.endswith(".items()") and \
+                unwrap(iterable).rpartition(".")[2] in state.coll_valued:
+            mine.colls.add(targets[1])  # ``for shm, req_ids in self._by_shm.items()``
         elif targets and unwrap(iterable) in mine.requests:
             mine.requests.add(targets[0])
     return mine.size() != before
@@ -343,6 +353,21 @@ def _callee(text: str) -> str | None:
 
 
 _BY_KEY = (".get()", ".pop()", "[]")
+
+
+def _first_of(state: IdState, fn: FnView, s) -> bool:
+    """``next(iter(C))`` in ``s``, ``C`` an id collection."""
+    return any(c.callee == "iter" and c.args and state.is_coll(fn, c.args[0])
+               for c in fn.calls(s))
+
+
+def _reads_coll_value(state: IdState, value: str | None) -> bool:
+    """``value`` reads an entry of a container whose values are id collections."""
+    v = value or ""
+    for m in _BY_KEY:
+        if v.endswith(m) and "." in v[: -len(m)]:
+            return v[: -len(m)].rpartition(".")[2] in state.coll_valued
+    return False
 
 
 def _read_by_id(state: IdState, fn: FnView, s, value: str | None) -> bool:

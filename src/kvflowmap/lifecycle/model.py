@@ -460,8 +460,14 @@ def _keyword_fields(state: IdState, fn: FnView, call) -> bool:
 
 def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
     """Attributes that receive ids by key or element become request-keyed."""
-    before = len(state.keyed_attrs)
+    before = len(state.keyed_attrs) + len(state.coll_valued)
     for s in fn.stmts:
+        for op in fn.containers(s):
+            # ``self._by_shm[shm] = set(req_ids)``: values that are id collections
+            if op.op == "setitem" and "." in op.container and not state.is_id(fn, op.key) and \
+                    any(state.is_coll(fn, n) for n in s.names
+                        if n not in (op.container, op.key)):
+                state.coll_valued.add(op.container.rpartition(".")[2])
         mentioned = state.id_names_in(fn, s.names)
         if not mentioned:
             continue
@@ -472,7 +478,7 @@ def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
             base, _, meth = (c.callee or "").rpartition(".")
             if meth in QUEUE_PUTS and base and container_of(base, fn, values):
                 state.keyed_attrs.add(base.rpartition(".")[2])
-    return len(state.keyed_attrs) != before
+    return len(state.keyed_attrs) + len(state.coll_valued) != before
 
 
 def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:
