@@ -1,0 +1,48 @@
+"""Bugs a connector fixed in a later release: ``check`` reports each on the
+release before the fix, at the function the fix changed, and not on the
+release after it (the fixed corpus is triaged in ``test_real_findings``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tests.integration.conftest import release, release_cache_dir
+from tests.integration.corpora import Corpus, check_corpus
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class FixedBug:
+    """A finding on the release before a fix, gone on the release after it."""
+
+    name: str
+    before: Corpus
+    after: Corpus
+    rule: str
+    function: str
+
+
+BUGS = (
+    # PegaFlow's save thread called _process_save_batch with nothing around it
+    # but ``except queue.Empty``: one failed batch ended the only save thread,
+    # and every later request stayed held. 0.25.1 wraps it (_run_save_batch,
+    # "If it died on an unexpected error every later request would stay held").
+    FixedBug("pegaflow save thread dies on a failed batch",
+             Corpus("pegaflow-llm 0.22.0", "pegaflow-llm==0.22.0", "pegaflow"),
+             Corpus("pegaflow-llm 0.25.1", "pegaflow-llm==0.25.1", "pegaflow"),
+             "kvc-thread-loop-survives",
+             "pegaflow.connector.worker.WorkerConnector._save_worker"),
+)
+
+
+@pytest.mark.parametrize("bug", BUGS, ids=lambda b: b.name)
+def test_the_bug_is_found_before_the_fix_and_not_after(bug: FixedBug) -> None:
+    def hits(corpus: Corpus) -> list[int]:
+        _, findings = check_corpus(corpus, release, release_cache_dir())
+        return [f.line for f in findings if f.rule == bug.rule and f.function == bug.function]
+
+    assert hits(bug.before), f"{bug.rule} does not report {bug.function} in {bug.before.name}"
+    assert not hits(bug.after)
