@@ -92,3 +92,21 @@ def test_exit_codes_are_in_the_help(capsys) -> None:
     for code in ("0 ", "1 ", "2 ", "3 ", "130", "141", "143"):
         assert f"\n    {code}" in text, code
     assert "NO_COLOR" in text
+
+
+@pytest.mark.parametrize("args", [["where", "Conn"], ["docs", "-o", "pages"], ["states"],
+                                  ["lifecycle"], ["check"]])
+def test_a_warm_run_imports_no_analysis(repo, args) -> None:
+    """A repeated question costs what a warm check costs: the stored answer is
+    printed without importing networkx or LibCST (0.35 s of imports)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from kvflowmap.cli import main; rc = main(sys.argv[1:]); "
+             "print('LOADED', sorted(m for m in ('networkx', 'libcst') if m in sys.modules))")
+    cmd = [sys.executable, "-c", probe, *args, "-v"]
+    subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, check=False)
+    again = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert "result reused" in again.stderr, again.stderr
+    assert "LOADED []" in again.stdout, again.stdout[-300:]

@@ -4,27 +4,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import click
 
-from kvflowmap.api import Analysis
-from kvflowmap.docs.write import DocsOptions, check_pages, generate, write_pages
+from kvflowmap.docs.pagefiles import check_pages, write_pages
 from kvflowmap.sources.errors import SourceError
-from kvflowmap.render.links import Templates
+
+if TYPE_CHECKING:  # the analysis and the page generators load only on a cold run
+    from kvflowmap.api import Analysis
+    from kvflowmap.render.links import Templates
 
 
 def docs_key(out: str, link_template: Templates | None) -> tuple:
     """What the pages depend on besides the analysis: where they go (links are
-    relative to it), the template, and whether SVGs can be drawn."""
-    from kvflowmap.docs.write import graphviz_available
+    relative to it), the template, and whether SVGs can be drawn (``dot`` on
+    PATH: found without running it or importing the renderer)."""
+    import shutil
 
     return ("docs", str(Path(out).resolve()), sorted((link_template or {}).items()),
-            graphviz_available())
+            shutil.which("dot") is not None)
 
 
 def docs_pages(analysis: Analysis, out: str,
                link_template: Templates | None) -> dict[str, bytes]:
     """Every page for ``out``, as ``{relative path: bytes}`` (plain data, so
     the run memo can keep it)."""
+    from kvflowmap.docs.write import DocsOptions, generate
+
     try:
         return generate(analysis, DocsOptions(out_dir=Path(out), link_template=link_template))
     except ValueError as exc:  # a bad --link-template

@@ -11,7 +11,7 @@ from kvflowmap.commands.graph_result import GraphResult
 from kvflowmap.graph import select, story
 from kvflowmap.nav.statelinks import with_state_links
 from kvflowmap.protocol import Protocol
-from kvflowmap.render import format_from_suffix, render_graph
+from kvflowmap.render.graph_out import format_from_suffix, render_graph
 from kvflowmap.render.dot import RenderError
 from kvflowmap.sources.config import ProjectConfig
 

@@ -1,6 +1,10 @@
 """Glue between the CLI and the navigation queries: run one, print or write
 its output, and turn outcomes into exit codes (0 found, 1 ambiguous or no
-path, 2 a name that matches nothing)."""
+path, 2 a name that matches nothing).
+
+The queries' modules (networkx, the lifecycle model, LibCST behind it) are
+imported inside the functions that run them: a warm run reuses the stored
+answer and imports none of them (0.35 s of a 0.8 s warm ``where``)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ import sys
 
 import click
 
-from kvflowmap.api import Analysis
+from typing import TYPE_CHECKING
+
 from kvflowmap.commands.output import write_output
-from kvflowmap.graph.select import SelectError
-from kvflowmap.nav import paths, states, where_render
-from kvflowmap.nav.statelinks import with_state_links
-from kvflowmap.nav.where import Ambiguous, where
+
+if TYPE_CHECKING:
+    from kvflowmap.api import Analysis
 
 
 def _emit(text: str | bytes, out: str | None) -> None:
@@ -40,8 +44,13 @@ def answer(req, config, rep, key: tuple, compute, out: str | None = None) -> int
     return code
 
 
-def where_answer(analysis: Analysis, name: str, fmt: str) -> Answer:
+def where_answer(analysis: "Analysis", name: str, fmt: str) -> Answer:
     """``kvflowmap where NAME``."""
+    from kvflowmap.graph.select import SelectError
+    from kvflowmap.nav import where_render
+    from kvflowmap.nav.statelinks import with_state_links
+    from kvflowmap.nav.where import Ambiguous, where
+
     try:
         result = where(with_state_links(analysis.linker), name)
     except SelectError as exc:
@@ -50,9 +59,13 @@ def where_answer(analysis: Analysis, name: str, fmt: str) -> Answer:
     return text.encode("utf-8"), 1 if isinstance(result, Ambiguous) else 0
 
 
-def path_answer(analysis: Analysis, a: str, b: str, max_paths: int, fmt: str,
+def path_answer(analysis: "Analysis", a: str, b: str, max_paths: int, fmt: str,
                 calls_only: bool) -> Answer:
     """``kvflowmap path A B``."""
+    from kvflowmap.graph.select import SelectError
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
     if max_paths < 1:
         raise click.UsageError("--max must be 1 or more")
     kinds = paths.CONTROL_KINDS if calls_only else paths.ALL_KINDS
@@ -71,8 +84,9 @@ def states_width(fmt: str, out: str | None) -> int | None:
     return None if out or not sys.stdout.isatty() else shutil.get_terminal_size()[0]
 
 
-def states_answer(analysis: Analysis, fmt: str, width: int | None) -> Answer:
+def states_answer(analysis: "Analysis", fmt: str, width: int | None) -> Answer:
     """``kvflowmap states``."""
+    from kvflowmap.nav import states
     from kvflowmap.render.dot import RenderError, render
 
     sm = states.state_machine(analysis.linker)

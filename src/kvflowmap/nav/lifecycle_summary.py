@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvflowmap.lifecycle.containers import Container
-from kvflowmap.lifecycle.model import Lifecycle
-from kvflowmap.lifecycle.view import FnView
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: a warm ``lifecycle`` decodes the stored rows
+    # without loading the lifecycle model (and LibCST behind it)
+    from kvflowmap.lifecycle.containers import Container
+    from kvflowmap.lifecycle.model import Lifecycle
+    from kvflowmap.lifecycle.view import FnView
 
 REPORT_NAMES = frozenset({"get_finished", "get_transfer_results",
                           "get_block_ids_with_load_errors"})

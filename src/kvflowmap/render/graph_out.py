@@ -1,6 +1,6 @@
-"""Rendering the kvflowmap graph: Graphviz (DOT, SVG, PNG, PDF), mermaid,
-node-link JSON and the PyCG call-graph JSON. Only svg/png/pdf need the
-Graphviz ``dot`` program."""
+"""The kvflowmap graph in every output format: Graphviz (DOT, SVG, PNG, PDF),
+mermaid, node-link JSON and the PyCG call-graph JSON. Only svg/png/pdf need
+the Graphviz ``dot`` program."""
 
 from __future__ import annotations
 
