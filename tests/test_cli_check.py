@@ -79,6 +79,13 @@ def test_github_annotations_name_files_from_the_checkout(tree, monkeypatch, caps
     result = json.loads((root / "r.sarif").read_text())["runs"][0]["results"][0]
     loc = result["locations"][0]["physicalLocation"]["artifactLocation"]
     assert loc == {"uri": "src/conn/hangs.py"}
+    # and the text and JSON reports name the same path, with the same fingerprint
+    assert run(root, monkeypatch, *RULE, "-o", "r.json", "-q") == 1
+    found = json.loads((root / "r.json").read_text())["findings"][0]
+    assert found["file"] == "src/conn/hangs.py"
+    assert found["fingerprint"] == result["partialFingerprints"]["kvflowmap/v1"]
+    assert run(root, monkeypatch, *RULE, "-q") == 1
+    assert "\nsrc/conn/hangs.py:6:1  error" in capsys.readouterr().out
 
 
 def test_files_given_filter_what_is_reported(repo, monkeypatch) -> None:

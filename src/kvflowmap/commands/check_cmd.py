@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import sys
 from collections.abc import Sequence
@@ -64,6 +66,10 @@ def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
     """The report in ``fmt``; no colour codes when it goes to a file.
     ``problems`` (files not analysed) are part of the JSON and SARIF reports."""
     findings = outcome.findings
+    if fmt in ("json", "text"):
+        # paths from the checkout (``src/conn/hangs.py``), as SARIF and the
+        # GitHub annotations give them: one path for a finding in every report
+        findings = [dataclasses.replace(f, file=checkout_path(f, roots)) for f in findings]
     if fmt == "json":
         return render_json(findings, {"suppressed": len(outcome.suppressed),
                                       "baseline": len(outcome.known)}, problems)
