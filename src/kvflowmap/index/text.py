@@ -59,7 +59,8 @@ def literal_key(node: cst.CSTNode | None) -> str | None:
 
 def keyed_chain(node: cst.CSTNode | None) -> str | None:
     """``chain`` with the literal keys of subscripts (``d[s:a][i:0]()`` for
-    ``d["a"][0]()``); None when no subscript of the chain has one."""
+    ``d["a"][0]()``) and the names used as keys (``d[n:KEY]``); None when no
+    subscript of the chain has one."""
     text = _keyed(node)
     return text if text is not None and text != chain(node) else None
 
@@ -76,7 +77,11 @@ def _keyed(node: cst.CSTNode | None) -> str | None:
         if base is None:
             return None
         index = node.slice[0].slice if len(node.slice) == 1 else None
-        key = literal_key(index.value) if isinstance(index, cst.Index) else None
+        key = None
+        if isinstance(index, cst.Index):
+            # a name may be a constant (``steps[LAST]``): the evaluator looks
+            key = f"n:{index.value.value}" if type(index.value) is cst.Name else \
+                literal_key(index.value)
         return f"{base}[{key or ''}]"
     if type(node) is cst.Await:
         return _keyed(node.expression)

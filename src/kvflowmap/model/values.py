@@ -15,6 +15,7 @@ and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 from bisect import bisect_right
@@ -156,8 +157,33 @@ class Evaluator:
                 generic = tuple(v for v in values if v[0] == "class" or (
                     v[0] == "ext" and (v[1] in _BUILTIN_CLASSES or
                                        _is_class_name(v[1].rpartition(".")[2]))))
+                if key is not None and key.startswith("n:"):
+                    key = self._constant(ctx, key[2:])
                 values = self._element_values(values, depth, key) + generic
         return values
+
+    def _constant(self, ctx: Ctx, name: str) -> str | None:
+        """The literal key a module-level constant holds (``KEY = "load"``, or
+        imported from the module that assigns it) when every live
+        assignment of it is that one literal; None for a local, a parameter
+        or anything else."""
+        module, scope = ctx
+        s = scope
+        while s:  # bound in an enclosing function: not a constant we know
+            fn = self.function((module, s))
+            if fn is not None and (any(p.name == name for p in fn.params) or
+                                   self.model.value_assigns(module, s, name)):
+                return None
+            s = s.rpartition(".")[0]
+        target = self.model.resolve_global(module, name)
+        owner, attr = (module, name) if target is None else target.rpartition(".")[::2]
+        if target is not None and (owner not in self.model.facts or target in self.model.defs):
+            return None
+        found = _live(self.model.value_assigns(owner, "", attr),
+                      self.model.read_lines(owner, "", attr))
+        keys = {_literal_text_key(a.literal) if a.value is None and not a.aug else None
+                for a in found}
+        return keys.pop() if len(keys) == 1 else None
 
     def _element_values(self, values: tuple[Value, ...], depth: int,
                         key: str | None = None) -> tuple[Value, ...]:
@@ -524,6 +550,22 @@ class Evaluator:
 _NO_ELEMENTS: dict = {}
 _SUFFIX_START = re.compile(r"[(\[]")
 _STEP = re.compile(r"\(\)|\[([^\]]*)\]")
+
+
+def _literal_text_key(text: str | None) -> str | None:
+    """``literal_key`` of a literal's source text (``1``, ``"load"``)."""
+    try:
+        value = ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return f"i:{value}" if value >= 0 else None
+    if isinstance(value, str) and value.isascii() and (value.replace("_", "").isalnum()
+                                                       or not value):
+        return f"s:{value}"
+    return None
 
 
 def _live(facts, reads: list[int], *, keyed: bool = False) -> list:
