@@ -60,3 +60,33 @@ def test_config_table_and_command_line_merge(tmp_path: Path) -> None:
         "[tool.kvflowmap]\nlink_templates = {vllm = 3}\n", encoding="utf-8")
     with pytest.raises(Exception, match="link_templates: expected a table of strings"):
         load_config(tmp_path)
+
+
+def test_an_empty_template_means_no_link_and_known_names_the_host() -> None:
+    assert links.pick({"pegaflow": "", "": "D/{file}"}, "pegaflow") == ""
+    assert links.known("vllm 0.33.0") == links.KNOWN["vllm"]
+    assert links.known("vllm") is None and links.known("pegaflow-llm 0.25.1") is None
+    assert _link({"pegaflow": ""}, {}, "pegaflow", "pegaflow/x.py", 3) is None
+
+
+def test_docs_links_per_root_without_a_template(tmp_path: Path) -> None:
+    """No template: a vLLM release links to its tag on GitHub (pages and
+    flow.svg), another release gets no link (no machine path in a page), a
+    local root links relative to the page (flow.svg was ``root/file``: a
+    link that went nowhere)."""
+    from kvflowmap.docs.markup import Links
+    from kvflowmap.sources.roots import Root
+
+    roots = [Root(tmp_path / "repo" / "src", "conn", True),
+             Root(tmp_path / "cache" / "vllm-0.33.0", "vllm 0.33.0", False),
+             Root(tmp_path / "cache" / "lmcache-0.5.6", "lmcache 0.5.6", False)]
+    lk = Links(roots, tmp_path / "repo" / "docs", None)
+    assert lk.target("vllm 0.33.0", "vllm/v1/a.py", 7, "kv-load.md") == (
+        "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/a.py#L7", True)
+    assert lk.target("lmcache 0.5.6", "lmcache/a.py", 7, "kv-load.md")[1] is False
+    svg = lk.svg_templates("flow.svg")
+    assert svg == {"conn": "../src/{file}#L{line}", "lmcache 0.5.6": "",
+                   "vllm 0.33.0": links.KNOWN["vllm"]}
+    paths = {"conn": "conn", "vllm 0.33.0": "vllm 0.33.0", "lmcache 0.5.6": "lmcache 0.5.6"}
+    assert _link(svg, paths, "conn", "conn/c.py", 4) == "../src/conn/c.py#L4"
+    assert _link(svg, paths, "lmcache 0.5.6", "lmcache/a.py", 4) is None

@@ -45,6 +45,8 @@ class Links:
         output folder)."""
         r = self.roots.get(root)
         template = links.pick(self.template, root)
+        if template is None and root in self._text_only:
+            template = links.known(root)  # a vLLM release: its tag on GitHub
         if template is not None:
             value = links.fill(template, root, str(r.path) if r else "", file, line)
             return value, bool(_LINKISH.match(value))
@@ -53,6 +55,23 @@ class Links:
         page_dir = (self.out_dir / page).parent
         rel = os.path.relpath(r.path / file, page_dir).replace(os.sep, "/")
         return f"{rel}#L{line}", True
+
+    def svg_templates(self, page: str) -> links.Templates:
+        """Per root, the link template of a picture written at ``page``: the
+        one in force, else a known release's code host, else the file relative
+        to the picture (a browser resolves it from where the SVG is), else,
+        for a release in this machine's cache, no link at all."""
+        out: links.Templates = {}
+        page_dir = (self.out_dir / page).parent
+        for label, r in sorted(self.roots.items()):
+            chosen = links.pick(self.template, label)
+            if chosen is None and label in self._text_only:
+                chosen = links.known(label) or ""
+            if chosen is None:
+                rel = os.path.relpath(r.path, page_dir).replace(os.sep, "/")
+                chosen = rel.replace("{", "{{").replace("}", "}}") + "/{file}#L{line}"
+            out[label] = chosen
+        return out
 
     def md(self, root: str, file: str, line: int, page: str, text: str | None = None) -> str:
         """A Markdown link (or code text) for one location."""

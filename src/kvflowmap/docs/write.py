@@ -118,10 +118,10 @@ def _flow_dot(ctx: DocContext, opts: DocsOptions) -> str:
     view.graph = copy.deepcopy(dict(ctx.g.graph))
     view.graph["roots"] = [{"label": r.label, "path": r.label, "subject": r.subject}
                            for r in ctx.analysis.roots]
-    # The picture's roots carry their labels as paths: no machine folder in a page.
-    template = opts.link_template
-    if not isinstance(template, str):
-        template = {"": "{root}/{file}#L{line}", **(template or {})}
+    # The picture's roots carry their labels as paths: no machine folder in a
+    # page; each root links as the pages do (``Links.svg_templates``).
+    template = opts.link_template if isinstance(opts.link_template, str) \
+        else ctx.links.svg_templates("flow.svg")
     return to_dot(view, link_template=template, title=f"KV-transfer flow: {ctx.title()}")
 
 

@@ -168,7 +168,7 @@ def _link(template: Templates | str | None, roots: dict[str, str], root: str | N
     # the older spelling) the folder: the same placeholders as ``docs``.
     folder = roots.get(root or "") or root or ""
     try:
-        return links.fill(chosen, root or "", folder, file, line)
+        return links.fill(chosen, root or "", folder, file, line) or None  # "": no link
     except ValueError as exc:
         raise RenderError(str(exc)) from exc
 

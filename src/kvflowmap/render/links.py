@@ -44,10 +44,19 @@ def pick(templates: Templates | str | None, label: str) -> str | None:
     if templates is None or isinstance(templates, str):
         return templates
     name = label.split(" ", 1)[0]
-    found = templates.get(label) or templates.get(name)
-    if found is None and name in KNOWN and _version(label) and set(templates) - {""}:
-        return KNOWN[name]
-    return found if found is not None else templates.get("")
+    for key in (label, name):  # an empty template is a choice too: no link
+        if key in templates:
+            return templates[key]
+    if known(label) and set(templates) - {""}:
+        return known(label)
+    return templates.get("")
+
+
+def known(label: str) -> str | None:
+    """The code-host template of a known release's root label (``vllm
+    0.33.0``: vLLM's tag on GitHub), None for any other root."""
+    name = label.split(" ", 1)[0]
+    return KNOWN.get(name) if _version(label) else None
 
 
 def fill(template: str, root: str, folder: str, file: str, line: object) -> str:
