@@ -79,8 +79,9 @@ def out_format(out: str | None, fmt: str | None, suffixes: dict[str, str],
     if fmt:
         named = suffixes.get(suffix)
         if named and named != fmt and fmt not in ALSO_FITS.get(suffix, ()):
-            raise click.UsageError(f"--format {fmt} does not fit {out!r}, a {named} file name: "
-                                   f"give one of them, or end the file name as the format says")
+            raise click.UsageError(f"--format {fmt} does not fit {out!r}, whose suffix says "
+                                   f"{named}: give one of them, or end the file name as the "
+                                   "format says")
         return fmt
     if not out:
         return default
