@@ -181,3 +181,27 @@ def test_a_save_thread_fed_by_a_queue_is_on_the_save_path_only(tree):
             "conn.Worker._complete"} <= lc.save_only
     assert "conn.Worker.start_load_kv" not in lc.save_only
     assert "conn.Worker._filtered" not in lc.save_only
+
+
+SWAP = """from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._done = set()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._done.add(request.request_id)
+
+    def get_finished(self, finished_req_ids):
+        done, self._done = self._done, set()
+        for rid in done:
+            print(rid)
+        return None, done
+"""
+
+
+def test_a_container_swapped_out_is_a_collection_of_ids(tree):
+    got = _lifecycle(tree, SWAP).state.of("conn.Conn.get_finished")
+    assert "done" in got.colls and "done" not in got.ids
+    assert "rid" in got.ids

@@ -282,6 +282,9 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 mine.ids.add(a.target)  # ``request_id = req_meta["request_id"]``
             elif _dequeues(state, fn, s, a.value):
                 mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue
+            elif a.position is not None and not a.value and _swaps_out(state, fn, s, a):
+                # ``done, self._done = self._done, set()``: the container, swapped out
+                mine.colls.add(a.target)
             elif a is fn.assigns(s)[0] and not state.id_names_in(fn, s.names) and any(
                     n.startswith("self.") and n.rpartition(".")[2] in state.keyed_attrs
                     for n in s.names) and s.kind == "simple" and not a.value and \
@@ -353,6 +356,13 @@ def _callee(text: str) -> str | None:
 
 
 _BY_KEY = (".get()", ".pop()", "[]")
+
+
+def _swaps_out(state: IdState, fn: FnView, s, a) -> bool:
+    """``a`` is the local of a swap ``local, self.X = self.X, <new>``, X request-keyed."""
+    return any(b is not a and b.target.startswith("self.") and
+               b.target.rpartition(".")[2] in state.keyed_attrs and b.target in s.names
+               for b in fn.assigns(s))
 
 
 def _first_of(state: IdState, fn: FnView, s) -> bool:
