@@ -25,6 +25,34 @@ _EMPTY: dict = {}
 _PUTS = frozenset({"append", "appendleft", "add", "insert", "update", "extend"})
 
 
+def _module_reads(ff: FileFacts | None) -> dict[str, dict[str, list[int]]]:
+    """scope -> name -> sorted lines where the scope reads the name
+    (``Model.read_lines``); ``name|put`` for calls that only put into it."""
+    reads: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    if ff is None:
+        return {}
+    for c in ff.calls:
+        for text in (c.callee, *c.args, *(v for _, v in c.kwargs)):
+            if text:
+                reads[c.scope][_head(text)].append(c.line)
+        if c.callee and c.callee.rpartition(".")[2] in _PUTS:
+            reads[c.scope][f"{_head(c.callee)}|put"].append(c.line)
+    for a in (*ff.assigns, *ff.binds):
+        for text in (a.value, a.origin):
+            if text:
+                reads[a.scope][_head(text)].append(a.line)
+    for e in ff.elements:
+        reads[e.scope][_head(e.value)].append(e.line)
+    for r in ff.refs:
+        reads[r.scope][_head(r.name)].append(r.line)
+    for x in ff.reads:
+        reads[x.scope][_head(x.base)].append(x.line)
+    for cmp in ff.compares:
+        for text in cmp.operands:
+            reads[cmp.scope][_head(text)].append(cmp.line)
+    return {scope: {n: sorted(v) for n, v in names.items()} for scope, names in reads.items()}
+
+
 def _head(text: str) -> str:
     """The name a chain starts with (``d`` of ``d[].get()``)."""
     for i, ch in enumerate(text):
@@ -63,7 +91,7 @@ class Model:
         self._merged: dict[tuple[str, str], dict[str, list[AssignFact]]] | None = None
         self._by_scope: tuple[dict[tuple[str, str], list[CallFact]],
                               dict[tuple[str, str], list[ReturnFact]]] | None = None
-        self._reads: dict[tuple[str, str], dict[str, list[int]]] | None = None
+        self._reads: dict[str, dict[str, dict[str, list[int]]]] = {}
         self._lookup_memo: dict[tuple[str, str], str | None] = {}
         self._cycles = CycleGuard()  # lookups and star imports ask each other
         self._star_memo: dict[str, frozenset[str]] = {}
@@ -105,32 +133,10 @@ class Model:
         read): what keeps an earlier value of a rebound name alive. With
         ``elements``, calls that only put into it (``name.append(f)``,
         ``name.update(...)``) are no reads of its elements."""
-        if self._reads is None:  # built on first use, for every scope at once
-            reads: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
-                lambda: defaultdict(list))
-            for module_, ff in self.facts.items():
-                for c in ff.calls:
-                    for text in (c.callee, *c.args, *(v for _, v in c.kwargs)):
-                        if text:
-                            reads[(module_, c.scope)][_head(text)].append(c.line)
-                    if c.callee and c.callee.rpartition(".")[2] in _PUTS:
-                        reads[(module_, c.scope)][f"{_head(c.callee)}|put"].append(c.line)
-                for a in (*ff.assigns, *ff.binds):
-                    for text in (a.value, a.origin):
-                        if text:
-                            reads[(module_, a.scope)][_head(text)].append(a.line)
-                for e in ff.elements:
-                    reads[(module_, e.scope)][_head(e.value)].append(e.line)
-                for r in ff.refs:
-                    reads[(module_, r.scope)][_head(r.name)].append(r.line)
-                for x in ff.reads:
-                    reads[(module_, x.scope)][_head(x.base)].append(x.line)
-                for cmp in ff.compares:
-                    for text in cmp.operands:
-                        reads[(module_, cmp.scope)][_head(text)].append(cmp.line)
-            self._reads = {k: {n: sorted(v) for n, v in names.items()}
-                           for k, names in reads.items()}
-        names = self._reads.get((module, scope), _EMPTY)
+        by_scope = self._reads.get(module)
+        if by_scope is None:  # built on first use, per module (most are never asked)
+            by_scope = self._reads[module] = _module_reads(self.facts.get(module))
+        names = by_scope.get(scope, _EMPTY)
         found = names.get(name, [])
         if elements and f"{name}|put" in names:
             puts = set(names[f"{name}|put"])
