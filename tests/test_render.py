@@ -319,3 +319,22 @@ def test_a_picture_too_big_for_both_layouts_is_a_clear_error(tmp_path, monkeypat
     _fake_graphviz(tmp_path, monkeypatch, sfdp_sleeps=True)
     with pytest.raises(RenderError, match=r"within 0.3 s \(dot, then sfdp\).*--focus"):
         render("digraph { a -> b }", "svg")
+
+
+def test_flow_dot_stacks_an_override_with_its_base_hook_and_own_helpers() -> None:
+    """The override, the base hook it overrides and what it calls in its own
+    package share one rank (one column): a chain base -> override -> helper
+    took three columns and made real flow pictures 3000+ pt wide. A call out
+    of the package (<builtin>.len) keeps its own column."""
+    g = make_graph()
+    g.add_node(f"{PEGA}._helper", **_fn("pegaflow", "scheduler", "pegaflow/connector/__init__.py",
+                                        90))
+    g.add_edge(f"{PEGA}.get_num_new_matched_tokens", f"{PEGA}._helper",
+               kind="call", file="pegaflow/connector/__init__.py", line=82, root="r")
+    dot = to_dot(g)
+    (column,) = [ln for ln in dot.splitlines() if ln.startswith('  {rank="same";')]
+    assert f'"{BASE}.get_num_new_matched_tokens";' in column
+    assert f'"{PEGA}.get_num_new_matched_tokens";' in column
+    assert f'"{PEGA}._helper";' in column and "<builtin>" not in column
+    assert 'fontsize="14", height="0.35"' in dot
+    assert to_dot(make_graph(reverse=True)).count('{rank="same";') == 1

@@ -169,3 +169,21 @@ def test_default_flow_has_nothing_alone_and_every_hook_its_caller(pegaflow_analy
     # MultiConnector's, and the flow dropped save_kv_layer's and take_events' bases
     base = pegaflow_analysis.linker.protocol.base_class
     assert f"{base}.save_kv_layer" in view and f"{base}.take_events" in view
+
+
+def test_real_flow_picture_text_at_1600_px(pegaflow_analysis) -> None:
+    """The default flow picture of PegaFlow 0.25.1, drawn 1600 px wide: each
+    override stacked with its base hook and its own helpers, 14 pt text,
+    about 9 px (it was 5.6 px: 11 pt on a 3167 pt wide picture). Below the
+    stories' 10 px: 73 nodes in one picture."""
+    import re
+    import shutil
+
+    from kvflowmap.graph import select
+    from kvflowmap.render.dot import FLOW_FONT, render, to_dot
+
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz dot is not installed")
+    svg = render(to_dot(select.flow_view(pegaflow_analysis.graph)), "svg").decode()
+    width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))
+    assert int(FLOW_FONT) * 1600 / width >= 8.5, width
