@@ -55,7 +55,7 @@ def test_docs_content(tmp_path: Path) -> None:
     assert "`[MiniFlow] finished saves=%d loads=%d`" in logs
     assert "## start_load_kv (worker side)" in logs
     ids = pages["request-lifecycle.md"]
-    assert "## Package `miniflow`" in ids and "### Containers (4)" in ids
+    assert "## Package `miniflow`" in ids and "### Containers (5)" in ids
     row = next(x for x in ids.splitlines() if x.startswith("| `SchedulerConnector._pending_loads`"))
     assert "`update_state_after_alloc` `minivllm/miniflow/connector/scheduler.py#L45`" in row
     assert "`request_finished` `minivllm/miniflow/connector/scheduler.py#L66`" in row
