@@ -9,7 +9,13 @@ request-keyed containers, and into the parameters of analysed functions they
 are passed to. A container is request-keyed when an id is its key or element
 (``self._recving[req_id] = ...``, ``self._done.add(rid)``,
 ``self._q.put((rid, meta))``); its keys are ids in turn, which is why the two
-are computed together, to a fixpoint.
+are computed together, to a fixpoint. Ids also flow back through returns (a
+function whose every return is an id collection), into the fields of a task
+object built with them (``SaveTask(request_ids=ids)``), through copies, set
+operators and comprehensions that keep their elements, out of a swap (``done,
+self._done = self._done, set()``), and through containers whose values are id
+collections (``self._by_shm[shm] = set(ids)``). An entry read by an id
+(``self._d.get(rid)``) is the request's record, not an id.
 """
 
 from __future__ import annotations
