@@ -140,15 +140,22 @@ class IdState:
 DEQUEUE = (".get()", ".get_nowait()", ".popleft()", ".pop()")
 
 
+def read_from(value: str | None, suffixes: tuple[str, ...]) -> str | None:
+    """The attribute ``X`` that ``value`` reads with one of ``suffixes``
+    (``self._q.get()`` -> ``_q`` for ``.get()``), or None."""
+    v = value or ""
+    for m in suffixes:
+        if v.endswith(m) and "." in v[: -len(m)]:
+            return v[: -len(m)].rpartition(".")[2]
+    return None
+
+
 def _dequeues(state: IdState, fn: FnView, s, value: str | None) -> bool:
     """``rid = self._q.get()``: an element taken off a request-keyed queue or
     list; ``self._d.get(rid)`` and ``self._d.pop(rid)`` read a value by key."""
-    v = value or ""
-    for m in DEQUEUE:
-        if v.endswith(m) and "." in v[: -len(m)]:
-            keyed = v[: -len(m)].rpartition(".")[2] in state.keyed_attrs
-            return keyed and not any(c.args for c in fn.calls(s) if f"{c.callee}()" == v)
-    return False
+    attr = read_from(value, DEQUEUE)
+    return attr in state.keyed_attrs and \
+        not any(c.args for c in fn.calls(s) if f"{c.callee}()" == value)
 
 
 def unwrap(text: str) -> str:
@@ -379,21 +386,12 @@ def _first_of(state: IdState, fn: FnView, s) -> bool:
 
 def _reads_coll_value(state: IdState, value: str | None) -> bool:
     """``value`` reads an entry of a container whose values are id collections."""
-    v = value or ""
-    for m in _BY_KEY:
-        if v.endswith(m) and "." in v[: -len(m)]:
-            return v[: -len(m)].rpartition(".")[2] in state.coll_valued
-    return False
+    return read_from(value, _BY_KEY) in state.coll_valued
 
 
 def _read_by_id(state: IdState, fn: FnView, s, value: str | None) -> bool:
     """``value`` reads a request-keyed container's entry by an id of ``s``."""
-    v = value or ""
-    for m in _BY_KEY:
-        if v.endswith(m) and "." in v[: -len(m)]:
-            return v[: -len(m)].rpartition(".")[2] in state.keyed_attrs and \
-                bool(state.id_names_in(fn, s.names))
-    return False
+    return read_from(value, _BY_KEY) in state.keyed_attrs and bool(state.id_names_in(fn, s.names))
 
 
 def _returns_coll(state: IdState, value: str | None) -> bool:
