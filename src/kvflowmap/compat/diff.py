@@ -226,21 +226,16 @@ def _tables(section: str, ta: dict[str, dict[str, Field]],
     out: list[Change] = []
     for cls in sorted(set(ta) | set(tb)):
         short = cls.rpartition(".")[2]
-        if (cls in ta) != (cls in tb) and section == "carrier":  # the class, and its fields
+        if (cls in ta) != (cls in tb) and section in ("carrier", "config"):
             fields = (tb if cls in tb else ta)[cls]
             where = next(iter(fields.values())).where if fields else None
+            detail = f"class with fields {', '.join(fields)}" if section == "carrier" else \
+                f"{len(fields)} fields"
             out.append(Change(section, "added" if cls in tb else "removed", short,
                               old_where=None if cls in tb else where,
-                              new_where=where if cls in tb else None,
-                              detail=f"class with fields {', '.join(fields)}"))
-        if (cls in ta) != (cls in tb) and section == "config":  # the class, not each field
-            fields = (tb if cls in tb else ta)[cls]
-            where = next(iter(fields.values())).where if fields else None
-            out.append(Change(section, "added" if cls in tb else "removed", short,
-                              old_where=None if cls in tb else where,
-                              new_where=where if cls in tb else None,
-                              detail=f"{len(fields)} fields"))
-            continue
+                              new_where=where if cls in tb else None, detail=detail))
+            if section == "config":  # the class, not each field; a carrier's fields too
+                continue
         out += _fields(section, short, ta.get(cls, {}), tb.get(cls, {}))
     return out
 
