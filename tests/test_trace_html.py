@@ -13,10 +13,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from kvflowmap.trace.code import CodeIndex, build_code_index
+from kvflowmap.trace.code import CodeIndex
 from kvflowmap.trace.output_html import render_html
 from kvflowmap.trace.run import trace
-from tests.conftest import write_tree
+from tests.trace_support import connector_index
 from tests.test_trace_unit import CONNECTOR, _write, story_lines
 
 IDS = ("cmpl-AbC-0001", "cmpl-abd-0002", "chat-xyz-0003", "cmpl-abc-0004")
@@ -64,13 +64,7 @@ class _Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory) -> CodeIndex:
-    from kvflowmap.api import Request, analyse
-    from kvflowmap.check.stubs import stub_root
-
-    root = write_tree(tmp_path_factory.mktemp("tinyhtml"), {"tiny/__init__.py": "",
-                                                           "tiny/connector.py": CONNECTOR})
-    a = analyse(Request(sources=[str(root / "tiny")], context=[str(stub_root())], use_cache=False))
-    return build_code_index(a)
+    return connector_index(tmp_path_factory.mktemp("tinyhtml"), "tiny", CONNECTOR)
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kvflowmap.trace.code import CodeIndex, Marker, build_code_index
+from kvflowmap.trace.code import CodeIndex, Marker
 from kvflowmap.trace.ids import FLOW, NAME, name_says_id, string_placeholders
 from kvflowmap.trace.match import split_ids
 from kvflowmap.trace.run import trace
-from tests.conftest import write_tree
+from tests.trace_support import connector_index
 
 CONNECTOR = '''\
 import logging
@@ -67,13 +67,7 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory) -> CodeIndex:
-    from kvflowmap.api import Request, analyse
-    from kvflowmap.check.stubs import stub_root
-
-    root = write_tree(tmp_path_factory.mktemp("flow"), {"flowc/__init__.py": "",
-                                                       "flowc/connector.py": CONNECTOR})
-    a = analyse(Request(sources=[str(root / "flowc")], context=[str(stub_root())], use_cache=False))
-    return build_code_index(a)
+    return connector_index(tmp_path_factory.mktemp("flow"), "flowc", CONNECTOR)
 
 
 def _marker(code: CodeIndex, text: str) -> Marker:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvflowmap.trace.code import CodeIndex, build_code_index
+from kvflowmap.trace.code import CodeIndex
 from kvflowmap.trace.formats import compile_format
 from kvflowmap.trace.match import EXACT, MOVED, UNKNOWN, Matcher, split_ids
 from kvflowmap.trace.output_html import render_html
@@ -20,6 +20,7 @@ from kvflowmap.trace.output_text import render_text
 from kvflowmap.trace.parse import MAX_LINE, ParseStats, parse_line, records
 from kvflowmap.trace.run import trace
 from tests.conftest import write_tree
+from tests.trace_support import connector_index
 
 CONNECTOR = '''\
 import logging
@@ -70,13 +71,7 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory) -> CodeIndex:
-    from kvflowmap.api import Request, analyse
-    from kvflowmap.check.stubs import stub_root
-
-    root = write_tree(tmp_path_factory.mktemp("tiny"), {"tiny/__init__.py": "",
-                                                       "tiny/connector.py": CONNECTOR})
-    a = analyse(Request(sources=[str(root / "tiny")], context=[str(stub_root())], use_cache=False))
-    return build_code_index(a)
+    return connector_index(tmp_path_factory.mktemp("tiny"), "tiny", CONNECTOR)
 
 
 def vline(proc: str, pid: int, level: str, ts: str, where: str, msg: str, prefix: str = "") -> str:
@@ -376,16 +371,12 @@ def test_unknown_lines_join_the_requests_they_name(code: CodeIndex, tmp_path: Pa
 
 
 def test_a_delayed_free_needs_finished_sending(tmp_path: Path) -> None:
-    from kvflowmap.api import Request, analyse
-    from kvflowmap.check.stubs import stub_root
 
     src = CONNECTOR + (
         "\n    def request_finished(self, request, block_ids):\n"
         '        logger.info("[Tiny] free of %s waits for the transfer", request.request_id)\n'
         "        return True, None\n")
-    root = write_tree(tmp_path / "d", {"tiny/__init__.py": "", "tiny/connector.py": src})
-    code = build_code_index(analyse(Request(sources=[str(root / "tiny")], context=[str(stub_root())],
-                                            use_cache=False)))
+    code = connector_index(tmp_path / "d", "tiny", src)
     n = next(i for i, ln in enumerate(src.splitlines(), 1) if "free of" in ln)
     log = [vline("EngineCore_DP0", 10, "INFO", "10:00:00", f"connector.py:{n}",
                  "[Tiny] free of cmpl-00000031-0 waits for the transfer")]
