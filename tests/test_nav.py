@@ -130,6 +130,18 @@ def test_cli_exit_codes(capsys) -> None:
     assert main(["path", *_cli("WorkerConnector.start_load_kv", "Scheduler.schedule")]) == 1
 
 
+def test_cli_where_paths_are_relative_to_the_import_root(capsys) -> None:
+    """``defined at`` and the sites name files from their import root, as
+    ``check`` does (both are the indexed ``SourceFile.rel``), whether SRC is
+    the import root or the package directory; never this machine's path."""
+    for src in (MINIVLLM, MINIVLLM / "miniflow"):
+        assert main(["where", "WorkerConnector.get_finished", str(src),
+                     "--context", str(stub_root()), "--no-cache", "-q"]) == 0
+        out = capsys.readouterr().out
+        assert "  defined at miniflow/connector/worker.py:" in out, out
+        assert str(MINIVLLM) not in out and str(stub_root()) not in out
+
+
 def test_cli_where_and_path_write_out(capsys, tmp_path) -> None:
     """``-o/--out`` as in ``graph``, ``states``, ``lifecycle`` and ``check``."""
     w, p = tmp_path / "where.txt", tmp_path / "path.json"

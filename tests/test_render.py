@@ -136,14 +136,16 @@ def test_dot_clusters_by_side_then_package() -> None:
 def test_dot_shapes_and_edge_styles() -> None:
     dot = to_dot(make_graph())
     bridge = _edge_line(dot, f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv")
-    assert 'style="dashed,bold"' in bridge and 'label="kv_connector_metadata"' in bridge
+    # in the flow picture the carrier is an xlabel: an edge label would take a rank of its own
+    assert 'style="dashed,bold"' in bridge and ' xlabel="kv_connector_metadata"' in bridge
+    assert ' label=' not in bridge
     assert META in bridge  # the full carrier is in the tooltip
     g = make_graph()
     g.add_edge(f"{BASE}.get_num_new_matched_tokens", f"{WORKER}.start_load_kv", kind="bridge",
                file="b.py", line=3, root="r", carrier=META)
     again = _edge_line(to_dot(g), f"{BASE}.get_num_new_matched_tokens", f"{WORKER}.start_load_kv")
     assert 'style="dashed,bold"' in again and "label=" not in again  # one label per target
-    assert 'label="kv_connector_metadata"' in _edge_line(
+    assert 'xlabel="kv_connector_metadata"' in _edge_line(
         to_dot(g), f"{PEGA}.build_connector_meta", f"{WORKER}.start_load_kv")
     call = _edge_line(dot, f"{SCHED}.schedule", f"{BASE}.get_num_new_matched_tokens")
     assert "dashed" not in call and "310" in call and "350" in call  # parallel edges merged
@@ -152,14 +154,40 @@ def test_dot_shapes_and_edge_styles() -> None:
     assert 'style="dotted"' in _edge_line(dot, f"{WORKER}.get_finished", FIELD)
     state_line = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{STATE}" ['))
     assert 'shape="ellipse"' in state_line and 'style="filled"' in state_line
-    # two lines keep the columns narrow: the class over the member
-    assert 'label="RequestStatus\\n.WAITING_FOR_REMOTE_KVS"' in state_line
+    # short lines keep the columns narrow: the class over the member, a long
+    # name wrapped at its underscores (an ellipse widens its text most)
+    assert 'label="RequestStatus\\n.WAITING_FOR\\n_REMOTE_KVS"' in state_line
     ext = next(ln for ln in dot.splitlines() if ln.strip().startswith('"&lt;builtin&gt;.len" ['))
     assert 'label="&lt;builtin&gt;.len"' in ext and 'style="dotted"' in ext
     g = make_graph()
     g.add_node("<builtin>.None.get_finished", kind="external")
     assert 'label="&lt;builtin&gt;.None.get_finished"' in to_dot(g)
     assert 'shape="component"' in next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{PEGA}" ['))
+
+
+@pytest.mark.parametrize("label,ellipse,lines", [
+    ("Scheduler.schedule", False, ["Scheduler.schedule"]),
+    ("PegaKVConnector.get_finished", False, ["PegaKVConnector", ".get_finished"]),
+    # a long name in balanced lines, each continued at an underscore
+    ("Scheduler._update_requests_with_invalid_blocks", False,
+     ["Scheduler", "._update_requests", "_with_invalid_blocks"]),
+    # as wide as the class name allows before it wraps
+    ("KVConnectorModelRunnerMixin._get_kv_connector_output", False,
+     ["KVConnectorModelRunnerMixin", "._get_kv_connector_output"]),
+    ("RequestStatus.PREEMPTED", True, ["RequestStatus", ".PREEMPTED"]),
+    ("RequestStatus.WAITING_FOR_REMOTE_KVS", True, ["RequestStatus", ".WAITING_FOR", "_REMOTE_KVS"]),
+    # a dunder keeps its underscores with its words; a piece longer than the
+    # width widens the lines instead of being cut
+    ("PegaConnectorMetadata.__init__", False, ["PegaConnectorMetadata", ".__init__"]),
+    ("A.__very_long_dunder_method_name_here__", False, ["A", ".__very_long_dunder", "_method_name_here__"]),
+    ("Conn.averyveryverylongnamewithoutunderscores_x", False,
+     ["Conn", ".averyveryverylongnamewithoutunderscores", "_x"]),
+])
+def test_dot_labels_wrap_long_names_at_underscores(label: str, ellipse: bool,
+                                                   lines: list[str]) -> None:
+    from kvflowmap.render.dot import _two_lines
+
+    assert _two_lines(label, ellipse=ellipse).split("\n") == lines
 
 
 def test_dot_legend_lists_present_kinds() -> None:
@@ -338,3 +366,22 @@ def test_flow_dot_stacks_an_override_with_its_base_hook_and_own_helpers() -> Non
     assert f'"{PEGA}._helper";' in column and "<builtin>" not in column
     assert 'fontsize="14", height="0.35"' in dot
     assert to_dot(make_graph(reverse=True)).count('{rank="same";') == 1
+
+
+@NEEDS_DOT
+def test_flow_picture_text_is_readable_at_1600_px() -> None:
+    """The default flow picture of the minivllm fixture shown 1600 px wide:
+    every text (boxes, carrier labels, cluster titles, legend) 10 px or more.
+    It was 1902 pt wide with a 10 pt legend (8.4 px): the carrier labels
+    were edge labels, each a rank of its own, and long names set a column's
+    width; now 1474 pt, the smallest text 13 pt (14.1 px)."""
+    from kvflowmap.graph import select
+    from tests.navdocs_support import minivllm_analysis
+
+    view = select.flow_view(minivllm_analysis().graph)
+    dot = to_dot(view)
+    assert " xlabel=" in dot  # the carrier labels take no rank
+    svg = render(dot, "svg").decode()
+    width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))
+    smallest = min(float(x) for x in re.findall(r'font-size="([0-9.]+)"', svg))
+    assert smallest * 1600 / width >= 10, (width, smallest)

@@ -171,19 +171,48 @@ def test_default_flow_has_nothing_alone_and_every_hook_its_caller(pegaflow_analy
     assert f"{base}.save_kv_layer" in view and f"{base}.take_events" in view
 
 
-def test_real_flow_picture_text_at_1600_px(pegaflow_analysis) -> None:
-    """The default flow picture of PegaFlow 0.25.1, drawn 1600 px wide: each
-    override stacked with its base hook and its own helpers, 14 pt text,
-    about 9 px (it was 5.6 px: 11 pt on a 3167 pt wide picture). Below the
-    stories' 10 px: 73 nodes in one picture."""
+@pytest.fixture(scope="module")
+def lmcache_analysis(vllm_root, lmcache_root):
+    from kvflowmap.api import Request, analyse
+
+    from tests.integration.conftest import release_cache_dir
+
+    return analyse(Request(sources=[str(lmcache_root / "lmcache")],
+                           release_roots=[(vllm_root, "vllm 0.33.0")],
+                           cache_dir=release_cache_dir()))
+
+
+@pytest.mark.parametrize("which", ["pegaflow", "nixl", "lmcache"])
+def test_real_flow_picture_text_at_1600_px(request, which) -> None:
+    """The default flow picture of PegaFlow 0.25.1, vLLM 0.33.0's NIXL
+    connector and LMCache 0.5.6, drawn 1600 px wide: all its text (nodes,
+    bridge labels, cluster titles, legend) 10 px or more. Bridge labels are
+    xlabels (an edge label took a rank of its own) and long names wrap at
+    their underscores: PegaFlow's flow 2492 -> 1905 pt wide, NIXL's 2672 ->
+    2013, LMCache's 2411 -> 1723 (14 pt node text 9.0/8.4/9.3 -> 11.8/11.1/13.0
+    px; the smallest, the legend's, 10 pt at 6.4/6.0/6.6 px -> 13 pt at
+    10.9/10.3/12.1 px), with the same nodes."""
     import re
     import shutil
 
     from kvflowmap.graph import select
-    from kvflowmap.render.dot import FLOW_FONT, render, to_dot
+    from kvflowmap.render.dot import render, to_dot
 
     if not shutil.which("dot"):
         pytest.skip("Graphviz dot is not installed")
-    svg = render(to_dot(select.flow_view(pegaflow_analysis.graph)), "svg").decode()
+    analysis, connectors = {
+        "pegaflow": ("pegaflow_analysis", []),
+        "nixl": ("vllm_connectors_analysis", ["NixlConnector"]),
+        "lmcache": ("lmcache_analysis", []),
+    }[which]
+    view = select.flow_view(request.getfixturevalue(analysis).graph, connectors=connectors)
+    # what a connector engineer looks for is still drawn
+    carriers = {d["carrier"].rpartition(".")[2] for *_, d in view.edges(data=True)
+                if d.get("kind") == "bridge"}
+    assert {"finished_recving", "finished_sending", "kv_connector_metadata"} <= carriers, carriers
+    assert any(n.endswith(".get_transfer_results") for n in view)
+    svg = render(to_dot(view), "svg").decode()
+    assert svg.count('class="node"') >= len(view)
     width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))
-    assert int(FLOW_FONT) * 1600 / width >= 8.5, width
+    smallest = min(float(x) for x in re.findall(r'font-size="([0-9.]+)"', svg))
+    assert smallest * 1600 / width >= 10, (which, width, smallest)

@@ -15,10 +15,12 @@ with the mermaid renderer.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import urllib.parse
 from collections import defaultdict
+from collections.abc import Iterator
 
 import networkx as nx
 
@@ -131,10 +133,50 @@ def short_labels(g: nx.MultiDiGraph) -> dict[str, str]:
     return labels
 
 
-def _two_lines(label: str) -> str:
-    """``Class.method`` as ``Class`` over ``.method`` (one line when short)."""
+# characters a line of a wrapped name may hold (more when its class name is
+# longer): a box's, and an ellipse's, which widens its text by about 1.4
+WRAP_AT = 28
+WRAP_ELLIPSE_AT = 13
+
+
+def _wrap_name(tail: str, width: int) -> list[str]:
+    """``tail`` (``.method`` or ``.STATE``) in as few lines of at most
+    ``width`` characters as its ``_`` boundaries allow, the longest line as
+    short as it can be; each continued line starts with its ``_`` (a
+    dunder's underscores stay with their word). A piece longer than
+    ``width`` widens the lines to its length."""
+    pieces = re.findall(r"_*[^_]+(?:_+$)?|_+$", tail)
+    if len(tail) <= width or len(pieces) == 1:
+        return [tail]
+    width = max(width, *map(len, pieces))
+
+    def splits(parts: list[str], n: int) -> Iterator[list[str]]:
+        if n == 1:
+            yield ["".join(parts)]
+            return
+        for i in range(1, len(parts) - n + 2):
+            for rest in splits(parts[i:], n - 1):
+                yield ["".join(parts[:i]), *rest]
+
+    for n in range(2, len(pieces) + 1):
+        best = min(splits(pieces, n), key=lambda lines: max(map(len, lines)))
+        if max(map(len, best)) <= width:
+            return best
+    return pieces  # not reached: one piece a line fits the widened width
+
+
+def _two_lines(label: str, *, ellipse: bool = False) -> str:
+    """``Class.method`` as ``Class`` over ``.method`` (one line when short,
+    unless the node is an ``ellipse``, which widens a one-line label most);
+    a long method or state name wrapped at its ``_`` to about the class
+    name's width (:func:`_wrap_name`), so that no node sets a column's width
+    by its name alone (``Scheduler._update_requests_with_invalid_blocks``:
+    283 -> 156 pt at 14 pt; ``RequestStatus.WAITING_FOR_REMOTE_KVS``: 308 -> 167)."""
     head, dot, tail = label.rpartition(".")
-    return f"{head}\n.{tail}" if dot and "\n" not in label and len(label) > 24 else label
+    if not dot or "\n" in label or (len(label) <= 24 and not ellipse):
+        return label
+    width = max(WRAP_ELLIPSE_AT if ellipse else WRAP_AT, len(head))
+    return "\n".join([head, *_wrap_name(f".{tail}", width)])
 
 
 def esc(text: object) -> str:
@@ -204,9 +246,11 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: Templates | str | None,
                    roots: dict[str, str]) -> list[str]:
     """Side clusters containing package clusters containing node statements."""
     labels = short_labels(g)
-    # pictures read left to right: two short lines keep the columns narrow
-    # (an external keeps its id on one line: it says where it comes from)
-    labels = {n: t if node_kind(g.nodes[n]) == "external" else _two_lines(t)
+    # pictures read left to right: short lines keep the columns narrow (the
+    # class over the member, a long name wrapped at its underscores; an
+    # external keeps its id on one line: it says where it comes from)
+    labels = {n: t if node_kind(g.nodes[n]) == "external"
+              else _two_lines(t, ellipse=node_kind(g.nodes[n]) == "state")
               for n, t in labels.items()}
     groups = group_nodes(g)
     out: list[str] = []
@@ -218,7 +262,7 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: Templates | str | None,
         for pi, pkg in enumerate(sorted(groups[side])):
             out.append(f"    subgraph cluster_{side[1]}_{pi} {{")
             out.append(f'      label="{esc(package_title(pkg))}"; style="filled,rounded"; '
-                       'fillcolor="#ffffff"; color="#bbbbbb"; penwidth="1"; fontsize="12";')
+                       'fillcolor="#ffffff"; color="#bbbbbb"; penwidth="1"; fontsize="13";')
             for n in groups[side][pkg]:
                 d = g.nodes[n]
                 url = _link(link_template, roots, d.get("root"), d.get("file"), d.get("line"))
@@ -228,11 +272,16 @@ def _cluster_lines(g: nx.MultiDiGraph, link_template: Templates | str | None,
     return out
 
 
-def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots: dict[str, str]) -> list[str]:
+def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots: dict[str, str],
+                *, outside: bool = False) -> list[str]:
     """Edge statements; parallel edges of one style (and carrier) are merged.
 
     A bridge is labelled with its carrier's field name, once per (carrier,
-    target): many connector overrides feed the same vLLM receiver."""
+    target): many connector overrides feed the same vLLM receiver. With
+    ``outside`` the label is an ``xlabel``, placed once the nodes are:
+    an edge ``label`` is a node of its own in a rank of its own, and in the
+    flow picture those ranks made PegaFlow 0.25.1's flow 2492 pt wide
+    instead of 2237."""
     merged: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
     for u, v, d in g.edges(data=True):
         merged[(u, v, edge_style_key(d), str(d.get("carrier") or ""))].append(d)
@@ -254,8 +303,9 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots
         if carrier and (carrier, v) not in labelled:
             labelled.add((carrier, v))
             label = esc(carrier.rsplit(".", 1)[-1])
+        texts = {"xlabel" if outside else "label": label}
         out.append(f'  "{esc(u)}" -> "{esc(v)}" ' + _attrs(
-            label=label, tooltip=tip, labeltooltip=tip if label else None,
+            **texts, tooltip=tip, labeltooltip=tip if label else None,
             constraint="false" if any(d.get("constraint") is False for d in ds) else None,
             URL=esc(url) if url else None, **EDGE_STYLES[kind]))
     return out
@@ -281,7 +331,7 @@ def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
     edges = sorted({edge_style_key(d) for *_, d in g.edges(data=True)},
                    key=list(EDGE_STYLES).index)
     out = ["  subgraph cluster_legend {",
-           '    label="legend"; style="rounded"; color="#888888"; fontsize="12";']
+           '    label="legend"; style="rounded"; color="#888888"; fontsize="13";']
     for k in kinds:
         out.append(f'    "legend:node:{k}" ' + _attrs(label=LEGEND_NAMES.get(k, k), tooltip=k,
                                                       **NODE_STYLES[k]))
@@ -290,7 +340,7 @@ def _legend_lines(g: nx.MultiDiGraph) -> list[str]:
             f'<TR><TD><FONT COLOR="{EDGE_STYLES[k]["color"]}">{LEGEND_GLYPHS[k]}</FONT></TD>'
             f'<TD ALIGN="LEFT">{esc(LEGEND_NAMES.get(k, k.replace("_", " ")))}</TD></TR>'
             for k in edges)
-        out.append('    "legend:edges" [shape="plaintext", fontsize="10", tooltip="edge kinds", '
+        out.append('    "legend:edges" [shape="plaintext", fontsize="13", tooltip="edge kinds", '
                    f'label=<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{rows}</TABLE>>];')
     out.append("  }")
     return out
@@ -310,7 +360,7 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
     graph_attrs = _attrs(rankdir="LR", fontname="Helvetica", newrank="true", nodesep="0.25",
                          ranksep="0.5", labelloc="t", fontsize="22" if story else "18",
                          tooltip="kvflowmap", label=esc(title) if title else None)
-    node_font, edge_font = (STORY_FONT, "13") if story else (FLOW_FONT, "12")
+    node_font, edge_font = (STORY_FONT, "13") if story else (FLOW_FONT, FLOW_FONT)
     lines = ['digraph "kvflowmap" {',
              f"  graph {graph_attrs};",
              f'  node [fontname="Helvetica", fontsize="{node_font}", height="0.35"];',
@@ -318,7 +368,7 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
     lines += _cluster_lines(g, link_template, roots)
     lines += _stage_lines(g) if story else _hook_columns(g)
     lines += _legend_lines(g)
-    lines += _edge_lines(g, link_template, roots)
+    lines += _edge_lines(g, link_template, roots, outside=not story)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
