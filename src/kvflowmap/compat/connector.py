@@ -47,7 +47,7 @@ class ConnectorCode:
                 if "." not in c.qualname:
                     fqn = f"{module}.{c.qualname}"
                     self.classes[fqn] = ConnectorClass(
-                        fqn, module, c, tuple(self.names[module].fqn(b) for b in c.bases))
+                        fqn, module, c, tuple(self.names[module].base(b) for b in c.bases))
 
     def display(self, module: str) -> str:
         """The file of ``module`` as findings name it."""

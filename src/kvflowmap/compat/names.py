@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kvflowmap.check.kinds.conforms_signatures import normalise_fqn
 from kvflowmap.facts import FileFacts
+from kvflowmap.model.classes import base_name
 
 _BUILTINS = {"set", "frozenset", "list", "dict", "tuple", "str", "int", "float", "bool",
              "bytes", "type", "complex", "object", "None"}
@@ -56,6 +57,14 @@ class Names:
         if head in self.table:
             return f"{self.table[head]}.{rest}" if rest else self.table[head]
         return dotted
+
+    def base(self, written: str) -> str:
+        """The FQN of a class base as written: ``A[...]`` and ``mod.A[...]``
+        stand for ``A``; ``Generic[...]`` and ``Protocol[...]`` stay as written."""
+        head = base_name(written)
+        if head != written and head.rpartition(".")[2] in ("Generic", "Protocol"):
+            return written
+        return self.fqn(head)
 
     def annotation(self, dotted: str) -> str | None:
         """An annotation name as ``annotation_heads`` compares it (None: any)."""

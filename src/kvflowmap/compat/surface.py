@@ -112,7 +112,7 @@ def _classes(rel: _Release, module: str, surface: Surface) -> None:
         fqn = f"{module}.{c.qualname}"
         if methods or not c.attributes:
             surface.classes[fqn] = ClassSurface(
-                fqn, Where(file, c.line), tuple(names.fqn(b) for b in c.bases), methods,
+                fqn, Where(file, c.line), tuple(names.base(b) for b in c.bases), methods,
                 tuple(sorted({*c.members, *dict(c.attributes), *assigned})))
         if c.attributes and not any(not m.startswith("__") for m in methods):
             surface.carriers[fqn] = {n: Field(n, Where(file, c.line), a) for n, a in c.attributes}

@@ -10,6 +10,17 @@ from kvflowmap.model.core import Def, Model
 from kvflowmap.model.cycles import CycleGuard
 
 
+def base_name(written: str) -> str:
+    """The class a base expression names: a subscripted generic ``A[...]``
+    or ``mod.A[...]`` stands for ``A`` or ``mod.A``; any other base is
+    returned as written."""
+    head, bracket, _ = written.partition("[")
+    head = head.strip()
+    if bracket and written.rstrip().endswith("]") and all(p.isidentifier() for p in head.split(".")):
+        return head
+    return written
+
+
 class ClassIndex:
     """Bases, MRO and subclasses of every analysed class."""
 
@@ -28,8 +39,7 @@ class ClassIndex:
                 self.subclasses[b].add(fqn)
 
     def _resolve_base(self, d: Def, text: str) -> str:
-        head = text.split("[")[0].strip()  # Generic[T] -> Generic
-        first, _, rest = head.partition(".")
+        first, _, rest = base_name(text).partition(".")  # Base[T] -> Base, Generic[T] -> Generic
         target = self.model.lookup(d.module, first)
         if target is None:
             # A class nested in the same class body or module scope.
