@@ -73,7 +73,8 @@ def _is_module_global(fn: FnView, name: str) -> bool:
 # Builtins and methods that read without changing anything or handing an id on.
 PURE = frozenset({"len", "str", "repr", "int", "float", "bool", "hash", "isinstance", "format",
                    "type", "id", "print", "min", "max", "any", "all", "sorted", "list", "set",
-                   "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip"})
+                   "tuple", "dict", "getattr", "hasattr", "next", "iter", "enumerate", "zip",
+                   "sum", "abs", "round", "range", "reversed", "callable", "divmod"})
 READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "values", "items",
                            "startswith", "endswith", "format", "encode", "decode", "split",
                            "join", "copy", "issubset", "issuperset", "intersection",

@@ -28,7 +28,7 @@ from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS,
                                            RESET_OPS, assigns_empty)
 from kvflowmap.lifecycle.effects import is_logging
-from kvflowmap.lifecycle.ids import KEEP
+from kvflowmap.lifecycle.ids import IDENT, KEEP
 from kvflowmap.lifecycle.swallowed import benign, works_on
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -259,16 +259,77 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
             names = request_names(fn.fqn)
             if not names:
                 continue
-            branches = _marked_branches(fn, markers, set()) if converts else \
-                _failure_branches(fn, names, markers)
+            branches = list(_marked_branches(fn, markers, set()) if converts else
+                            _failure_branches(fn, names, markers))
+            filled = [(b, body) for b, body in branches
+                      if any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body))]
             for branch, body in branches:
-                if not names & {n for st in walk(body) for n in st.names}:
+                # names the branch makes itself (the error ``response`` it
+                # sends) are not the request it was given
+                made = {a.target for st in walk(body) for a in fn.assigns(st)}
+                if not (names - made) & {n for st in walk(body) for n in st.names}:
+                    continue
+                if _covered(branch, body, filled) or _returned(fn, body) or \
+                        _summary(fn, branch, body, fn.fqn in writes) or _defers(fn, branch, body) or \
+                        _other_arm_fills(fn, branch, body, attrs, writes, resolve):
                     continue
                 if not any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body)):
                     helpers = tuple((t, c.line) for st in walk(body) for c in fn.calls(st)
                                     if names & set(c.args) for t in resolve(fn, c))
                     out.append(Unreported(fn.fqn, branch.line, fill.attr, fill, helpers))
     return out
+
+
+def _covered(branch: Stmt, body: tuple[Stmt, ...],
+             filled: list[tuple[Stmt, tuple[Stmt, ...]]]) -> bool:
+    """The branch lies inside a failure branch that records the blocks (a
+    best-effort notification failing after the failure was recorded)."""
+    return any(obody is not body and any(st is branch for st in walk(obody))
+               for _, obody in filled)
+
+
+def _other_arm_fills(fn: FnView, branch: Stmt, body: tuple[Stmt, ...], attrs: set[str],
+                     writes: set[str], resolve: Resolve) -> bool:
+    """The branch is one arm of an ``if`` whose other arm records the blocks:
+    the test chooses how the failure is reported (``if hma:
+    failed_reqs.put(rid) else: invalid.update(blocks)``), it does not forget it."""
+    if branch.kind != "if":
+        return False
+    other = branch.orelse if body is branch.body else branch.body
+    return any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(other))
+
+
+def _summary(fn: FnView, branch: Stmt, body: tuple[Stmt, ...], writer: bool) -> bool:
+    """A branch that only logs the failures a local collection gathered, in
+    a function that records the blocks itself (``if failed:
+    logger.error(..., failed)`` after the loop that recorded each one)."""
+    if not writer or branch.kind != "if" or any(
+            not is_logging(c.callee or "") for st in walk(body) for c in fn.calls(st)):
+        return False
+    gathered = {op.container for op in fn.all_containers
+                if op.op in ADD_OPS and "." not in op.container}
+    return bool(gathered & set(branch.names))
+
+
+def _defers(fn: FnView, branch: Stmt, body: tuple[Stmt, ...]) -> bool:
+    """The branch sets a local flag that a later test reads (``has_error =
+    True; break`` ... ``if has_error:``): that later branch handles it."""
+    flags = {a.target for st in walk(body) for a in fn.assigns(st)
+             if "." not in a.target and "True" in (a.literal, a.value)}
+    return bool(flags) and any(st.kind == "if" and st.line > branch.line and flags & set(st.names)
+                               for st in fn.stmts)
+
+
+def _returned(fn: FnView, body: tuple[Stmt, ...]) -> bool:
+    """The branch adds the request to a local collection the function returns
+    (``err_reqs.append(rid)`` ... ``return ok, err_reqs``): the caller is told
+    of the failure and owes the report."""
+    local = {op.container for st in walk(body) for op in fn.containers(st)
+             if op.op in ADD_OPS and "." not in op.container}
+    if not local:
+        return False
+    returned = {n for r in fn.all_returns for n in IDENT.findall(r.value or "")}
+    return bool(local & returned)
 
 
 def failure_sites(fns: dict[str, FnView], cls: str) -> list[tuple[str, int]]:

@@ -390,8 +390,15 @@ def _reads_coll_value(state: IdState, value: str | None) -> bool:
 
 
 def _read_by_id(state: IdState, fn: FnView, s, value: str | None) -> bool:
-    """``value`` reads a request-keyed container's entry by an id of ``s``."""
-    return read_from(value, _BY_KEY) in state.keyed_attrs and bool(state.id_names_in(fn, s.names))
+    """``value`` reads a request-keyed container's entry by an id of ``s``:
+    an attribute (``self._d.pop(rid)``) or a local or parameter holding ids
+    (``pull_metas.pop(req_id, None)``)."""
+    if not state.id_names_in(fn, s.names):
+        return False
+    if read_from(value, _BY_KEY) in state.keyed_attrs:
+        return True
+    v = value or ""
+    return any(v.endswith(m) and v[: -len(m)] in state.of(fn.fqn).colls for m in _BY_KEY)
 
 
 def _returns_coll(state: IdState, value: str | None) -> bool:

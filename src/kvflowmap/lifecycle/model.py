@@ -20,6 +20,7 @@ from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_id, seed)
 from kvflowmap.lifecycle.handoffs import queue_handoffs
+from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.locks import Unlocked, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
@@ -309,6 +310,9 @@ def build_lifecycle(linker) -> Lifecycle:
     state = IdState(spec)
     for fn in fns.values():
         seed(state, fn)
+        seed_annotated(state, fn)
+    seed_class_fields(state, (c for m in _subject_modules(model)
+                              for c in model.facts[m].classes))
     state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
     for _ in range(MAX_ROUNDS):
         changed = False
@@ -417,6 +421,12 @@ def _sides(fns: dict[str, FnView], spec: LifecycleSpec,
         for f in _reach(runs, [f for f, v in fns.items() if v.name in names]):
             out.setdefault(f, set()).add(side)
     return {f: frozenset(s) for f, s in sorted(out.items())}
+
+
+def _subject_modules(model) -> list[str]:
+    """The analysed subject modules, sorted (with the metadata modules that
+    declare fields and no functions)."""
+    return [m for m in sorted(model.facts) if (sf := model.source(m)) and sf.subject]
 
 
 def _is_subject(model, fqn: str) -> bool:

@@ -33,7 +33,7 @@ from kvflowmap.lifecycle.cfg_paths import (bound_line, can_handle, first_handlin
 from kvflowmap.lifecycle.decisions import (ends_with_status, is_filter, returns_status, tests_id,
                                            warns)
 from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at
-from kvflowmap.lifecycle.ids import COLLECT, loop_targets, unwrap
+from kvflowmap.lifecycle.ids import COLLECT, IDENT, loop_targets, unwrap
 from kvflowmap.lifecycle.view import FnView, walk
 
 _JUMPS = ("return", "continue", "break")
@@ -91,8 +91,9 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         # a collection of ids the function is given (``finished_req_ids``,
         # ``request_ids``) that one path hands on and another drops
         for coll in [p for p in fn.param_names if p in ids.colls and p not in bound][:1]:
-            out += _search(fn, eff, cfg, cfg.entry, None, coll,
-                           handles | _coll_handles(fn, eff, cfg, coll), received)
+            kept = (handles | _coll_handles(fn, eff, cfg, coll)) - _selections(fn, effects)
+            if kept:
+                out += _search(fn, eff, cfg, cfg.entry, None, coll, kept, received)
         for coll, fill in _filled_locals(fn, eff, cfg):
             out += _search(fn, eff, cfg, fill, None, coll, _coll_handles(fn, eff, cfg, coll),
                            received)
@@ -108,8 +109,26 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         if "removed" in hows and held and unwrap(loop_targets(loop.text)[1]) not in cleanup:
             out += _removed(fn, eff, cfg, n.id, loop, targets[0], handles, effects, owed)
         if walked and not held and received:
-            out += _search(fn, eff, cfg, n.id, loop, targets[0], handles, received)
+            kept = handles - _selections(fn, effects)
+            if kept:
+                out += _search(fn, eff, cfg, n.id, loop, targets[0], kept, received)
     return _unique(out)  # one finding per way out, whichever binding found it first
+
+
+def _selections(fn: FnView, effects: dict[int, list[Effect]]) -> set[int]:
+    """Nodes whose only hand-over adds the id to a local collection the
+    function returns (``err_reqs.append(rid)`` ... ``return ..., err_reqs``):
+    a loop over a collection the caller keeps, picking some ids out, leaves
+    the rest with the caller; skipping one there drops nothing."""
+    returned = {t for r in fn.all_returns for t in IDENT.findall(r.value or "")}
+    out = set()
+    for node, es in effects.items():
+        handing = [e for e in es if e.kind in HANDLING]
+        # an add is labelled by the local and by its method (``err_reqs.append``)
+        if handing and all(e.kind == "add" and e.container is None and
+                           e.target.partition(".")[0] in returned for e in handing):
+            out.add(node)
+    return out
 
 
 def _hands_on_after(d: Drop, lines: set[int]) -> bool:

@@ -41,6 +41,9 @@ class LifecycleSpec:
 
     id_fields: tuple[str, ...] = ("request_id", "req_id")
     id_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # type names connectors give their request ids (``ReqId = str``):
+    # annotations with them seed ids, id collections and keyed containers
+    id_types: tuple[str, ...] = ()
     request_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
     finished_params: tuple[str, ...] = ("finished_req_ids",)
     probe: str = "get_num_new_matched_tokens"
@@ -81,6 +84,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
     return LifecycleSpec(
         id_fields=tuple(raw.get("id_fields") or ("request_id", "req_id")),
         id_params={k: tuple(v) for k, v in (raw.get("id_params") or {}).items()},
+        id_types=tuple(raw.get("id_types") or ()),
         request_params={k: tuple(v) for k, v in (raw.get("request_params") or {}).items()},
         finished_params=tuple(raw.get("finished_params") or ("finished_req_ids",)),
         probe=str(probe.get("method", "get_num_new_matched_tokens")),

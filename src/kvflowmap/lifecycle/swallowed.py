@@ -50,7 +50,7 @@ def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list
     for block, then in _blocks(fn.fact.body):
         for i, st in enumerate(block):
             if st.kind != "try" or not works_on(fn, st.body, carriers) or \
-                    _succeeds_inside(fn, st.body):
+                    _succeeds_inside(fn, st.body) or _after_failure(fn, eff, block[:i], ids):
                 continue
             after = [*st.final, *block[i + 1:], *then]
             hand = _first_handover(fn, eff, after, ids)
@@ -78,6 +78,16 @@ def _blocks(body: tuple[Stmt, ...], then: tuple[Stmt, ...] = ()
         if s.final:
             out += _blocks(s.final, rest)
     return out
+
+
+def _after_failure(fn: FnView, eff: Effects, before: tuple[Stmt, ...], ids: set[str]) -> bool:
+    """The ``try`` follows, in a branch that logs an error, a statement that
+    already handed the id on: the failure is recorded, and what the ``try``
+    does is a best-effort follow-up (telling the peer to free its blocks)."""
+    loud = any(is_logging(c.callee or "") and
+               (c.callee or "").rpartition(".")[2] in ("error", "exception", "critical")
+               for s in before for c in fn.calls(s))
+    return loud and _first_handover(fn, eff, before, ids) is not None
 
 
 def works_on(fn: FnView, body: tuple[Stmt, ...], names: set[str]) -> bool:

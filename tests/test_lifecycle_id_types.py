@@ -1,0 +1,72 @@
+"""Request ids known by their declared type (``lifecycle.id_types``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.lifecycle.id_types import annotation_kind
+from kvflowmap.lifecycle.model import build_lifecycle
+
+
+@pytest.mark.parametrize("ann, kind", [
+    ("ReqId", "id"),
+    ("ReqId | None", "id"),
+    ("Optional[ReqId]", "id"),
+    ("mod.ReqId", "id"),
+    ("list[ReqId]", "coll"),
+    ("Collection[ReqId]", "coll"),
+    ("dict[ReqId, PullReqMeta]", "coll"),
+    ("dict[ReqId, tuple[int, list[int]]] | None", "coll"),
+    ("queue.Queue[ReqId]", "coll"),
+    ("dict[EngineId, dict[ReqId, Meta]]", "coll_valued"),
+    ("tuple[ReqId, Meta]", None),  # a record of fields, not a collection
+    ("dict[str, int]", None),
+    ("str", None),
+    (None, None),
+])
+def test_annotation_kind(ann, kind):
+    assert annotation_kind(ann, ("ReqId",)) == kind
+
+
+def test_no_id_types_means_no_seeds():
+    assert annotation_kind("list[ReqId]", ()) is None
+
+
+SOURCE = """from dataclasses import dataclass
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+ReqId = str
+
+
+@dataclass
+class PullMeta:
+    req_blocks: dict[ReqId, list[int]]
+    by_engine: dict[str, dict[ReqId, int]]
+
+
+class Worker:
+    def __init__(self):
+        self._pending: dict[ReqId, int] = {}
+
+    def pull(self, metas: dict[ReqId, int], req_id: ReqId, note: str):
+        failed: list[ReqId] = []
+        return failed
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = Worker()
+"""
+
+
+def test_annotations_seed_ids_collections_and_keyed_fields(tree):
+    root = tree({"conn/__init__.py": SOURCE})
+    lc = build_lifecycle(analyse(Request(sources=[str(root)], context=[str(stub_root())])).linker)
+    pull = lc.state.of("conn.Worker.pull")
+    assert "req_id" in pull.ids and "note" not in pull.ids
+    assert {"metas", "failed"} <= pull.colls
+    assert {"_pending", "req_blocks"} <= lc.state.keyed_attrs
+    assert "by_engine" in lc.state.coll_valued
