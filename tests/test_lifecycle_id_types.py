@@ -43,6 +43,7 @@ ReqId = str
 
 @dataclass
 class PullMeta:
+    d_req_id: ReqId
     req_blocks: dict[ReqId, list[int]]
     by_engine: dict[str, dict[ReqId, int]]
 
@@ -70,3 +71,5 @@ def test_annotations_seed_ids_collections_and_keyed_fields(tree):
     assert {"metas", "failed"} <= pull.colls
     assert {"_pending", "req_blocks"} <= lc.state.keyed_attrs
     assert "by_engine" in lc.state.coll_valued
+    # a scalar field of the id type names the request in any record holding it
+    assert "d_req_id" in lc.state.id_attrs and "req_blocks" not in lc.state.id_attrs

@@ -106,7 +106,7 @@ def tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:
     ids = eff.state.id_names_in(fn, s.names)
     if not ids:
         return False
-    fields = eff.state.spec.id_fields
+    fields = eff.state.id_attrs
     for c in fn.compares.get(s.line, ()):
         if set(c.ops) & set(_ID_TESTS) and any(
                 o in ids or o.rpartition(".")[2] in fields for o in c.operands):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
@@ -64,8 +65,11 @@ def escapes(fn: FnView, local: str, loop_hands_on=None, depth: int = 3) -> bool:
     return any(hands_on_at(fn, s, local, loop_hands_on, depth) for s in fn.stmts)
 
 
-def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int = 3) -> bool:
-    """Statement ``s`` lets the local container ``local`` leave (see ``escapes``)."""
+def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int = 3,
+                keeps: Callable[[CallFact], bool] | None = None) -> bool:
+    """Statement ``s`` lets the local container ``local`` leave (see ``escapes``).
+    With ``keeps(call)``, a call it is passed to must keep what it is given
+    (an analysed helper that only reads it, ``_build_metadata(reqs)``, does not)."""
     if depth == 0:
         return True
     if local not in s.names:
@@ -91,6 +95,8 @@ def hands_on_at(fn: FnView, s: Stmt, local: str, loop_hands_on=None, depth: int 
         if meth in _MERGE and base and "." not in base and base != local:
             if escapes(fn, base, loop_hands_on, depth - 1):
                 return True
+            continue
+        if keeps is not None and not keeps(c):
             continue
         return True
     return False
@@ -135,12 +141,14 @@ class Effects:
 
     def _of(self, fn: FnView, s: Stmt) -> list[Effect]:
         mentioned = self.state.id_names_in(fn, s.names)
+        # ``self._failed.update(request_ids)``: a collection of ids merged in
+        merges = any(self.state.is_coll(fn, n) for n in s.names)
         out: list[Effect] = []
         for op in fn.containers(s):
             c = container_of(op.container, fn, self.values)
             if op.op in RESET_OPS and c:
                 out.append(Effect("reset", op.line, c.label, c))
-            elif not mentioned:
+            elif not mentioned and not (merges and op.op == "update"):
                 continue
             elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
                                        or op.op == "update"):
@@ -151,7 +159,7 @@ class Effects:
             elif op.op in REMOVE_OPS and self.state.is_id(fn, op.key):
                 out.append(Effect("remove", op.line, c.label if c else op.container, c))
         if not mentioned:
-            return out
+            return out + self._data_handovers(fn, s)
         if s.kind in ("def", "class"):
             # a nested def capturing the id (``rid: str = request_id``): a
             # callback or thread body that carries it on
@@ -189,6 +197,11 @@ class Effects:
         out = []
         for c in calls:
             if not self._passes_id(fn, c, mentioned, len(calls)):
+                if self._passes_request_data(fn, c) and self.keeps_analysed(fn, c):
+                    # ``self._handle_failed(pull_metas, req_ids)``: a helper
+                    # given the ids' collection or a request's record that
+                    # records or reports what it holds
+                    out.append(Effect("handover", c.line, c.callee or ""))
                 continue
             callee = c.callee or ""
             meth = callee.rpartition(".")[2]
@@ -215,6 +228,36 @@ class Effects:
         # Arguments that are not plain chains (``(rid, meta)``): the only call
         # of the statement gets the ids it mentions.
         return n_calls == 1 and any(a is None for a in args) and bool(mentioned)
+
+    def _data_handovers(self, fn: FnView, s: Stmt) -> list[Effect]:
+        """Calls of a statement naming no id itself that hand a collection of
+        ids or a request's record to a helper keeping ids."""
+        if s.kind in ("def", "class"):
+            return []
+        return [Effect("handover", c.line, c.callee or "") for c in fn.calls(s)
+                if c.callee and not self._inert(c) and self._passes_request_data(fn, c)
+                and self.keeps_analysed(fn, c)]
+
+    def _passes_request_data(self, fn: FnView, c: CallFact) -> bool:
+        """An argument is a collection of ids or a request's record."""
+        mine = self.state.of(fn.fqn)
+        return any(a in mine.colls or a in mine.records or self.state.is_coll(fn, a)
+                   for a in [*c.args, *(v for _, v in c.kwargs)] if a)
+
+    def keeps_analysed(self, fn: FnView, c: CallFact) -> bool:
+        """The call resolves to analysed code whose summary keeps ids (see
+        ``consumes``); False for calls outside the analysis and stubs."""
+        targets = self.calls.resolve(fn.ctx, c)
+        analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
+        runs = [t for f in analysed for t in self._overrides(f)]
+        views = [v for t in runs if (v := view(self.values.model, t)) is not None]
+        return bool(views) and not all(is_stub(v) for v in views) and \
+            any(self.consumes(t) for t in runs)
+
+    def call_keeps(self, fn: FnView, c: CallFact) -> bool:
+        """The call may keep what it is given: outside the analysis (assumed
+        to), or an analysed callee whose summary keeps ids."""
+        return self._call_consumes(fn, c)
 
     def _call_consumes(self, fn: FnView, c: CallFact) -> bool:
         targets = self.calls.resolve(fn.ctx, c)

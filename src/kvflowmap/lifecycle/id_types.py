@@ -88,19 +88,22 @@ def seed_annotated(state: IdState, fn: FnView) -> None:
 
 def seed_class_fields(state: IdState, classes: Iterable[ClassFact]) -> None:
     """Fields declared in class bodies (dataclasses, msgspec structs, typed
-    metadata): ``req_blocks: dict[ReqId, ...]`` makes ``req_blocks`` keyed."""
+    metadata): ``req_blocks: dict[ReqId, ...]`` makes ``req_blocks`` keyed,
+    ``d_req_id: ReqId`` makes ``<record>.d_req_id`` an id."""
     types = state.spec.id_types
     if not types:
         return
     for c in classes:
         for name, ann in c.attributes:
             kind = annotation_kind(ann, types)
-            if kind in ("coll", "coll_valued"):
+            if kind is not None:
                 _attr(state, name, kind)
 
 
 def _attr(state: IdState, name: str, kind: str) -> None:
-    if kind == "coll":
+    if kind == "id":
+        state.id_attrs.add(name)
+    elif kind == "coll":
         state.keyed_attrs.add(name)
     elif kind == "coll_valued":
         state.coll_valued.add(name)

@@ -91,6 +91,12 @@ class IdState:
     # attribute names of containers whose values are id collections, under
     # keys that are not ids (``self._pending_load_reqs[shm] = set(req_ids)``)
     coll_valued: set[str] = field(default_factory=set)
+    # attribute and key names that hold one request id: the protocol's
+    # ``id_fields`` and fields declared with an id type (``d_req_id: ReqId``)
+    id_attrs: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.id_attrs |= set(self.spec.id_fields)
 
     @cached_property
     def report_methods(self) -> frozenset[str]:
@@ -112,7 +118,7 @@ class IdState:
             if tok in mine.ids:
                 return True
             head, _, last = tok.rpartition(".")
-            if head and last in self.spec.id_fields:
+            if head and last in self.id_attrs:
                 return True
         return False
 
@@ -122,7 +128,7 @@ class IdState:
         out = set()
         for n in names:
             head, _, last = n.rpartition(".")
-            if n in mine.ids or n in mine.requests or (head and last in self.spec.id_fields):
+            if n in mine.ids or n in mine.requests or (head and last in self.id_attrs):
                 out.add(n)
         return out
 
@@ -134,7 +140,7 @@ class IdState:
         if base in self.of(fn.fqn).colls:
             return True
         last = base.rpartition(".")[2]
-        return "." in base and (last in self.keyed_attrs or last in self.spec.id_fields)
+        return "." in base and (last in self.keyed_attrs or last in self.id_attrs)
 
 
 DEQUEUE = (".get()", ".get_nowait()", ".popleft()", ".pop()")
@@ -205,7 +211,7 @@ def seed(state: IdState, fn: FnView) -> None:
     params = set(fn.param_names)
     mine.colls |= params & set(state.spec.id_params.get(fn.name, ()))
     mine.requests |= params & set(state.spec.request_params.get(fn.name, ()))
-    fields = state.spec.id_fields
+    fields = state.id_attrs
     for s in fn.stmts:
         for n in s.names:
             head, _, last = n.partition(".")
@@ -226,7 +232,7 @@ def returns_id(state: IdState, fn: FnView) -> bool:
     params = set(fn.param_names) - {"self", "cls"}
     for v in values:
         m = _ID_RETURN.fullmatch(v.replace(" ", ""))
-        if m is None or m.group(1) not in params or m.group(2) not in state.spec.id_fields:
+        if m is None or m.group(1) not in params or m.group(2) not in state.id_attrs:
             return False
     return True
 
@@ -280,7 +286,7 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 state.keyed_attrs.add(a.target.rpartition(".")[2])
             if "." in a.target or "[" in a.target or a.aug:
                 continue
-            if a.key is not None and a.key not in state.spec.id_fields and \
+            if a.key is not None and a.key not in state.id_attrs and \
                     (a.value or "").endswith("[]"):
                 # ``remote_host = req_meta["remote_host"]``: a named field of a
                 # request's record (even one taken off a request queue) is its data
@@ -291,7 +297,7 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             elif (a.value or "").endswith("()") and \
                     (a.value or "")[:-2].rpartition(".")[2] in state.id_returners:
                 mine.ids.add(a.target)  # ``req_id = _request_id(request)``
-            elif a.key in state.spec.id_fields:
+            elif a.key in state.id_attrs:
                 mine.ids.add(a.target)  # ``request_id = req_meta["request_id"]``
             elif _dequeues(state, fn, s, a.value):
                 mine.ids.add(a.target)  # ``rid = self._q.get()`` on a request-keyed queue

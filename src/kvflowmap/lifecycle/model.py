@@ -308,11 +308,13 @@ def build_lifecycle(linker) -> Lifecycle:
     fns = {fqn: v for fqn in sorted(model.defs)
            if _is_subject(model, fqn) and (v := view(model, fqn)) is not None}
     state = IdState(spec)
-    for fn in fns.values():
-        seed(state, fn)
-        seed_annotated(state, fn)
+    # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
     seed_class_fields(state, (c for m in _subject_modules(model)
                               for c in model.facts[m].classes))
+    for fn in fns.values():
+        seed_annotated(state, fn)
+    for fn in fns.values():
+        seed(state, fn)
     state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
     for _ in range(MAX_ROUNDS):
         changed = False

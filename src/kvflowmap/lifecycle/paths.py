@@ -170,7 +170,8 @@ def _coll_handles(fn: FnView, eff: Effects, cfg: CFG, coll: str) -> set[int]:
     loop_hands_on = lambda s: any(e.kind in HANDLING for b in walk(s.body)  # noqa: E731
                                   for e in eff.of(fn, b))
     return {n.id for n in cfg.nodes if n.stmt is not None and n.kind in ("stmt", "loop")
-            and hands_on_at(fn, n.stmt, coll, loop_hands_on)}
+            and hands_on_at(fn, n.stmt, coll, loop_hands_on,
+                            keeps=lambda c: eff.call_keeps(fn, c))}
 
 
 def _iterates_held(s: Stmt) -> bool:
@@ -332,7 +333,8 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
             return None  # (a test that raises decided nothing)
         how = None
         if lab == "exception":
-            how = "except" if not ends_with_status(cfg, nodes[i + 1:]) else None
+            how = "except" if not ends_with_status(cfg, nodes[i + 1:]) and \
+                not _shutdown_handler(cfg, nodes[i + 1:]) else None
         elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
             jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
             if jump is not None and not returns_status(cfg.nodes[jump].stmt) and \
@@ -344,6 +346,23 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
                     last_line(cfg, nodes), first_handling(cfg, others[0], handles),
                     steps(cfg, path))
     return None
+
+
+# Exceptions that mean the process or its event loop is going away: a handler
+# of only these that leaves is teardown, no request is waiting on it any more.
+_SHUTDOWN = frozenset({"ContextTerminated", "CancelledError", "GeneratorExit",
+                       "KeyboardInterrupt", "SystemExit"})
+
+
+def _shutdown_handler(cfg: CFG, rest: list[int]) -> bool:
+    """The first handler on the path catches only shutdown exceptions."""
+    for n in rest:
+        st = cfg.nodes[n].stmt
+        if st is not None and st.kind == "except":
+            caught = [x.rpartition(".")[2] for x in st.names if x[:1].isupper() or "." in x]
+            caught = [x for x in caught if x[:1].isupper()]
+            return bool(caught) and all(x in _SHUTDOWN for x in caught)
+    return False
 
 
 def _jump_inside(cfg: CFG, rest: list[int], branch: Stmt) -> int | None:
