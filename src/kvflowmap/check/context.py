@@ -16,6 +16,9 @@ from kvflowmap.model.core import Def
 
 if TYPE_CHECKING:
     from kvflowmap.api import Analysis
+    from kvflowmap.lifecycle.model import Lifecycle
+
+_LIFECYCLE = "_kvflowmap_lifecycle"
 
 
 @dataclass
@@ -48,6 +51,17 @@ class CheckContext:
     @property
     def protocol(self):
         return self.analysis.linker.protocol
+
+    def lifecycle(self) -> Lifecycle:
+        """The lifecycle model of the analysis, built on first use and kept on
+        it (it depends only on the analysis: every rule sees the same model)."""
+        from kvflowmap.lifecycle.model import build_lifecycle
+
+        found = getattr(self.analysis, _LIFECYCLE, None)
+        if found is None or found[0] is not self.linker:
+            found = (self.linker, build_lifecycle(self.linker))
+            setattr(self.analysis, _LIFECYCLE, found)
+        return found[1]
 
     def other_release(self, ref: str) -> tuple[Analysis, str]:
         """Another vLLM release (``vllm==0.X.Y`` or an import root) analysed

@@ -185,6 +185,11 @@ class Lifecycle:
                 if f == fqn or f.startswith(fqn + ".") for st in v.stmts for n in st.names}
         return [p for p in params if p not in used]
 
+    def background(self) -> frozenset[str]:
+        """Functions run by a thread, executor, task or callback the subject
+        starts: no caller of theirs is left to clean up after an exception."""
+        return frozenset(sp.target for sp in [*self.spawned, *self.thread_starts()])
+
     def thread_starts(self) -> list[Spawn]:
         """Constructions of a ``threading.Thread`` subclass in connected code:
         each starts the class's ``run`` (once ``start()`` is called on it)."""

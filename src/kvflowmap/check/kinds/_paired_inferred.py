@@ -17,7 +17,10 @@ self._leases.pop(rid)``) was stored for the request by an earlier hook: it is
 *held on entry*, and its raising exits count whatever the rule's failure
 options (``Resource.held_on_entry``).
 
-Parameters a release consumes and ``self`` container entries removed again
+A parameter a function run in the background releases (a thread or executor
+target given a file descriptor or a lock) was handed over by the spawner, who
+is not there to clean up: held on entry, every exit owes its release. Other
+parameters a release consumes and ``self`` container entries removed again
 under the same key were tried too and left out: on the five code bases of
 the mutation bench they were mostly counts (``sem.release(n)``), objects the
 caller still owns (released on a failure branch only, kept on success) and
@@ -88,7 +91,21 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
                                         aliases(sites, frozenset({a.target})), a.line, a.col,
                                         held_if=tests[id(s)],
                                         held_on_entry=bool(_FROM_STATE.match(a.value or ""))))
-    return out
+    return out + _given_to_background(sites, names)
+
+
+def _given_to_background(sites: FunctionSites, names: set[str]) -> list[Resource]:
+    """Parameters a function run in the background (a thread, executor task
+    or callback the subject starts) releases: the spawner handed them over
+    (``pool.submit(self._write, tensors, lock_fd)`` ... ``os.close(lock_fd)``)
+    and is not there to clean up, so every exit owes the release, raising
+    ones included (``held_on_entry``)."""
+    if sites.fqn not in sites.ctx.lifecycle().background():
+        return []
+    cfg = sites.cfg
+    params = [p for p in sites.fn.params if p.name in names and p.name not in ("self", "cls")]
+    return [Resource(cfg.entry, "call", p.name, None, aliases(sites, frozenset({p.name})),
+                     sites.fn.line, 0, held_on_entry=True) for p in params]
 
 
 def _acquire_named(sites: FunctionSites, index: int) -> bool:

@@ -7,19 +7,11 @@ import fnmatch
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.model import Step
-from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
-
-_ATTR = "_kvflowmap_lifecycle"
-
+from kvflowmap.lifecycle.model import Lifecycle
 
 def lifecycle(ctx: CheckContext) -> Lifecycle:
-    """The lifecycle model of the analysis, built on first use and kept on it
-    (it depends only on the analysis, so every rule sees the same model)."""
-    found = getattr(ctx.analysis, _ATTR, None)
-    if found is None or found[0] is not ctx.linker:
-        found = (ctx.linker, build_lifecycle(ctx.linker))
-        setattr(ctx.analysis, _ATTR, found)
-    return found[1]
+    """The lifecycle model of the analysis (``CheckContext.lifecycle``)."""
+    return ctx.lifecycle()
 
 
 def functions(ctx: CheckContext, lc: Lifecycle) -> list[str]:
