@@ -17,6 +17,7 @@ from kvflowmap.lifecycle.balance import Unbalanced, is_init, unbalanced
 from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
+from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_id, seed)
 from kvflowmap.lifecycle.handoffs import queue_handoffs
@@ -88,6 +89,7 @@ class Lifecycle:
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
     _takers: dict[str, str] | None = None
+    _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -184,6 +186,20 @@ class Lifecycle:
         used = {n.partition(".")[0] for f, v in self.functions.items()
                 if f == fqn or f.startswith(fqn + ".") for st in v.stmts for n in st.names}
         return [p for p in params if p not in used]
+
+    def uncompleted(self, fqn: str, completers: tuple[str, ...]) -> list[Uncompleted]:
+        """Futures ``fqn`` is handed and completes on one path but not on
+        another (``completions``); ``completers``: the completing methods."""
+        comp = self._completions.get(completers)
+        if comp is None:
+            calls = self.effects.calls
+
+            def resolve(fn: FnView, c) -> list[str]:
+                return [t.fqn for t in calls.resolve(fn.ctx, c) if not t.external]
+
+            comp = self._completions[completers] = Completions(self.functions, resolve,
+                                                               completers)
+        return uncompleted(self.functions[fqn], self.cfg(fqn), comp)
 
     def background(self) -> frozenset[str]:
         """Functions run by a thread, executor, task or callback the subject

@@ -11,12 +11,14 @@
 - ``removed_together``: state removed together is removed together on every way of ending;
 - ``reported_left``: an id reported finished leaves the container it was pending in;
 - ``unreported``: an id a report function takes out of pending state is reported;
-- ``unlocked``: request-keyed state is changed under the lock its other changes hold.
+- ``unlocked``: request-keyed state is changed under the lock its other changes hold;
+- ``completed``: a future a function is handed is completed on every way out.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (balanced, delayed_free, dropped, failed_blocks,
+from kvflowmap.check.kinds.lifecycle import (balanced, completed, delayed_free, dropped,
+                                             failed_blocks,
                                              parked_recorded, removed_together, reported_left,
                                              reset_forwards,
                                              thread_loop, unlocked, unreported)
@@ -37,6 +39,7 @@ MODES: dict[str, KindSpec] = {
     "reported_left": KindSpec(reported_left.Options, reported_left.check, reported_left.READS),
     "unreported": KindSpec(unreported.Options, unreported.check, unreported.READS),
     "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
+    "completed": KindSpec(completed.Options, completed.check, completed.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,207 @@
+"""Completion handles: a future a function is handed must be completed on
+every way out of it.
+
+A transfer task often carries the future its submitter waits on
+(``task = (req_id, blocks, future)``; ``get_finished`` asks ``future.done()``
+before it reports the request). The function that serves the task shows it
+owes the completion by completing the future on some path
+(``future.set_result(ok)``, or a helper given it that does). A path that
+leaves without completing it (an ``except`` that only logs, an early
+``return``) leaves the waiter waiting forever: the request is never
+reported, with no error.
+
+The handle is a parameter, or a local taken out of one or out of state
+(``req, fut = task``, ``fut = self._futures.pop(rid)``); a future the
+function makes itself (``fut = Future()``) is its caller's to wait on. The
+way out is the function's end, a ``return``, or an exception caught in the
+function that then carries on; an exception leaving the function is its
+caller's to handle. Handing the handle on (storing it, returning it,
+passing it to code outside the analysis or to a helper that completes it)
+ends the obligation, and so does a test on the handle itself
+(``if fut.done(): return``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvflowmap.facts import CallFact, FunctionFact
+from kvflowmap.lifecycle.cfg_paths import can_handle, in_flight, path_to, steps
+from kvflowmap.lifecycle.effects import is_logging
+from kvflowmap.lifecycle.containers import PURE
+from kvflowmap.lifecycle.view import FnView
+from kvflowmap.model.cfg import CFG
+
+# values a handle may be taken out of: state or a queue (not made here)
+_TAKEN = (".pop()", ".popleft()", ".get()", ".get_nowait()", ".popitem()")
+
+
+@dataclass(frozen=True)
+class Uncompleted:
+    """In ``fqn``, the handle ``name`` bound at ``bound_line`` is completed at
+    ``completed_line`` on one path and left at ``exit_line`` on another."""
+
+    fqn: str
+    name: str
+    bound_line: int
+    completed_line: int
+    exit_line: int
+    caught: bool  # the path goes through an ``except`` that carries on
+    steps: tuple[tuple[int, str], ...]
+
+
+class Completions:
+    """Which parameters of analysed functions they complete (memoised)."""
+
+    def __init__(self, fns: dict[str, FnView], resolve: Callable[[FnView, CallFact], list[str]],
+                 completers: tuple[str, ...]) -> None:
+        self.fns, self.resolve, self.completers = fns, resolve, completers
+        self._memo: dict[str, frozenset[str]] = {}
+
+    def completed_params(self, fqn: str) -> frozenset[str]:
+        """Parameters of ``fqn`` that some statement completes, itself or
+        through a helper it passes them to."""
+        if fqn in self._memo:
+            return self._memo[fqn]
+        self._memo[fqn] = frozenset()  # cycle guard: a recursion completes nothing new
+        fn = self.fns.get(fqn)
+        if fn is None:
+            return frozenset()
+        params = set(fn.param_names)
+        found = frozenset(p for s in fn.stmts for c in fn.calls(s)
+                          for p in self.completed_by(fn, c) if p in params)
+        self._memo[fqn] = found
+        return found
+
+    def completed_by(self, fn: FnView, c: CallFact) -> set[str]:
+        """Names the call completes: its receiver for ``x.set_result()``, the
+        arguments bound to parameters an analysed callee completes."""
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in self.completers and base and "." not in base:
+            return {base}
+        out = set()
+        for target in self.resolve(fn, c):
+            callee = self.fns.get(target)
+            if callee is None:
+                continue
+            done = self.completed_params(target)
+            for arg, param in bound_args(callee.fact, c):
+                if param in done and arg:
+                    out.add(arg)
+        return out
+
+    def hands_on(self, fn: FnView, c: CallFact, name: str) -> bool:
+        """The call takes ``name`` over: completes it, or is outside the
+        analysis (not logging or a builtin) and may keep it."""
+        if name in self.completed_by(fn, c):
+            return True
+        passed = name in c.args or name in (v for _, v in c.kwargs)
+        if not passed or is_logging(c.callee or "") or (c.callee or "") in PURE:
+            return False
+        return not any(t in self.fns for t in self.resolve(fn, c))
+
+
+def bound_args(callee: FunctionFact, c: CallFact) -> list[tuple[str | None, str]]:
+    """(argument text, parameter name) pairs of a call to ``callee``; a
+    method called through an attribute (``self._fail(...)``) skips ``self``."""
+    params = [p.name for p in callee.params]
+    if params[:1] in (["self"], ["cls"]) and "." in (c.callee or ""):
+        params = params[1:]
+    out: list[tuple[str | None, str]] = list(zip(c.args, params, strict=False))
+    names = set(params)
+    out += [(v, k) for k, v in c.kwargs if k in names]
+    return out
+
+
+def uncompleted(fn: FnView, cfg: CFG, comp: Completions) -> list[Uncompleted]:
+    """Every handle of ``fn`` completed on one path and not on another."""
+    out = []
+    for name, start in _handles(fn, cfg):
+        found = _search(fn, cfg, comp, name, start)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _handles(fn: FnView, cfg: CFG) -> list[tuple[str, int]]:
+    """(name, CFG node where it is bound) of the parameters and taken locals
+    some call of the function completes directly or through a helper."""
+    assigned: dict[str, int] = {}
+    for n in sorted(cfg.nodes, key=lambda n: (n.line, n.id)):
+        if n.stmt is None or n.kind != "stmt":
+            continue
+        for a in fn.assigns(n.stmt):
+            if a.target in assigned or "." in a.target or "[" in a.target:
+                continue
+            value = a.value or ""
+            if a.position is not None or value.endswith(_TAKEN):
+                assigned[a.target] = n.id
+    names = dict.fromkeys(p for p in fn.param_names if p not in ("self", "cls"))
+    out = [(p, cfg.entry) for p in names]
+    out += [(a, n) for a, n in assigned.items() if a not in names]
+    return out
+
+
+def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
+            start: int) -> Uncompleted | None:
+    completes = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
+                 and any(name in comp.completed_by(fn, c) for c in fn.calls(n.stmt))}
+    if not completes:
+        return None
+    ends_here = completes | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
+                             and _hands_on(fn, comp, n.stmt, name)}
+    inside = {n.id for n in cfg.nodes}
+    reach = can_handle(cfg, inside, completes, start)
+    first = [d for d, _ in cfg.successors(start)]
+    if not any(n in reach for n in first):
+        return None
+    State = tuple[int, bool]
+    parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
+    queue: deque[State] = deque(parent)
+    while queue:
+        n, exc = state = queue.popleft()
+        if n == cfg.raise_exit or n in ends_here:
+            continue
+        if n == cfg.exit:
+            if exc:
+                continue
+            path = path_to(parent, state)
+            nodes = [m for m, _ in path]
+            if _tests_handle(fn, cfg, nodes, name):
+                continue
+            caught = any(lab == "exception" for _, lab in path)
+            lines = [cfg.nodes[m].line for m in nodes if cfg.nodes[m].line]
+            done = min(cfg.nodes[m].line for m in completes)
+            return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
+                               lines[-1] if lines else fn.fact.line, caught, steps(cfg, path))
+        for d, lab in cfg.successors(n):
+            nxt = (d, in_flight(cfg, exc, lab, d))
+            if nxt not in parent:
+                parent[nxt] = (state, lab)
+                queue.append(nxt)
+    return None
+
+
+def _hands_on(fn: FnView, comp: Completions, s, name: str) -> bool:
+    """``s`` stores, returns or hands ``name`` over."""
+    if name not in s.names:
+        return False
+    if any(name in (r.value or "").replace("(", " ").replace(",", " ").split()
+           for r in fn.returns(s)):
+        return True
+    if any(a.value == name and ("." in a.target or "[" in a.target) for a in fn.assigns(s)):
+        return True
+    return any(comp.hands_on(fn, c, name) for c in fn.calls(s))
+
+
+def _tests_handle(fn: FnView, cfg: CFG, nodes: list[int], name: str) -> bool:
+    """The path turns on a test of the handle itself (``if fut.done():``,
+    ``if future is None:``): deciding by the handle is not forgetting it."""
+    for n in nodes:
+        st = cfg.nodes[n].stmt
+        if st is not None and st.kind in ("if", "while") and \
+                any(x == name or x.startswith(name + ".") for x in st.names):
+            return True
+    return False
