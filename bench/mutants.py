@@ -18,7 +18,9 @@ function and anchor-or-message with digits stripped) names the mutated
 function, or one of the defs enclosing the site (a nested def's finding may be
 reported on its method), as its ``function``, or has that function among its
 path steps; or when a baseline finding of that function now points at the
-mutated lines (``MOVED_SPAN``) instead of where it was.
+mutated lines (``MOVED_SPAN``) instead of where it was. A missed mutant at a
+site the unmutated code is already reported at (in the same function, within
+that span) is counted missed and shown as ``+N pre``: nothing new can appear.
 
 Sites are looked for only in *connector modules*: subject files whose text
 defines or imports a name containing ``Connector``, ``Worker`` or
@@ -97,6 +99,9 @@ class MutantResult:
     new: list[FindingKey] = field(default_factory=list)  # their keys
     seconds: float = 0.0
     error: str = ""
+    # missed, but the unmutated code is already reported in this function at
+    # the site (a loop that already dies there): nothing new can be reported
+    preflagged: bool = False
 
 
 @dataclass
@@ -277,8 +282,18 @@ def evaluate(subject: Subject, rules: Sequence[Rule], baseline: Baseline,
     res.seconds = time.perf_counter() - t0
     res.rules = detected_by([*new, *moved], site)
     res.detected, res.new_findings = bool(res.rules), len(new)
+    res.preflagged = not res.detected and isinstance(baseline, Mapping) and \
+        preflagged(baseline, site)
     res.new = sorted({finding_key(f) for f in new})
     return res
+
+
+def preflagged(baseline: Mapping[FindingKey, set[int]], site: Site) -> bool:
+    """A baseline finding of the mutated function already points at the site."""
+    near = range(site.line - MOVED_SPAN, site.line + 2 * MOVED_SPAN + 1)
+    names = set(site.enclosing)
+    return any(k[1] in names and any(line in near for line in lines)
+               for k, lines in baseline.items())
 
 
 def run_codebase(cb: Codebase, subject: Subject, rules: Sequence[Rule],
@@ -296,7 +311,9 @@ def run_codebase(cb: Codebase, subject: Subject, rules: Sequence[Rule],
         for site in choose(sites[op], cap):
             r = run_mutant(subject, rules, baseline, site)
             mutants.append(r)
-            state = "INVALID" if not r.valid else ("detected" if r.detected else "missed")
+            state = "INVALID" if not r.valid else ("detected" if r.detected else
+                                                   "missed (already reported here)"
+                                                   if r.preflagged else "missed")
             log(f"  {op:22} {site.file}:{site.line} {site.function.rsplit('.', 2)[-2:]} "
                 f"{state} {','.join(r.rules)} ({r.seconds:.1f}s)")
     return CodebaseResult(cb.name, sorted(baseline), len(base), t_base,
@@ -311,11 +328,14 @@ def _cell(ms: list[MutantResult]) -> str:
     if not valid:
         return "-"
     d = sum(m.detected for m in valid)
-    return f"{d}/{len(valid)} ({100 * d / len(valid):.0f}%)"
+    pre = sum(m.preflagged for m in valid)
+    return f"{d}/{len(valid)} ({100 * d / len(valid):.0f}%)" + (f" +{pre} pre" if pre else "")
 
 
 def table(results: Sequence[CodebaseResult], operators: Sequence[str]) -> str:
-    """Detected/total per operator and code base, candidate sites, baseline counts."""
+    """Detected/total per operator and code base (``+N pre``: of the missed,
+    N at a site the unmutated code is already reported at), candidate sites,
+    baseline counts."""
     names = [r.name for r in results]
     rows: list[list[str]] = [["operator", *names]]
     for op in operators:
