@@ -194,3 +194,97 @@ def test_cli_view_errors_name_the_views() -> None:
     res = runner.invoke(cli, [*args, "--view", "save"])
     assert res.exit_code == 0, res.output
     assert 'label="1. request finished"' in res.output
+
+
+DECLARED_BASE_CONNECTOR = {
+    "declconn/__init__.py": "",
+    "declconn/conn.py": '''
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+        class BaseHelper:
+            def __init__(self):
+                self._ready = {}
+
+            def update_state_after_alloc(self, request, blocks, num_external_tokens):
+                raise NotImplementedError
+
+
+        class PullHelper(BaseHelper):
+            def __init__(self):
+                super().__init__()
+
+            def update_state_after_alloc(self, request, blocks, num_external_tokens):
+                self._ready[request.request_id] = blocks
+
+            def build_connector_meta(self, scheduler_output):
+                return list(self._ready.pop(r) for r in list(self._ready))
+
+
+        class PushHelper(BaseHelper):
+            def __init__(self):
+                super().__init__()
+
+            def update_state_after_alloc(self, request, blocks, num_external_tokens):
+                self._ready[request.request_id] = None
+
+
+        class BaseConn(KVConnectorBase_V1):
+            def __init__(self, vllm_config, role):
+                self.helper: BaseHelper | None = None
+
+            def get_num_new_matched_tokens(self, request, num_computed_tokens):
+                return 0, False
+
+            def update_state_after_alloc(self, request, blocks, num_external_tokens):
+                return self.helper.update_state_after_alloc(request, blocks, num_external_tokens)
+
+
+        class PullConn(BaseConn):
+            def __init__(self, vllm_config, role):
+                super().__init__(vllm_config, role)
+                self.helper = PullHelper()
+
+
+        class PushConn(BaseConn):
+            def __init__(self, vllm_config, role):
+                super().__init__(vllm_config, role)
+                self.helper = PushHelper()
+    ''',
+}
+
+
+def test_a_delegate_declared_as_a_base_is_drawn_as_the_override_that_runs(tree) -> None:
+    """NIXL's ``self.connector_scheduler`` is declared a
+    ``NixlBaseConnectorScheduler`` (whose hooks raise NotImplementedError);
+    the Pull connector builds a ``NixlPullConnectorScheduler``: its override
+    is the delegate drawn, in the connector's lane, never the Push one's."""
+    from kvflowmap.api import Request, analyse
+    from kvflowmap.check.stubs import stub_root
+
+    root = tree(DECLARED_BASE_CONNECTOR)
+    a = analyse(Request(sources=[str(root / "declconn")], context=[str(stub_root())],
+                        use_cache=False))
+    proto = a.linker.protocol
+    view = story.story_view(a.graph, proto.views["load"], proto.base_class,
+                            connectors=["PullConn"], state=with_state_links(a.linker))
+    hook = "declconn.conn.BaseConn.update_state_after_alloc"
+    pull = "declconn.conn.PullHelper.update_state_after_alloc"
+    assert hook in view and pull in view
+    assert "declconn.conn.BaseHelper.update_state_after_alloc" not in view
+    assert not [n for n in view if "Push" in n]
+    (edge,) = [d for _, v, d in view.out_edges(hook, data=True) if v == pull]
+    assert edge["kind"] == "call" and edge["through"] == "declconn.conn.BaseHelper.update_state_after_alloc"
+    assert edge["line"]
+    assert view.nodes[pull]["package"] == "connector PullConn"
+    assert 'named declconn.conn.BaseHelper.update_state_after_alloc' in to_dot(view)
+
+
+def test_a_call_through_a_hook_is_one_edge() -> None:
+    """vLLM's worker calls the base default ``get_transfer_results`` (a stage's
+    hook, and the way to the connector's ``get_finished``): one edge, not a
+    plain call and a hook call side by side."""
+    view = _story("load")
+    into = [u for u, _, k in view.in_edges(f"{BASE}.get_transfer_results", data="kind")
+            if k == "call"]
+    assert into and len(into) == len(set(into)), into

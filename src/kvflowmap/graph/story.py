@@ -41,6 +41,9 @@ class _Placement:
     at: dict[str, tuple[int, int]] = field(default_factory=dict)
     edges: set[tuple[str, str, object]] = field(default_factory=set)  # copied from the graph
     via: dict[tuple[str, str], tuple[str, list[dict]]] = field(default_factory=dict)
+    # a delegate call drawn to the override that runs (caller, override) ->
+    # (the method the call names, its call edges)
+    through: dict[tuple[str, str], tuple[str, list[dict]]] = field(default_factory=dict)
     # edges to nodes the analysis graph does not have (containers): u, v, attrs, v's attrs
     extra: list[tuple[str, str, dict, dict]] = field(default_factory=list)
 
@@ -62,10 +65,14 @@ def story_view(g: nx.MultiDiGraph, view: View, base: str, *, connectors=(),
         raise select.SelectError("no connector class in the analysed subject; --view draws "
                                  "a connector's story (give --connector CLASS)")
     carriers = set(view.carriers)
+    owned = _owned_classes(g, chosen)
+    # a delegate called on a declared base goes to the subclass the connector
+    # constructs (only when that is known: every subclass would be a guess)
+    overrides = _subclasses(g, owned) if owned else {}
     p = _Placement()
     for i, st in enumerate(view.stages):
         for hook in st.hooks:
-            _place_hook(g, p, i, f"{base}.{hook}", base, chosen, carriers, depth)
+            _place_hook(g, p, i, f"{base}.{hook}", base, chosen, carriers, depth, overrides)
         _place_functions(g, p, i, st)
     if not any(g.nodes[n].get("connectors") for n in p.at if n in g):
         names = ", ".join(sorted(c.rpartition(".")[2] for c in chosen))
@@ -73,14 +80,15 @@ def story_view(g: nx.MultiDiGraph, view: View, base: str, *, connectors=(),
     _trim(g, p, max_nodes)
     _place_callers(g, p, view, base)
     if state is not None:
-        _place_handovers(state, p, chosen)
+        _place_handovers(state, p, chosen, owned)
     for i, st in enumerate(view.stages):
         _place_states(g, p, i, st)
     return _build(g, p, view, chosen, carriers)
 
 
 def _place_hook(g: nx.MultiDiGraph, p: _Placement, i: int, hook: str, base: str,
-                chosen: set[str], carriers: set[str], depth: int) -> None:
+                chosen: set[str], carriers: set[str], depth: int,
+                overrides: dict[str, list[str]]) -> None:
     """The connector's implementation of ``hook``, its callers and delegates."""
     if hook not in g:
         return
@@ -110,7 +118,7 @@ def _place_hook(g: nx.MultiDiGraph, p: _Placement, i: int, hook: str, base: str,
                 p.edges.update((outer, inner, k) for k in g[outer][inner])
                 p.via[(inner, m)] = (hook, ds)
         if m != hook:  # the base default's body is vLLM's: it calls the hooks drawn
-            _place_delegates(g, p, i, m, depth)
+            _place_delegates(g, p, i, m, depth, overrides)
 
 
 def _bridged(g: nx.MultiDiGraph, n: str, carriers: set[str]) -> bool:
@@ -144,8 +152,14 @@ def _callers(g: nx.MultiDiGraph, hook: str, base: str,
     return out
 
 
-def _place_delegates(g: nx.MultiDiGraph, p: _Placement, i: int, start: str, depth: int) -> None:
-    """What ``start`` calls inside its own package, breadth first."""
+def _place_delegates(g: nx.MultiDiGraph, p: _Placement, i: int, start: str, depth: int,
+                     overrides: dict[str, list[str]]) -> None:
+    """What ``start`` calls inside its own package, breadth first. A call to
+    a method the connector's own subclass overrides is drawn to that override
+    (NIXL's ``self.connector_scheduler`` is declared a
+    ``NixlBaseConnectorScheduler``, whose ``update_state_after_alloc`` raises
+    ``NotImplementedError``; the Pull connector builds a
+    ``NixlPullConnectorScheduler``)."""
     pkg = g.nodes[start].get("package")
     frontier = [start]
     for level in range(depth):
@@ -155,10 +169,32 @@ def _place_delegates(g: nx.MultiDiGraph, p: _Placement, i: int, start: str, dept
                               and _delegate(g, v, pkg)},
                              key=lambda v: (-g.degree(v), v))[:DELEGATES_PER_CALL]
             for v in callees:
-                p.place(v, i, 3 + level)
-                p.edges.update((n, v, k) for k in g[n][v])
-                nxt.append(v)
+                runs = [o for o in _overriding(g, v, overrides) if _delegate(g, o, pkg)]
+                for o in runs:
+                    p.place(o, i, 3 + level)
+                    p.through[(n, o)] = (v, [d for d in g[n][v].values() if d.get("kind") == "call"])
+                    nxt.append(o)
+                if not runs:
+                    p.place(v, i, 3 + level)
+                    p.edges.update((n, v, k) for k in g[n][v])
+                    nxt.append(v)
         frontier = nxt
+
+
+def _overriding(g: nx.MultiDiGraph, method: str, overrides: dict[str, list[str]]) -> list[str]:
+    """The overrides of ``method`` that run on the subclasses in ``overrides``
+    (the first definition along each one's MRO before the method's class)."""
+    owner, _, name = method.rpartition(".")
+    mros = g.graph.get("mro", {})
+    runs: set[str] = set()
+    for sub in overrides.get(owner, ()):
+        for cls in mros.get(sub, (sub,)):
+            if cls == owner:
+                break
+            if f"{cls}.{name}" in g:
+                runs.add(f"{cls}.{name}")
+                break
+    return sorted(runs)
 
 
 def _delegate(g: nx.MultiDiGraph, n: str, pkg: object) -> bool:
@@ -190,15 +226,18 @@ def _trim(g: nx.MultiDiGraph, p: _Placement, max_nodes: int) -> None:
         del p.at[n]
 
 
-def _place_handovers(sg: nx.MultiDiGraph, p: _Placement, chosen: set[str]) -> None:
+def _place_handovers(sg: nx.MultiDiGraph, p: _Placement, chosen: set[str],
+                     owned: set[str]) -> None:
     """Request-keyed containers the connector hands a request over in: filled
     below a drawn function of one stage, read below one of a later stage
     (NIXL's ``_read_blocks`` puts the handle into ``_recving_transfers``,
     ``get_transfer_results`` takes the finished ids out). Drawn between the
     two, with a ``produces`` and a ``consumes`` edge naming the function and
     line that fill and read it."""
-    mine = [n for n in p.at if n in sg and chosen & set(sg.nodes[n].get("connectors", ()))]
-    subclasses = _subclasses(sg, _owned_classes(sg, chosen))
+    drawn_for = {o for _, o in p.through}
+    mine = [n for n in p.at if n in sg and (n in drawn_for
+                                             or chosen & set(sg.nodes[n].get("connectors", ())))]
+    subclasses = _subclasses(sg, owned)
     reach = {n: _reach(sg, n, subclasses) for n in mine}
     found = []
     for c, d in sg.nodes(data=True):
@@ -229,7 +268,8 @@ def _place_handovers(sg: nx.MultiDiGraph, p: _Placement, chosen: set[str]) -> No
                  f"{c.rpartition('.')[2]}" for c, _, _ in items]
         first = sg.nodes[items[0][0]]
         node = {**first, "side": sg.nodes[s_node].get("side"),
-                "connectors": sg.nodes[s_node].get("connectors"),
+                "connectors": sg.nodes[s_node].get("connectors")
+                or (sorted(chosen) if s_node in drawn_for else None),
                 "label": "\n".join(([owners[0]] if len(owners) == 1 else []) + lines),
                 "doc": "request-keyed state: " + ", ".join(c for c, _, _ in items)}
         puts = "; ".join(_via(e, fn, s_node) for _, (_, fn, e), _ in items)
@@ -322,7 +362,9 @@ def _place_callers(g: nx.MultiDiGraph, p: _Placement, view: View, base: str) -> 
 def _build(g: nx.MultiDiGraph, p: _Placement, view: View, chosen: set[str],
            carriers: set[str]) -> nx.MultiDiGraph:
     keep = {n for n in p.at if n in g}
-    edges = {e for e in p.edges if e[0] in keep and e[1] in keep}
+    # a pair drawn through a hook is one edge (vLLM's caller -> the base
+    # default it calls, which is also the hook of a stage)
+    edges = {e for e in p.edges if e[0] in keep and e[1] in keep and (e[0], e[1]) not in p.via}
     for u, v, k, d in g.edges(keys=True, data=True):
         if u not in keep or v not in keep or (u, v) in p.via:
             continue
@@ -346,6 +388,11 @@ def _build(g: nx.MultiDiGraph, p: _Placement, view: View, chosen: set[str],
             first = min(ds, key=lambda d: (str(d.get("file", "")), int(d.get("line") or 0)))
             out.add_edge(u, v, key=f"via:{hook}", kind="call", via=hook,
                          **{a: first[a] for a in ("file", "line", "root") if a in first})
+    for (u, v), (named, ds) in sorted(p.through.items()):
+        if u in keep and v in keep and ds:
+            first = min(ds, key=lambda d: (str(d.get("file", "")), int(d.get("line") or 0)))
+            out.add_edge(u, v, key=f"through:{named}", kind="call", through=named,
+                         **{a: first[a] for a in ("file", "line", "root") if a in first})
     stages = []
     for i, st in enumerate(view.stages):
         mine = sorted(n for n, (si, _) in p.at.items() if si == i)
@@ -358,7 +405,10 @@ def _build(g: nx.MultiDiGraph, p: _Placement, view: View, chosen: set[str],
     # lanes: inside each process, vLLM and the connector (vLLM's own
     # connectors live in the vllm package too)
     lane = "connector " + ", ".join(sorted(c.rpartition(".")[2] for c in chosen))
-    for _, d in out.nodes(data=True):
+    drawn_for = {o for _, o in p.through}
+    for n, d in out.nodes(data=True):
+        if n in drawn_for:  # the connector's own subclass runs it
+            d["connectors"] = sorted(chosen)
         if chosen & set(d.get("connectors") or ()):
             d["package"] = lane
     out.graph["stages"] = stages

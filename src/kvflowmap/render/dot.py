@@ -294,6 +294,8 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots
         via = f" via {carrier}" if carrier else ""
         if ds[0].get("kind") == "call" and ds[0].get("via"):
             via = f" through the hook {ds[0]['via']}"
+        elif ds[0].get("kind") == "call" and ds[0].get("through"):
+            via = f" (named {ds[0]['through']}; this override runs)"
         elif ds[0].get("note"):
             via = f": {ds[0]['note']}"
         tip = esc(f"{u}\n{kind.replace('_', ' ')}{via} → {v}\n{locs}{more}")
