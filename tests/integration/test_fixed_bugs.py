@@ -35,6 +35,32 @@ BUGS = (
              Corpus("pegaflow-llm 0.25.1", "pegaflow-llm==0.25.1", "pegaflow"),
              "kvc-thread-loop-survives",
              "pegaflow.connector.worker.WorkerConnector._save_worker"),
+    # The same bug on the release pair that fixed it: from 0.23.11 the task is
+    # built by a helper (``put(self._make_save_task(metadata.save_intents))``),
+    # which hid the queue's request work until a request-keyed collection
+    # named in the put counted as such.
+    FixedBug("pegaflow save thread dies on a failed batch (0.24.1 -> 0.24.2)",
+             Corpus("pegaflow-llm 0.24.1", "pegaflow-llm==0.24.1", "pegaflow"),
+             Corpus("pegaflow-llm 0.24.2", "pegaflow-llm==0.24.2", "pegaflow"),
+             "kvc-thread-loop-survives",
+             "pegaflow.connector.worker.WorkerConnector._save_worker"),
+    # The probe recorded ``_prefetch_start_times[req_id]`` for a query still
+    # loading; a probe dropped then never cleared it (0.23.1 moved the write).
+    FixedBug("pegaflow probe records a prefetch start it may never clear",
+             Corpus("pegaflow-llm 0.23.0", "pegaflow-llm==0.23.0", "pegaflow"),
+             Corpus("pegaflow-llm 0.23.1", "pegaflow-llm==0.23.1", "pegaflow"),
+             "kvc-probe-commits-nothing",
+             "pegaflow.connector.scheduler.SchedulerConnector._count_available_block_prefix"),
+    # The D->P prefill sender thread ran post_prefill_request with only a
+    # ``finally`` around it: any exception it let out (it caught HTTPError and
+    # URLError) ended the thread, and every later prefill request waited.
+    # 0.22.6 runs each request as a task that catches Exception and reports
+    # the failure (failure_callback).
+    FixedBug("pegaflow prefill sender thread dies on an unexpected error",
+             Corpus("pegaflow-llm 0.22.5", "pegaflow-llm==0.22.5", "pegaflow"),
+             Corpus("pegaflow-llm 0.22.6", "pegaflow-llm==0.22.6", "pegaflow"),
+             "kvc-thread-loop-survives",
+             "pegaflow.pd_connector.prefill.AsyncPrefillSender._run"),
 )
 
 

@@ -132,6 +132,9 @@ def _names_requests(lc, fn, s) -> bool:
 
 
 def _names_ids(lc, fn, s) -> bool:
-    """The statement passes a local that holds request ids (``request_ids``)."""
+    """The statement passes a local that holds request ids (``request_ids``),
+    or a request-keyed collection of an object (``self._q.put(self._make_task(
+    metadata.save_intents))``: a task built from it)."""
     ids = lc.state.of(fn.fqn)
-    return any(n in ids.colls or n in ids.ids for n in s.names)
+    return any(n in ids.colls or n in ids.ids or ("." in n and lc.state.is_coll(fn, n))
+               for n in s.names)
