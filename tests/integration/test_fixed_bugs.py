@@ -61,6 +61,16 @@ BUGS = (
              Corpus("pegaflow-llm 0.22.6", "pegaflow-llm==0.22.6", "pegaflow"),
              "kvc-thread-loop-survives",
              "pegaflow.pd_connector.prefill.AsyncPrefillSender._run"),
+    # LMCache's MP connector recorded each lookup in its scheduler adapter
+    # (``_pending_lookups.add(request_id)``) from the probe and cleaned it only
+    # in update_state_after_alloc: a request aborted before allocation leaked
+    # it. 0.5.5 cleans the lookup state when the request finishes.
+    FixedBug("lmcache probe leaks lookup state of requests aborted before allocation",
+             Corpus("lmcache 0.5.4", "lmcache==0.5.4", "lmcache/integration/vllm"),
+             Corpus("lmcache 0.5.5", "lmcache==0.5.5", "lmcache/integration/vllm"),
+             "kvc-probe-commits-nothing",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
+             ".maybe_submit_lookup_request"),
 )
 
 

@@ -48,6 +48,11 @@ class Options:
     follow_attrs: bool = option(False, "writes mode: also follow any call on a self attribute "
                                 "(self.pool.touch()), not only self.m() and same-name "
                                 "delegation")
+    follow_attrs_keyed: bool = option(False, "writes mode: also follow calls on a self "
+                                      "attribute (self.adapter.submit_lookup()), reporting "
+                                      "there only writes keyed by a request id (per-request "
+                                      "state of a helper object; its counters and metrics "
+                                      "are not)")
     released_by: tuple[str, ...] = option((), "writes mode: methods whose resets (and, for "
                                           "keyed writes, removals) make a write acceptable "
                                           "(request_finished, build_connector_meta)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import deque
+from dataclasses import replace
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.forbid_options import Options
@@ -69,12 +70,19 @@ def _attr(target: str) -> str:
     return target.split(".")[1].split("[")[0]
 
 
+def _release_reach(ctx: CheckContext, opts: Options, start: str) -> dict[str, Chain]:
+    """What a releasing or committing method reaches: through helper objects
+    too when the probe's writes are followed into them (``follow_attrs_keyed``)."""
+    return _self_reach(ctx, replace(opts, follow_attrs=True) if opts.follow_attrs_keyed
+                       else opts, start)
+
+
 def released_writes(ctx: CheckContext, opts: Options) -> set[tuple[str, str, str]]:
     """(class, attribute, remove|reset) done in what the ``released_by`` methods reach:
     a removal (pop, del, discard) or a reset (``self.x = ...``, ``self.x.clear()``)."""
     out: set[tuple[str, str, str]] = set()
     for start in contexts(ctx, opts, set(opts.released_by)):
-        for fqn in _self_reach(ctx, opts, start):
+        for fqn in _release_reach(ctx, opts, start):
             cls = fqn.rpartition(".")[0]
             for target, _, _, op, _ in _writes(ctx, fqn):
                 if op == "clear" or (op == "=" and target.count(".") == 1 and "[" not in target):
@@ -90,7 +98,7 @@ def committed_attrs(ctx: CheckContext, opts: Options) -> dict[tuple[str, str], s
     with the first such method: per-request state the scheduler committed."""
     out: dict[tuple[str, str], str] = {}
     for start in contexts(ctx, opts, set(opts.committed_by)):
-        for fqn in _self_reach(ctx, opts, start):
+        for fqn in _release_reach(ctx, opts, start):
             cls = fqn.rpartition(".")[0]
             for target, _, _, op, key in _writes(ctx, fqn):
                 if op in KEYED and key and target.count(".") == 1:
@@ -146,12 +154,19 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
     out: list[Finding] = []
     ignore_removals = opts.ignore_removals
     reach = _self_reach(ctx, opts, start)
+    helpers: set[str] = set()
+    if opts.follow_attrs_keyed and not opts.follow_attrs:
+        wide = _self_reach(ctx, replace(opts, follow_attrs=True), start)
+        helpers = set(wide) - set(reach)
+        reach = {**wide, **reach}
     for fqn, chain in sorted(reach.items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
             attr = target.split(".", 1)[1]
             if _allowed(opts, attr) or (ignore_removals and op in REMOVALS):
                 continue
+            if fqn in helpers and not (op in KEYED and _request_key(ctx, fqn, key)):
+                continue  # a helper object's own bookkeeping, not the request's state
             if op == "=" and _lazy_init(ctx.function(fqn).body, target, line):
                 continue  # ``if self.client is None: self.client = ...``: done once
             if op in KEYED and key and _moved(ctx, fqn, key, line):
@@ -163,8 +178,9 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
                 (by for (k, a), by in (committed or {}).items()
                  if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
-            if clobbers and _fills_missing(ctx, fqn, target, key or "", line):
-                clobbers = ""
+            if clobbers and (op == "setdefault" or _fills_missing(ctx, fqn, target, key or "",
+                                                                  line)):
+                clobbers = ""  # only a key nothing recorded yet is filled
             if not sent and not clobbers and any(
                     a == _attr(target) and how in ok and ctx.classes.related(cls, k)
                     for k, a, how in released):
@@ -179,6 +195,13 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                                    f"{short(fqn)}: {why}", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
     return out
+
+
+def _request_key(ctx: CheckContext, fqn: str, key: str | None) -> bool:
+    """``key`` holds a request id in ``fqn`` (the lifecycle model's data flow)."""
+    lc = ctx.lifecycle()
+    fn = lc.functions.get(fqn)
+    return bool(key) and fn is not None and lc.state.is_id(fn, key)
 
 
 def _moved(ctx: CheckContext, fqn: str, key: str, line: int) -> bool:
