@@ -61,6 +61,15 @@ BUGS = (
              Corpus("pegaflow-llm 0.22.6", "pegaflow-llm==0.22.6", "pegaflow"),
              "kvc-thread-loop-survives",
              "pegaflow.pd_connector.prefill.AsyncPrefillSender._run"),
+    # wait_for_save queued a save task for a request every step it had work,
+    # but marked it pending in a set: the first task to finish took it out and
+    # reported it while a later one still saved its blocks. 0.23.6 counts the
+    # pending tasks per request (_req_pending_save_tasks).
+    FixedBug("pegaflow pending saves kept in a set while tasks repeat",
+             Corpus("pegaflow-llm 0.23.5", "pegaflow-llm==0.23.5", "pegaflow"),
+             Corpus("pegaflow-llm 0.23.6", "pegaflow-llm==0.23.6", "pegaflow"),
+             "kvc-pending-counts",
+             "pegaflow.connector.worker.WorkerConnector.wait_for_save"),
     # LMCache's MP connector recorded each lookup in its scheduler adapter
     # (``_pending_lookups.add(request_id)``) from the probe and cleaned it only
     # in update_state_after_alloc: a request aborted before allocation leaked

@@ -18,6 +18,7 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, cont
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
+from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_id, seed)
 from kvflowmap.lifecycle.handoffs import queue_handoffs
@@ -200,6 +201,21 @@ class Lifecycle:
             comp = self._completions[completers] = Completions(self.functions, resolve,
                                                                completers)
         return uncompleted(self.functions[fqn], self.cfg(fqn), comp)
+
+    def set_pending(self, per_step: tuple[str, ...]) -> list[SetPending]:
+        """Sets a request enters each time functions the ``per_step`` hooks
+        reach queue its work, and one completion leaves (``counts``)."""
+        keyed = {c: [(s.fqn, s.line) for s in info.of_kind("remove")]
+                 for c, info in self.containers.items()}
+        starts = [f for f, v in self.functions.items() if v.name in per_step]
+        out: list[SetPending] = []
+        for fqn in sorted(_reach(self._runs, starts)):
+            fn = self.functions.get(fqn)
+            if fn is None or not self.connected(fqn):
+                continue
+            lines = {sp.line for sp in self.spawned if sp.spawner == fqn}
+            out += set_pending(fn, self.effects.values, keyed, self.state.is_id, lines)
+        return out
 
     def background(self) -> frozenset[str]:
         """Functions run by a thread, executor, task or callback the subject

@@ -12,12 +12,13 @@
 - ``reported_left``: an id reported finished leaves the container it was pending in;
 - ``unreported``: an id a report function takes out of pending state is reported;
 - ``unlocked``: request-keyed state is changed under the lock its other changes hold;
-- ``completed``: a future a function is handed is completed on every way out.
+- ``completed``: a future a function is handed is completed on every way out;
+- ``counted``: pending state a request can enter twice before it completes counts.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (balanced, completed, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left,
                                              reset_forwards,
@@ -40,6 +41,7 @@ MODES: dict[str, KindSpec] = {
     "unreported": KindSpec(unreported.Options, unreported.check, unreported.READS),
     "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
     "completed": KindSpec(completed.Options, completed.check, completed.READS),
+    "counted": KindSpec(counted.Options, counted.check, counted.READS),
 }
 
 __all__ = ["MODES"]
