@@ -165,3 +165,15 @@ def test_focus_and_connector_refuse_an_ambiguous_name() -> None:
     with pytest.raises(SelectError, match="give one of"):
         choose_connectors(g, ["get_finished"])
 
+
+
+def test_an_inherited_member_is_found_through_the_class_mro():
+    g = nx.MultiDiGraph()
+    base, sub = "pkg.conn.BaseConnector", "pkg.conn.PullConnector"
+    for n, kind in ((base, "class"), (sub, "class"), (f"{base}.get_finished", "function"),
+                    (f"{sub}.start_load_kv", "function")):
+        g.add_node(n, kind=kind)
+    g.graph["mro"] = {sub: (sub, base), base: (base,)}
+    assert match_nodes(g, "PullConnector.get_finished") == [f"{base}.get_finished"]
+    assert match_nodes(g, "PullConnector.start_load_kv") == [f"{sub}.start_load_kv"]
+    assert match_nodes(g, "PullConnector.nothing") == []

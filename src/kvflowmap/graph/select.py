@@ -8,7 +8,8 @@ deterministic) and never modifies its input.
 Symbol names given by a user are matched with :func:`match_nodes`: a full node
 id matches itself; otherwise a name matches every node whose id ends with
 ``"." + name`` (``get_finished`` matches ``...Worker.get_finished`` and
-``...Connector.get_finished``).
+``...Connector.get_finished``); ``Class.member`` for an inherited member is
+the definition the class's MRO finds.
 """
 
 from __future__ import annotations
@@ -42,7 +43,24 @@ def match_nodes(g: nx.MultiDiGraph, name: str) -> list[str]:
     # the name vLLM's factory knows a connector by (``NixlConnector``, an
     # alias of ``NixlPullConnector``)
     return found or sorted(n for n, names in g.nodes(data="registered_names")
-                           if names and name in names)
+                           if names and name in names) or _inherited(g, name)
+
+
+def _inherited(g: nx.MultiDiGraph, name: str) -> list[str]:
+    """``Class.member`` for a member the class inherits: the definition its
+    analysed MRO finds first (``NixlPullConnector.get_transfer_results`` is
+    ``NixlBaseConnector.get_transfer_results``)."""
+    cls_name, _, member = name.rpartition(".")
+    if not cls_name or not member:
+        return []
+    mro = g.graph.get("mro", {})
+    classes = [n for n in match_nodes(g, cls_name) if n in mro]
+    out = set()
+    for cls in classes:
+        hit = next((f"{b}.{member}" for b in mro[cls] if f"{b}.{member}" in g), None)
+        if hit is not None:
+            out.add(hit)
+    return sorted(out)
 
 
 def resolve(g: nx.MultiDiGraph, names: Iterable[str], *, unique: bool = False) -> list[str]:
