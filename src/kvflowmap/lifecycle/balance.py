@@ -25,6 +25,7 @@ are judged: a custom or bounded container manages its own contents.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, READ_METHODS,
@@ -64,13 +65,16 @@ class Unbalanced:
 
 
 def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owed_attrs: set[str],
-               id_removals: dict[tuple[str, str], int]) -> list[Unbalanced]:
+               id_removals: dict[tuple[str, str], int],
+               live: Callable[[str], bool] = lambda fqn: True) -> list[Unbalanced]:
     """Every unbalanced container of every leaf class of the subject.
 
     ``keyed``: attribute names ids enter by key or element (``IdState.keyed_attrs``);
     ``owed_attrs``: attribute names report hooks read; ``id_removals``: per
     (function, attribute), removals keyed by an id (a container whose only fill
-    was lost still shows them)."""
+    was lost still shows them); ``live(fqn)``: the function runs for the
+    connector (a removal, or a hand-off of the container, in a method nothing
+    calls takes nothing out)."""
     by_cls: dict[str, list[FnView]] = {}
     for fn in fns.values():
         if fn.cls:
@@ -85,7 +89,12 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     for leaf in leaves:
         members = _members(leaf, by_cls, classes, fns)
         members += [n for m in members for n in nested.get(m.fqn, ())]
-        uses = _uses(members)
+        # dead code takes nothing out, but only where the class runs at all
+        # for the connector (code outside its reach is judged as written)
+        alive = any(live(m.fqn) for m in members)
+        uses = {attr: [u for u in us if not alive or u.what not in ("remove", "escape")
+                       or live(u.fqn)]
+                for attr, us in _uses(members).items()}
         per_leaf[leaf] = (members, uses)
         for attr, us in uses.items():
             if any(u.what == "add" for u in us):

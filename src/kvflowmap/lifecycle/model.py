@@ -89,6 +89,7 @@ class Lifecycle:
     _unbalanced: list[Unbalanced] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
+    _named: frozenset[str] | None = None
     _takers: dict[str, str] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
 
@@ -157,8 +158,24 @@ class Lifecycle:
             removals = {(s.fqn, c.attr): s.line for c, info in self.containers.items()
                         for s in info.sites if s.kind == "remove"}
             self._unbalanced = unbalanced(self.functions, self.classes, self.state.keyed_attrs,
-                                          {c.attr for c in self.owed}, removals)
+                                          {c.attr for c in self.owed}, removals, self._runs_at_all)
         return self._unbalanced
+
+    def _runs_at_all(self, fqn: str) -> bool:
+        """``fqn`` can run: it is connected, or some subject code calls or
+        passes a function of its name (a call the resolver missed still
+        counts: only code nothing names is taken for dead)."""
+        if self.connected(fqn):
+            return True
+        if self._named is None:
+            named = set()
+            for fn in self.functions.values():
+                for c in fn.all_calls:
+                    named.add((c.callee or "").rpartition(".")[2])
+                    named.update((a or "").rpartition(".")[2]
+                                 for a in (*c.args, *(v for _, v in c.kwargs)))
+            self._named = frozenset(named)
+        return self.functions[fqn].name in self._named if fqn in self.functions else True
 
     def connected(self, fqn: str) -> bool:
         """``fqn`` runs for the connector: reached from a protocol hook or the
