@@ -25,14 +25,22 @@ class FixedBug:
     function: str
 
 
+def _pegaflow(version: str) -> Corpus:
+    return Corpus(f"pegaflow-llm {version}", f"pegaflow-llm=={version}", "pegaflow")
+
+
+def _lmcache(version: str) -> Corpus:
+    return Corpus(f"lmcache {version}", f"lmcache=={version}", "lmcache/integration/vllm")
+
+
 BUGS = (
     # PegaFlow's save thread called _process_save_batch with nothing around it
     # but ``except queue.Empty``: one failed batch ended the only save thread,
     # and every later request stayed held. 0.25.1 wraps it (_run_save_batch,
     # "If it died on an unexpected error every later request would stay held").
     FixedBug("pegaflow save thread dies on a failed batch",
-             Corpus("pegaflow-llm 0.22.0", "pegaflow-llm==0.22.0", "pegaflow"),
-             Corpus("pegaflow-llm 0.25.1", "pegaflow-llm==0.25.1", "pegaflow"),
+             _pegaflow("0.22.0"),
+             _pegaflow("0.25.1"),
              "kvc-thread-loop-survives",
              "pegaflow.connector.worker.WorkerConnector._save_worker"),
     # The same bug on the release pair that fixed it: from 0.23.11 the task is
@@ -40,15 +48,15 @@ BUGS = (
     # which hid the queue's request work until a request-keyed collection
     # named in the put counted as such.
     FixedBug("pegaflow save thread dies on a failed batch (0.24.1 -> 0.24.2)",
-             Corpus("pegaflow-llm 0.24.1", "pegaflow-llm==0.24.1", "pegaflow"),
-             Corpus("pegaflow-llm 0.24.2", "pegaflow-llm==0.24.2", "pegaflow"),
+             _pegaflow("0.24.1"),
+             _pegaflow("0.24.2"),
              "kvc-thread-loop-survives",
              "pegaflow.connector.worker.WorkerConnector._save_worker"),
     # The probe recorded ``_prefetch_start_times[req_id]`` for a query still
     # loading; a probe dropped then never cleared it (0.23.1 moved the write).
     FixedBug("pegaflow probe records a prefetch start it may never clear",
-             Corpus("pegaflow-llm 0.23.0", "pegaflow-llm==0.23.0", "pegaflow"),
-             Corpus("pegaflow-llm 0.23.1", "pegaflow-llm==0.23.1", "pegaflow"),
+             _pegaflow("0.23.0"),
+             _pegaflow("0.23.1"),
              "kvc-probe-commits-nothing",
              "pegaflow.connector.scheduler.SchedulerConnector._count_available_block_prefix"),
     # The D->P prefill sender thread ran post_prefill_request with only a
@@ -57,8 +65,8 @@ BUGS = (
     # 0.22.6 runs each request as a task that catches Exception and reports
     # the failure (failure_callback).
     FixedBug("pegaflow prefill sender thread dies on an unexpected error",
-             Corpus("pegaflow-llm 0.22.5", "pegaflow-llm==0.22.5", "pegaflow"),
-             Corpus("pegaflow-llm 0.22.6", "pegaflow-llm==0.22.6", "pegaflow"),
+             _pegaflow("0.22.5"),
+             _pegaflow("0.22.6"),
              "kvc-thread-loop-survives",
              "pegaflow.pd_connector.prefill.AsyncPrefillSender._run"),
     # wait_for_save queued a save task for a request every step it had work,
@@ -66,8 +74,8 @@ BUGS = (
     # reported it while a later one still saved its blocks. 0.23.6 counts the
     # pending tasks per request (_req_pending_save_tasks).
     FixedBug("pegaflow pending saves kept in a set while tasks repeat",
-             Corpus("pegaflow-llm 0.23.5", "pegaflow-llm==0.23.5", "pegaflow"),
-             Corpus("pegaflow-llm 0.23.6", "pegaflow-llm==0.23.6", "pegaflow"),
+             _pegaflow("0.23.5"),
+             _pegaflow("0.23.6"),
              "kvc-pending-counts",
              "pegaflow.connector.worker.WorkerConnector.wait_for_save"),
     # LMCache's MP connector recorded each lookup in its scheduler adapter
@@ -75,8 +83,8 @@ BUGS = (
     # in update_state_after_alloc: a request aborted before allocation leaked
     # it. 0.5.5 cleans the lookup state when the request finishes.
     FixedBug("lmcache probe leaks lookup state of requests aborted before allocation",
-             Corpus("lmcache 0.5.4", "lmcache==0.5.4", "lmcache/integration/vllm"),
-             Corpus("lmcache 0.5.5", "lmcache==0.5.5", "lmcache/integration/vllm"),
+             _lmcache("0.5.4"),
+             _lmcache("0.5.5"),
              "kvc-probe-commits-nothing",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
              ".maybe_submit_lookup_request"),

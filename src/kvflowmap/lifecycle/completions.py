@@ -126,8 +126,9 @@ def uncompleted(fn: FnView, cfg: CFG, comp: Completions) -> list[Uncompleted]:
 
 
 def _handles(fn: FnView, cfg: CFG) -> list[tuple[str, int]]:
-    """(name, CFG node where it is bound) of the parameters and taken locals
-    some call of the function completes directly or through a helper."""
+    """(name, CFG node where it is bound) of the parameters and of the locals
+    unpacked or taken out of state: the candidates ``_search`` keeps when some
+    call completes them."""
     assigned: dict[str, int] = {}
     for n in sorted(cfg.nodes, key=lambda n: (n.line, n.id)):
         if n.stmt is None or n.kind != "stmt":

@@ -197,10 +197,7 @@ class Effects:
         out = []
         for c in calls:
             if not self._passes_id(fn, c, mentioned, len(calls)):
-                if self._passes_request_data(fn, c) and self.keeps_analysed(fn, c):
-                    # ``self._handle_failed(pull_metas, req_ids)``: a helper
-                    # given the ids' collection or a request's record that
-                    # records or reports what it holds
+                if self._hands_data(fn, c):
                     out.append(Effect("handover", c.line, c.callee or ""))
                 continue
             callee = c.callee or ""
@@ -210,7 +207,7 @@ class Effects:
                 out.append(Effect("add", c.line, cont.label if cont else callee, cont))
             elif any(fnmatch.fnmatch(callee, p) for p in self.spawners):
                 out.append(Effect("spawn", c.line, callee))
-            elif self._call_consumes(fn, c):
+            elif self.call_keeps(fn, c):
                 out.append(Effect("handover", c.line, callee))
         return out
 
@@ -235,41 +232,39 @@ class Effects:
         if s.kind in ("def", "class"):
             return []
         return [Effect("handover", c.line, c.callee or "") for c in fn.calls(s)
-                if c.callee and not self._inert(c) and self._passes_request_data(fn, c)
-                and self.keeps_analysed(fn, c)]
+                if c.callee and not self._inert(c) and self._hands_data(fn, c)]
 
-    def _passes_request_data(self, fn: FnView, c: CallFact) -> bool:
-        """An argument is a collection of ids or a request's record."""
+    def _hands_data(self, fn: FnView, c: CallFact) -> bool:
+        """``self._handle_failed(pull_metas, req_ids)``: an argument is a
+        collection of ids or a request's record, and the call resolves to
+        analysed code whose summary keeps ids (a helper that only reads them,
+        ``_build_metadata(reqs)``, does not)."""
         mine = self.state.of(fn.fqn)
-        return any(a in mine.colls or a in mine.records or self.state.is_coll(fn, a)
-                   for a in [*c.args, *(v for _, v in c.kwargs)] if a)
+        if not any(a in mine.colls or a in mine.records or self.state.is_coll(fn, a)
+                   for a in [*c.args, *(v for _, v in c.kwargs)] if a):
+            return False
+        runs = self._analysed_bodies(fn, c)
+        return runs is not None and any(self.consumes(t) for t in runs)
 
-    def keeps_analysed(self, fn: FnView, c: CallFact) -> bool:
-        """The call resolves to analysed code whose summary keeps ids (see
-        ``consumes``); False for calls outside the analysis and stubs."""
+    def call_keeps(self, fn: FnView, c: CallFact) -> bool:
+        """The call may keep what it is given: code outside the analysis (or
+        only a stub of it) is assumed to; an analysed callee keeps it when its
+        summary does (``consumes``)."""
+        runs = self._analysed_bodies(fn, c)
+        return runs is None or any(self.consumes(t) for t in runs)
+
+    def _analysed_bodies(self, fn: FnView, c: CallFact) -> list[str] | None:
+        """The analysed functions the call runs (abstract stubs replaced by
+        their overrides); None when it runs code outside the analysis, or only
+        a stub is seen (``...`` under ``@rpc_method``, a Protocol: its body is
+        elsewhere)."""
         targets = self.calls.resolve(fn.ctx, c)
         analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
         runs = [t for f in analysed for t in self._overrides(f)]
         views = [v for t in runs if (v := view(self.values.model, t)) is not None]
-        return bool(views) and not all(is_stub(v) for v in views) and \
-            any(self.consumes(t) for t in runs)
-
-    def call_keeps(self, fn: FnView, c: CallFact) -> bool:
-        """The call may keep what it is given: outside the analysis (assumed
-        to), or an analysed callee whose summary keeps ids."""
-        return self._call_consumes(fn, c)
-
-    def _call_consumes(self, fn: FnView, c: CallFact) -> bool:
-        targets = self.calls.resolve(fn.ctx, c)
-        analysed = [t.fqn for t in targets if not t.external and t.fqn in self.values.model.defs]
-        if not analysed:
-            return True  # outside the analysis: assume it keeps the id
-        runs = [t for f in analysed for t in self._overrides(f)]
-        if all(is_stub(v) for t in runs if (v := view(self.values.model, t)) is not None):
-            # only a stub is seen (``...`` under ``@rpc_method``, a Protocol):
-            # its body is elsewhere, as for a call outside the analysis
-            return True
-        return any(self.consumes(t) for t in runs)
+        if not views or all(is_stub(v) for v in views):
+            return None
+        return runs
 
     def _overrides(self, fqn: str) -> list[str]:
         """``fqn``, or for an abstract stub (``raise NotImplementedError``,

@@ -34,6 +34,7 @@ from kvflowmap.lifecycle.decisions import (ends_with_status, is_filter, returns_
                                            warns)
 from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at
 from kvflowmap.lifecycle.ids import COLLECT, IDENT, loop_targets, unwrap
+from kvflowmap.lifecycle.swallowed import handles_only
 from kvflowmap.lifecycle.view import FnView, walk
 
 _JUMPS = ("return", "continue", "break")
@@ -359,9 +360,7 @@ def _shutdown_handler(cfg: CFG, rest: list[int]) -> bool:
     for n in rest:
         st = cfg.nodes[n].stmt
         if st is not None and st.kind == "except":
-            caught = [x.rpartition(".")[2] for x in st.names if x[:1].isupper() or "." in x]
-            caught = [x for x in caught if x[:1].isupper()]
-            return bool(caught) and all(x in _SHUTDOWN for x in caught)
+            return handles_only(st, _SHUTDOWN)
     return False
 
 

@@ -127,9 +127,15 @@ def _only_logs(fn: FnView, handler: Stmt) -> bool:
 
 def benign(handler: Stmt) -> bool:
     """A handler only of exceptions that mean absence (``except queue.Empty``)."""
+    return handles_only(handler, BENIGN)
+
+
+def handles_only(handler: Stmt, names: frozenset[str]) -> bool:
+    """The ``except`` catches named exceptions, all of them in ``names``
+    (by their last dotted part: ``zmq.ContextTerminated``)."""
     caught = [n.rpartition(".")[2] for n in handler.names if n[:1].isupper() or "." in n]
     caught = [n for n in caught if n[:1].isupper()]
-    return bool(caught) and all(n in BENIGN for n in caught)
+    return bool(caught) and all(n in names for n in caught)
 
 
 def _first_handover(fn: FnView, eff: Effects, stmts, ids: set[str]) -> tuple[int, str] | None:

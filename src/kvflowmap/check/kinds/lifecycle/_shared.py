@@ -9,6 +9,9 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.model import Step
 from kvflowmap.lifecycle.model import Lifecycle
 
+# methods whose exits are teardown: what they leave behind no request waits on
+TEARDOWN = ("__init__", "__del__", "shutdown", "close")
+
 def lifecycle(ctx: CheckContext) -> Lifecycle:
     """The lifecycle model of the analysis (``CheckContext.lifecycle``)."""
     return ctx.lifecycle()

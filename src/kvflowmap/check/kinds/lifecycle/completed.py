@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.kinds.lifecycle._shared import (TEARDOWN, functions, lifecycle, short,
+                                                     steps)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.completions import Uncompleted
@@ -31,8 +32,7 @@ class Options:
 
     completers: tuple[str, ...] = option(("set_result", "set_exception"),
                                          "methods that complete a handle (a future)")
-    exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
-                                             "methods whose exits are teardown")
+    exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose exits are teardown")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:

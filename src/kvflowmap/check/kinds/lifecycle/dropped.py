@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.kinds.lifecycle._shared import (TEARDOWN, functions, lifecycle, short,
+                                                     steps)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.paths import Drop
@@ -51,8 +52,7 @@ class Options:
                                     "swallowed"),
                                    "kinds of drop to report: except, early-exit, removed, "
                                    "lost, ignored, swallowed")
-    exempt_methods: tuple[str, ...] = option(("__init__", "__del__", "shutdown", "close"),
-                                             "methods whose drops are teardown")
+    exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
