@@ -52,6 +52,15 @@ BUGS = (
              _pegaflow("0.24.2"),
              "kvc-thread-loop-survives",
              "pegaflow.connector.worker.WorkerConnector._save_worker"),
+    # The same fix, the batch itself: ``_process_save_batch`` collects the
+    # batch's request ids, then a ``raise RuntimeError`` on a malformed intent
+    # skips ``_complete_save_requests``; only the save thread runs it, so no
+    # hook sees the exception (0.24.2 completes them in a ``finally``).
+    FixedBug("pegaflow save batch raises between collecting and reporting its ids",
+             _pegaflow("0.24.1"),
+             _pegaflow("0.24.2"),
+             "kvc-request-id-not-dropped",
+             "pegaflow.connector.worker.WorkerConnector._process_save_batch"),
     # The probe recorded ``_prefetch_start_times[req_id]`` for a query still
     # loading; a probe dropped then never cleared it (0.23.1 moved the write).
     FixedBug("pegaflow probe records a prefetch start it may never clear",

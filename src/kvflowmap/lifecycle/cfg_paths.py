@@ -55,7 +55,7 @@ def reaching(cfg: CFG, targets: set[int], within: set[int] | None = None) -> set
     return seen
 
 
-def path_to(parent: dict, end: tuple[int, bool]) -> list[tuple[int, str]]:
+def path_to(parent: dict, end: tuple[int, int]) -> list[tuple[int, str]]:
     """(node, label of the edge taken out of it) from the first node to ``end``."""
     out: list[tuple[int, str]] = [(end[0], "")]
     cur = parent.get(end)

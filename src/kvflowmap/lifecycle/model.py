@@ -12,11 +12,12 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
+from kvflowmap.facts import Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import Unbalanced, is_init, unbalanced
 from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
                                            resets, self_attr)
-from kvflowmap.lifecycle.effects import Effect, Effects, is_stub
+from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
 from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
@@ -32,7 +33,7 @@ from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
 from kvflowmap.lifecycle.swallowed import Swallowed, swallowed
-from kvflowmap.lifecycle.view import FnView, view
+from kvflowmap.lifecycle.view import FnView, view, walk
 from kvflowmap.model.classes import ClassIndex
 
 MAX_ROUNDS = 8
@@ -91,6 +92,7 @@ class Lifecycle:
     _raises: dict[str, bool] = field(default_factory=dict)
     _named: frozenset[str] | None = None
     _takers: dict[str, str] | None = None
+    _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
 
     def cfg(self, fqn: str) -> CFG:
@@ -119,11 +121,41 @@ class Lifecycle:
             # the commit hook owes every record; worker code may not leave early
             # between two (a caught failure there is often a designed path)
             each = hows if fn.name == self.spec.commit else ("early-exit",) if strict else ()
+            # code only a background thread or task runs: an exception it
+            # raises reaches no hook, so the ids it carries are lost with it
+            if "hooks" not in self._roots().get(fqn, frozenset({"hooks"})):
+                hows += ("raised",)
             if fn.name == self.spec.probe:
                 hows = ()
-            self._drops[fqn] = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
-                                     self._cleanup(fn), each_handover=each) if hows else []
+            found = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
+                          self._cleanup(fn), each_handover=each) if hows else []
+            self._drops[fqn] = [d for d in found
+                                if d.how != "raised" or not self._caller_handles(fqn)]
         return self._drops[fqn]
+
+    def _caller_handles(self, fqn: str, depth: int = 3) -> bool:
+        """A caller of ``fqn`` catches what it raises and hands ids on in the
+        handler (``except Exception: self._mark_request_done(tid)``), or lets
+        it pass to a caller of its own that does (``depth`` levels up)."""
+        name = fqn.rpartition(".")[2]
+        for f, gs in sorted(self._runs.items()):
+            if fqn not in gs or f not in self.functions:
+                continue
+            fn, cfg = self.functions[f], self.cfg(f)
+            for n in cfg.nodes:
+                if n.stmt is None or n.kind != "stmt" or not any(
+                        (c.callee or "").rpartition(".")[2] == name for c in fn.calls(n.stmt)):
+                    continue
+                for d, lab in cfg.successors(n.id):
+                    if lab != "exception":
+                        continue
+                    if d == cfg.raise_exit:
+                        if depth > 1 and self._caller_handles(f, depth - 1):
+                            return True
+                    elif (h := cfg.nodes[d].stmt) is not None and h.kind == "except" and \
+                            _handler_works(fn, h):
+                        return True
+        return False
 
     def raises(self, fqn: str, calls, _seen: frozenset[str] = frozenset()) -> bool:
         """Summary: an exception can leave ``fqn`` (its CFG's raising exit is
@@ -327,6 +359,11 @@ class Lifecycle:
                                            and a.target == f"self.{self_attr(a.target)}")])
         return partial_removals(self.functions, judged, self.effects, fills, own, helpers,
                                 endings, emptied)
+
+    def _roots(self) -> dict[str, frozenset[str]]:
+        if self._thread_roots is None:
+            self._thread_roots = self.thread_roots()
+        return self._thread_roots
 
     def thread_roots(self) -> dict[str, frozenset[str]]:
         """Per connected function, the threads it can run on: ``"hooks"``
@@ -560,3 +597,12 @@ def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, Contain
                 info = out.setdefault(e.container, ContainerInfo(e.container))
                 info.sites.append(Site(fqn, e.line, e.kind))
     return dict(sorted(out.items()))
+
+
+def _handler_works(fn: FnView, handler: Stmt) -> bool:
+    """The ``except`` does more than log and move on: it calls something
+    other than logging or changes state (``self._mark_request_done(tid)``),
+    where the caught failure can be reported; the ids need not be named
+    there (the task that failed is known by the handler's own locals)."""
+    return any(s.kind == "simple" and (fn.assigns(s) or fn.containers(s) or any(
+        not is_logging(c.callee or "") for c in fn.calls(s))) for s in walk(handler.body))

@@ -39,6 +39,8 @@ _HOW = {
     "lost": "ids are taken out of a container a report reads into a local that is never "
             "returned, stored or handed on",
     "ignored": "the id it is handed is never used",
+    "raised": "this raises out of code only a background thread or task runs, where no "
+              "caller reports the request",
     "swallowed": "this handler only logs, and the request then goes on as if the work had "
                  "succeeded",
 }
@@ -48,10 +50,10 @@ _HOW = {
 class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
-    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "lost", "ignored",
-                                    "swallowed"),
+    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "raised", "lost",
+                                    "ignored", "swallowed"),
                                    "kinds of drop to report: except, early-exit, removed, "
-                                   "lost, ignored, swallowed")
+                                   "raised, lost, ignored, swallowed")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
