@@ -1045,6 +1045,64 @@ def _id_filled(module: cst.Module) -> set[str]:
         and (a := self_container_add(c.node))})
 
 
+# -- a release before a raise --------------------------------------------------
+#
+# The bug a check added later makes: a function that releases something
+# before one of its raises (``self._release_probe(req_id); raise ...``) gains
+# another raise that forgets it. The mutant drops the release before one such
+# raise while another raise of the function keeps the same call.
+
+RELEASE_RE = re.compile(r"(^|_)(release|unpin|unlock|free|close|unref|deref)", re.IGNORECASE)
+
+
+def _release_callee(stmt: cst.CSTNode) -> str | None:
+    """The callee's code when the line is one release-named call (not logging)."""
+    small = _single(stmt)
+    call = small.value if isinstance(small, cst.Expr) else None
+    if not isinstance(call, cst.Call) or _is_log_call(call):
+        return None
+    name = code(call.func).rpartition(".")[2]
+    return code(call.func) if RELEASE_RE.search(name) else None
+
+
+def _releases_before_raises(func: cst.FunctionDef) -> list[tuple[cst.CSTNode, str]]:
+    """(release line, callee) for each raise of ``func`` whose block runs a
+    release-named call in the lines right before it (log lines skipped)."""
+    out: list[tuple[cst.CSTNode, str]] = []
+    for c in walk(func):
+        if len(c.funcs) != 1 or not isinstance(c.node, cst.IndentedBlock):
+            continue  # a block of ``func`` itself, not of a nested def
+        stmts = list(c.node.body)
+        for i, st in enumerate(stmts):
+            small = _single(st)
+            if not isinstance(small, cst.Raise):
+                continue
+            for prev in reversed(stmts[:i]):
+                small = _single(prev)
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and \
+                        _is_log_call(small.value):
+                    continue
+                callee = _release_callee(prev)
+                if callee is not None:
+                    out.append((prev, callee))
+                break
+    return out
+
+
+def find_unreleased_raise(module: cst.Module) -> Iterator[Ctx]:
+    """Release lines right before a raise, in functions where another raise
+    is released by the same call."""
+    keep: set[int] = set()
+    for c in walk(module):
+        if isinstance(c.node, cst.FunctionDef):
+            sites = _releases_before_raises(c.node)
+            callees = [callee for _, callee in sites]
+            keep |= {id(node) for node, callee in sites if callees.count(callee) > 1}
+    for c in walk(module):
+        if id(c.node) in keep:
+            yield c
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1071,6 +1129,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_remove, _to_pass),
     Operator("drop-lock", "request state changes without the lock guarding it",
              find_drop_lock, rewrite_drop_lock),
+    Operator("unreleased-raise", "one raise loses the release the others run",
+             find_unreleased_raise, _to_pass),
 )}
 
 

@@ -687,3 +687,74 @@ class W:
     assert got == [("early", 12), ("popped", 18)], got
     popped = next(f for f in found if f.function.endswith("popped"))
     assert "an exception from `self._store.read` at line 20" in popped.message
+
+
+def test_released_before_one_raise_is_owed_on_every_raise(check) -> None:
+    found = check('''
+class S:
+    def alloc(self, request, n):
+        req_id = request.request_id
+        self._requests[req_id] = request
+        self._log.debug("alloc %s", req_id)
+        assert n >= 0
+        probe = self._probes.get(req_id)
+        if probe is not None and probe.n != n:
+            self._release_probe(req_id)
+            raise RuntimeError("changed")
+        if not probe.lease:
+            raise RuntimeError("no lease")
+        if n > 8:
+            raise ValueError("too many")
+        self._loads[req_id] = probe
+
+    def handler(self, req_id, n):
+        try:
+            self._load(req_id, n)
+        except RuntimeError:
+            self._release_probe(req_id)
+            raise
+        if n < 0:
+            raise ValueError(n)
+
+    def fine(self, req_id, n):
+        self._load(req_id, n)
+        if n < 0:
+            self._release_probe(req_id)
+            raise ValueError(n)
+        self._other(req_id)
+
+    def reraise(self, req_id, n):
+        try:
+            self._load(req_id, n)
+        except RuntimeError:
+            raise
+        if n < 0:
+            self._release_probe(req_id)
+            raise ValueError(n)
+''', **INFERRED)
+    got = sorted((f.function.rpartition(".")[2], f.line) for f in found)
+    # ``alloc``: the assert is the first raising exit without the release
+    # (its shortest path); ``if not probe.lease: raise`` says it is missing
+    # and owes nothing; the calls' own exceptions are not this question.
+    # ``fine``: its only raise releases; a call raising is not counted.
+    # ``reraise``: the call's exception is counted on its way into the
+    # ``except`` that raises it again.
+    assert got == [("alloc", 6), ("handler", 24), ("reraise", 37)], got
+    alloc = next(f for f in found if f.function.endswith("alloc"))
+    assert "`self._release_probe(req_id)` runs before the raise at line 10" in alloc.message
+    assert "the assertion at line 6 fails" in alloc.message
+
+
+def test_a_raise_that_says_the_resource_is_missing_owes_nothing(check) -> None:
+    found = check('''
+class S:
+    def alloc(self, req_id, probe):
+        if probe is None:
+            raise KeyError(req_id)
+        assert probe.lease
+        if probe.stale:
+            self._release_probe(req_id)
+            raise RuntimeError("stale")
+        self._loads[req_id] = probe
+''', **INFERRED)
+    assert found == [], [f.message for f in found]

@@ -40,3 +40,30 @@ def test_drop_lock_takes_the_lock_away_from_request_state_only() -> None:
     assert "    def finish(self, req_id):\n        self._done.add(req_id)\n        self._count = 1\n" \
         in text
     assert text.count("with self._lock:") == 2  # the constructor's and the reader's stay
+
+
+ALLOC = '''\
+class S:
+    def alloc(self, req_id, n):
+        if n < 0:
+            self._release_probe(req_id)
+            raise ValueError(n)
+        if n > 8:
+            self._release_probe(req_id)
+            logger.warning("too many")
+            raise ValueError(n)
+
+    def once(self, req_id, n):
+        if n < 0:
+            self._release_probe(req_id)
+            raise ValueError(n)
+'''
+
+
+def test_unreleased_raise_drops_one_of_several_releases_before_a_raise() -> None:
+    sites = find_sites(["unreleased-raise"], ALLOC, "s.py", "s")["unreleased-raise"]
+    # ``once`` has one releasing raise: nothing would show what it owes
+    assert [(s.function, s.line) for s in sites] == [("s.S.alloc", 4), ("s.S.alloc", 7)]
+    text = mutate(ALLOC, sites[1])
+    compile(text, "s.py", "exec")
+    assert "        if n > 8:\n            pass\n            logger.warning" in text

@@ -87,6 +87,15 @@ BUGS = (
              _pegaflow("0.23.6"),
              "kvc-pending-counts",
              "pegaflow.connector.worker.WorkerConnector.wait_for_save"),
+    # update_state_after_alloc unpinned the request's query probe before its
+    # hash-mismatch raise, but the block-count ``assert`` before it raised
+    # with the probe still pinned (no hook sees the exception). 0.22.4 turns
+    # the assert into a raise that releases the probe first.
+    FixedBug("pegaflow assert in update_state_after_alloc keeps the query probe pinned",
+             _pegaflow("0.22.3"),
+             _pegaflow("0.22.4"),
+             "kvc-released-on-every-exit",
+             "pegaflow.connector.scheduler.SchedulerConnector.update_state_after_alloc"),
     # LMCache's MP connector recorded each lookup in its scheduler adapter
     # (``_pending_lookups.add(request_id)``) from the probe and cleaned it only
     # in update_state_after_alloc: a request aborted before allocation leaked

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from kvflowmap.check.kinds._paired_alias import NOT_HANDLES, aliases, call_resource
 from kvflowmap.check.kinds._paired_match import call_matches
 from kvflowmap.check.kinds._paired_model import Resource
+from kvflowmap.check.kinds._paired_raised import released_before_raise
 from kvflowmap.facts import Stmt
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
     """The acquisitions of one function that its own releases imply, one per
     (CFG node, event), ordered as the CFG lists them."""
     receivers, names = _released(sites)
-    if not (receivers or names):
-        return []
     out: list[Resource] = []
+    if not (receivers or names):
+        return released_before_raise(sites, out)
     tests = _enclosing_tests(sites.fn.body, frozenset())
     for node in sites.cfg.nodes:
         s = node.stmt
@@ -91,7 +92,8 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
                                         aliases(sites, frozenset({a.target})), a.line, a.col,
                                         held_if=tests[id(s)],
                                         held_on_entry=bool(_FROM_STATE.match(a.value or ""))))
-    return out + _given_to_background(sites, names)
+    out += _given_to_background(sites, names)
+    return out + released_before_raise(sites, out)
 
 
 def _given_to_background(sites: FunctionSites, names: set[str]) -> list[Resource]:

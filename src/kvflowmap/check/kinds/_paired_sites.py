@@ -20,24 +20,13 @@ from kvflowmap.check.kinds._paired_inferred import inferred_acquires
 from kvflowmap.check.kinds._paired_match import call_matches, chain_matches
 from kvflowmap.check.kinds._paired_model import EMPTY, Resource, Summary, Trace, walk
 from kvflowmap.check.kinds._paired_spec import Spec
-from kvflowmap.check.kinds._paired_text import (emptiness, is_decrement, mentions, rhs,
-                                               statement_text)
+from kvflowmap.check.kinds._paired_text import (emptiness, is_decrement, is_log_call, mentions,
+                                               rhs, statement_text)
 from kvflowmap.check.kinds._paired_trace import trace
 from kvflowmap.facts import CONTAINER_METHODS, ContainerOpFact, Stmt
-from kvflowmap.index.extract import LOG_LEVELS
-from kvflowmap.lifecycle.effects import is_logging
 
 _SELF_OWNED = re.compile(r"^self(\.\w+)+(\.(get|setdefault)\(\)|\[\])?$")
 _BOUND_METHOD = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.(\w+)(?!\w|\s*\()")
-def _is_log_call(callee: str | None) -> bool:
-    """``logger.debug(...)``, ``self._log.info(...)``, ``print``: a level
-    method (the index's ``LOG_LEVELS``) on what ``lifecycle`` reads as a
-    logger."""
-    if not callee:
-        return False
-    return callee == "print" or (callee.rpartition(".")[2] in LOG_LEVELS and is_logging(callee))
-
-
 _CONSTANT = re.compile(r"^(None|-?\d+|False|True)$")
 _CALLBACK = re.compile(r"callback|add_done|\bthen\b|finally_", re.I)
 
@@ -133,7 +122,7 @@ class FunctionSites:
         if not self.spec.calls_raise:
             return False
         calls = self.events(stmt, "call")
-        if stmt.kind == "simple" and calls and _is_log_call(self.ff.calls[calls[0]].callee):
+        if stmt.kind == "simple" and calls and is_log_call(self.ff.calls[calls[0]].callee):
             # a logging statement (its outermost call, met first): what its
             # arguments compute is for the message (``mem.get_ref_count()``)
             return False
@@ -252,7 +241,9 @@ class FunctionSites:
 
     def hands_over(self, node: int, r: Resource) -> bool:
         s = self.cfg.nodes[node].stmt
-        if self.cfg.nodes[node].kind != "stmt" or s is None:
+        if self.cfg.nodes[node].kind != "stmt" or s is None or r.released_before_raise:
+            # What is released before a raise is not the function's to store
+            # (``self._requests[req_id] = request`` keeps the request, not its probe).
             return False
         if s.kind == "return" and self.spec.return_hands_over and s.text and r.kind == "call":
             names = _handover_names(r)

@@ -13,7 +13,9 @@ import re
 from functools import lru_cache
 
 from kvflowmap.facts import Stmt
+from kvflowmap.index.extract import LOG_LEVELS
 from kvflowmap.index.readfile import read_regular
+from kvflowmap.lifecycle.effects import is_logging
 
 _STRING = re.compile(r"""("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
 _ASSIGN = re.compile(r"(?<![=!<>:+\-*/%&|^@])=(?!=)")
@@ -181,3 +183,12 @@ def emptiness(test: str) -> tuple[set[str], set[str]]:
     true = {m.group("n") for p in _EMPTY if (m := p.match(test))}
     false = {m.group("n") for p in _FULL if (m := p.match(test))}
     return true - {"True", "False"}, false - {"True", "False"}
+
+
+def is_log_call(callee: str | None) -> bool:
+    """``logger.debug(...)``, ``self._log.info(...)``, ``print``: a level
+    method (the index's ``LOG_LEVELS``) on what ``lifecycle`` reads as a
+    logger."""
+    if not callee:
+        return False
+    return callee == "print" or (callee.rpartition(".")[2] in LOG_LEVELS and is_logging(callee))

@@ -12,6 +12,7 @@ from kvflowmap.facts import Stmt
 
 if TYPE_CHECKING:
     from kvflowmap.check.kinds._paired_sites import FunctionSites
+    from kvflowmap.model.cfg import CFG
 
 _TEST = re.compile(r"^(not\s+)?([A-Za-z_][\w.]*)$")
 _CONST_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(True|False|None)\s*$")
@@ -66,6 +67,8 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         for d, lab in cfg.successors(m):
             if lab in FAILING and not (sites.spec.follow_failures or r.held_on_entry):
                 continue
+            if r.released_before_raise and _not_owed(cfg, r, m, lab, d):
+                continue
             if sites.pruned(m, lab, r.handles | after):
                 continue
             taken = _outcome(cfg.nodes[m].stmt, lab)
@@ -74,6 +77,16 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
             now = known | {taken} if taken is not None and "." not in taken[0] else known
             _visit(parent, queue, state, lab, d, after, now)
     return out
+
+
+def _not_owed(cfg: CFG, r: Resource, node: int, label: str, dst: int) -> bool:
+    """For what is released before a raise: the function's own raises owe it
+    (a call's exception only on its way into an ``except`` that may raise
+    again), except raises that say it is missing."""
+    if label == "exception":
+        stmt = cfg.nodes[dst].stmt
+        return stmt is None or stmt.kind != "except"
+    return label in ("raise", "assert") and node in r.owes_nothing
 
 
 def _outcome(stmt: Stmt | None, label: str) -> tuple[str, bool] | None:

@@ -52,16 +52,28 @@ def _check_function(ctx: CheckContext, spec: Spec, summaries: Summaries,
     seen: dict[str, int] = {}
     for r in sorted(sites.acquires(), key=lambda r: (r.line, r.col, r.what)):
         trace = sites.trace(r)
-        path = (trace.normal if spec.on_return else None) or \
-               (trace.exceptional if spec.on_exception or r.held_on_entry else None)
+        if r.released_before_raise:
+            path = trace.exceptional
+        else:
+            path = (trace.normal if spec.on_return else None) or \
+                   (trace.exceptional if spec.on_exception or r.held_on_entry else None)
         seen[r.what] = seen.get(r.what, 0) + 1
         if path is None:
             continue
         # Stable across unrelated edits: no line, an ordinal for repeats.
         anchor = f"{r.what}:{fqn}" + (f"#{seen[r.what]}" if seen[r.what] > 1 else "")
-        out.append(ctx.finding(fqn, r.line, _message(spec, r, sites, path), column=r.col,
+        line, col = (_failing_line(sites, path), 0) if r.released_before_raise else (r.line, r.col)
+        out.append(ctx.finding(fqn, line, _message(spec, r, sites, path), column=col,
                                path=_steps(ctx, spec, fqn, sites, r, path), anchor=anchor))
     return out
+
+
+def _failing_line(sites: FunctionSites, path: list[Edge]) -> int:
+    """The line of the last raise or assert on a path (where the release is missing)."""
+    cfg = sites.cfg
+    fails = [cfg.nodes[e[0]].line for e in path if e[1] in ("raise", "assert")
+             and cfg.nodes[e[0]].kind == "stmt"]
+    return fails[-1] if fails else cfg.nodes[path[-1][0]].line
 
 
 def _raiser(sites: FunctionSites, node: int) -> str:
@@ -96,6 +108,11 @@ def _how(sites: FunctionSites, path: list[Edge]) -> str:
 
 def _held(r: Resource, sites: FunctionSites) -> str:
     """How the resource came to be held, for messages and the first step."""
+    if r.released_before_raise:
+        name = r.what.partition("(")[2].rstrip(")")
+        how = "received in" if r.node == sites.cfg.entry else "bound to"
+        return f"{how} `{name}`, released by `{r.what}` before the raise at line " \
+               f"{r.released_before_raise}"
     if r.node == sites.cfg.entry:
         return f"received in parameter `{r.what}`"
     key = f"[{r.key}]" if r.kind == "container" and r.key else ""
@@ -103,6 +120,10 @@ def _held(r: Resource, sites: FunctionSites) -> str:
 
 
 def _message(spec: Spec, r: Resource, sites: FunctionSites, path: list[Edge]) -> str:
+    if r.released_before_raise:
+        return (f"`{r.what}` runs before the raise at line {r.released_before_raise}, but not "
+                f"when {_how(sites, path)}: the {spec.resource} the function releases on "
+                f"one raising exit is lost on this one")
     return (f"{spec.resource} {_held(r, sites)} at line {r.line} is neither released "
             f"nor handed over when {_how(sites, path)}")
 
