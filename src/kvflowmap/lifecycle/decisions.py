@@ -29,14 +29,15 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
     if s.kind not in ("if", "while"):
         return False
     ids = eff.state.of(fn.fqn)
-    records = ids.records | ids.requests | {name}
     own = set(fn.param_names) | {a.target for a in fn.all_assigns} | set(ids.ids)
     local = [n for n in s.names if n in own and n != "self"]
+    built = _built_for_load(fn, eff, s, local)
+    records = (ids.records - built) | ids.requests | {name}
     if any(n in ids.outcomes for n in local):
         return tests_id(fn, eff, s)  # ``if not future``: did the work succeed, not a choice
     if any(n.partition(".")[0] in records and "." in n for n in s.names):
         return True
-    if any(n in ids.records for n in local):
+    if any(n in ids.records - built for n in local):
         return True
     if config_test(fn, s, own):
         return True
@@ -50,6 +51,44 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
     return tests_id(fn, eff, s)
 
 
+def _built_for_load(fn: FnView, eff: Effects, s: Stmt, local: list[str]) -> set[str]:
+    """The locals ``s`` tests that a hook built itself as an object of an
+    analysed class (``intent = LoadIntent(...)``), once it has tested what
+    vLLM passed it or the request's data (``if num_external_tokens > 0``):
+    a load is then known to be owed, and what was built for it being empty
+    (``if not intent.block_ids: return``) is a failure to record it, not a
+    choice about the request (which a record read from the request, such as
+    ``params.get("do_remote_prefill")``, still is)."""
+    if fn.name not in eff.state.spec.hooks:
+        return set()
+    built = {n for n in local if _constructed(fn, eff, n)}
+    ids = eff.state.of(fn.fqn)
+    if built and _tested_before(fn, s, ids.records - built | ids.requests):
+        return built
+    return set()
+
+
+def _constructed(fn: FnView, eff: Effects, name: str) -> bool:
+    """Every binding of ``name`` in ``fn`` calls an analysed class."""
+    bindings = [(st, a) for st in fn.stmts for a in fn.assigns(st) if a.target == name]
+    for st, a in bindings:
+        callee = (a.value or "")[:-2] if (a.value or "").endswith("()") else ""
+        call = next((c for c in fn.calls(st) if c.callee == callee), None) if callee else None
+        targets = eff.calls.resolve(fn.ctx, call) if call is not None else []
+        if not targets or not all(not t.external and eff.calls.classes.is_class(t.fqn)
+                                  for t in targets):
+            return False
+    return bool(bindings)
+
+
+def _tested_before(fn: FnView, s: Stmt, request_data: set[str]) -> bool:
+    """A test before ``s`` reads a parameter or the request's data."""
+    seen = set(fn.param_names) - {"self"} | request_data
+    return any(t.kind in ("if", "while") and t.line < s.line and
+               seen & {n.partition(".")[0] for n in t.names}
+               for t in walk(fn.fact.body))
+
+
 def _tests_input(fn: FnView, s: Stmt, local: list[str], request_data: set[str]) -> bool:
     """A hook's test on what vLLM passed it: the parameters themselves, or
     values computed from them alone (``block_groups = blocks.get_block_ids()``)
@@ -60,11 +99,8 @@ def _tests_input(fn: FnView, s: Stmt, local: list[str], request_data: set[str]) 
     params = set(fn.param_names) - {"self"}
     if all(n in params for n in local):
         return True
-    seen = params | request_data
-    tested = any(t.kind in ("if", "while") and t.line < s.line and
-                 seen & {n.partition(".")[0] for n in t.names}
-                 for t in walk(fn.fact.body))
-    return not tested and all(n in _derived(fn, params) for n in local)
+    return not _tested_before(fn, s, request_data) and all(n in _derived(fn, params)
+                                                           for n in local)
 
 
 def _derived(fn: FnView, seeds: set[str]) -> set[str]:
