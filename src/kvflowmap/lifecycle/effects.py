@@ -165,8 +165,13 @@ class Effects:
             # callback or thread body that carries it on
             return [*out, Effect("spawn", s.line, "closure")]
         out += self._call_effects(fn, s, mentioned)
+        requests = self.state.of(fn.fqn).requests
         for a in fn.assigns(s):
             if ("." in a.target or "[" in a.target) and not a.aug:
+                if a.target.partition(".")[0] in requests and not self.state.is_id(fn, a.value):
+                    # ``request.disagg_spec.num_transferred_tokens = n``: the
+                    # request's own data updated, its id handed nowhere
+                    continue
                 c = container_of(a.target, fn, self.values)
                 out.append(Effect("store", a.line, c.label if c else a.target, c))
         out += [Effect("return", r.line) for r in fn.returns(s) if self._returns_ids(fn, r)]

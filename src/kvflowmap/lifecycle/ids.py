@@ -29,6 +29,7 @@ from kvflowmap.index.text import split_commas
 from kvflowmap.lifecycle.containers import PURE, READ_METHODS
 from kvflowmap.lifecycle.spec import LifecycleSpec
 from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.view import walk as walk_stmts
 
 IDENT = re.compile(r"[A-Za-z_][\w.]*")
 # Wrappers that keep the elements of what they wrap: ``sorted(self._x)``.
@@ -362,7 +363,17 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             mine.colls.add(targets[1])  # ``for shm, req_ids in self._by_shm.items()``
         elif targets and unwrap(iterable) in mine.requests:
             mine.requests.add(targets[0])
+        elif len(targets) == 1 and _reads_id_field(state, s, targets[0]):
+            # ``for request in metadata.requests: ... request.req_id``: the
+            # loop walks requests, whatever the iterable is called
+            mine.requests.add(targets[0])
     return mine.size() != before
+
+
+def _reads_id_field(state: IdState, loop, name: str) -> bool:
+    """The loop body reads ``name.<id field>`` (``request.req_id``)."""
+    return any(n.partition(".")[0] == name and n.partition(".")[2] in state.id_attrs
+               for b in walk_stmts(loop.body) for n in b.names)
 
 
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)
