@@ -1045,12 +1045,13 @@ def _id_filled(module: cst.Module) -> set[str]:
         and (a := self_container_add(c.node))})
 
 
-# -- a release before a raise --------------------------------------------------
+# -- a release before a failure exit --------------------------------------------
 #
 # The bug a check added later makes: a function that releases something
-# before one of its raises (``self._release_probe(req_id); raise ...``) gains
-# another raise that forgets it. The mutant drops the release before one such
-# raise while another raise of the function keeps the same call.
+# before one of its failure exits (``self._release_probe(req_id); raise ...``,
+# or ``self._unpin(rid); return 0, False`` in an ``except``) gains another that
+# forgets it. The mutant drops the release before one such exit while another
+# failure exit of the function keeps the same call.
 
 RELEASE_RE = re.compile(r"(^|_)(release|unpin|unlock|free|close|unref|deref)", re.IGNORECASE)
 
@@ -1065,17 +1066,22 @@ def _release_callee(stmt: cst.CSTNode) -> str | None:
     return code(call.func) if RELEASE_RE.search(name) else None
 
 
-def _releases_before_raises(func: cst.FunctionDef) -> list[tuple[cst.CSTNode, str]]:
-    """(release line, callee) for each raise of ``func`` whose block runs a
-    release-named call in the lines right before it (log lines skipped)."""
+def _failure_exit(stmt: cst.CSTNode, in_handler: bool) -> bool:
+    small = _single(stmt)
+    return isinstance(small, cst.Raise) or (in_handler and isinstance(small, cst.Return))
+
+
+def _releases_before_failures(func: cst.FunctionDef) -> list[tuple[cst.CSTNode, str]]:
+    """(release line, callee) for each failure exit of ``func`` whose block
+    runs a release-named call in the lines right before it (log lines skipped)."""
     out: list[tuple[cst.CSTNode, str]] = []
     for c in walk(func):
         if len(c.funcs) != 1 or not isinstance(c.node, cst.IndentedBlock):
             continue  # a block of ``func`` itself, not of a nested def
+        in_handler = any(isinstance(p, cst.ExceptHandler) for p in c.parents)
         stmts = list(c.node.body)
         for i, st in enumerate(stmts):
-            small = _single(st)
-            if not isinstance(small, cst.Raise):
+            if not _failure_exit(st, in_handler):
                 continue
             for prev in reversed(stmts[:i]):
                 small = _single(prev)
@@ -1089,13 +1095,13 @@ def _releases_before_raises(func: cst.FunctionDef) -> list[tuple[cst.CSTNode, st
     return out
 
 
-def find_unreleased_raise(module: cst.Module) -> Iterator[Ctx]:
-    """Release lines right before a raise, in functions where another raise
-    is released by the same call."""
+def find_unreleased_failure(module: cst.Module) -> Iterator[Ctx]:
+    """Release lines right before a failure exit, in functions where another
+    failure exit is released by the same call."""
     keep: set[int] = set()
     for c in walk(module):
         if isinstance(c.node, cst.FunctionDef):
-            sites = _releases_before_raises(c.node)
+            sites = _releases_before_failures(c.node)
             callees = [callee for _, callee in sites]
             keep |= {id(node) for node, callee in sites if callees.count(callee) > 1}
     for c in walk(module):
@@ -1129,8 +1135,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_remove, _to_pass),
     Operator("drop-lock", "request state changes without the lock guarding it",
              find_drop_lock, rewrite_drop_lock),
-    Operator("unreleased-raise", "one raise loses the release the others run",
-             find_unreleased_raise, _to_pass),
+    Operator("unreleased-failure", "one failure exit loses the release the others run",
+             find_unreleased_failure, _to_pass),
 )}
 
 

@@ -741,7 +741,7 @@ class S:
     # ``except`` that raises it again.
     assert got == [("alloc", 6), ("handler", 24), ("reraise", 37)], got
     alloc = next(f for f in found if f.function.endswith("alloc"))
-    assert "`self._release_probe(req_id)` runs before the raise at line 10" in alloc.message
+    assert "`self._release_probe(req_id)` runs before the failure exit at line 10" in alloc.message
     assert "the assertion at line 6 fails" in alloc.message
 
 
@@ -758,3 +758,24 @@ class S:
         self._loads[req_id] = probe
 ''', **INFERRED)
     assert found == [], [f.message for f in found]
+
+
+def test_released_before_one_failure_return_is_owed_on_every_handler_return(check) -> None:
+    found = check('''
+class S:
+    def probe(self, request):
+        req_id = request.request_id
+        try:
+            hit = self._query(req_id)
+        except TimeoutError:
+            self._unpin(req_id)
+            return 0, False
+        try:
+            n = self._count(hit)
+        except ValueError:
+            self._log.warning("bad hit for %s", req_id)
+            return 0, False
+        return n, True
+''', **{**INFERRED, "release": [*INFERRED["release"], "_unpin"]})
+    assert [(f.function.rpartition(".")[2], f.line) for f in found] == [("probe", 13)], found
+    assert "is caught and the handler returns at line 13" in found[0].message

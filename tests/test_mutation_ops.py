@@ -57,12 +57,25 @@ class S:
         if n < 0:
             self._release_probe(req_id)
             raise ValueError(n)
+
+    def handler(self, req_id):
+        try:
+            self._load(req_id)
+        except OSError:
+            self._unpin(req_id)
+            return False
+        if not self._ready(req_id):
+            self._unpin(req_id)
+            return False
+        return True
 '''
 
 
-def test_unreleased_raise_drops_one_of_several_releases_before_a_raise() -> None:
-    sites = find_sites(["unreleased-raise"], ALLOC, "s.py", "s")["unreleased-raise"]
+def test_unreleased_failure_drops_one_of_several_releases_before_a_failure_exit() -> None:
+    sites = find_sites(["unreleased-failure"], ALLOC, "s.py", "s")["unreleased-failure"]
     # ``once`` has one releasing raise: nothing would show what it owes
+    # ``handler``: the return in the ``except`` is a failure exit; the one
+    # after ``if not self._ready`` is not (nothing failed there)
     assert [(s.function, s.line) for s in sites] == [("s.S.alloc", 4), ("s.S.alloc", 7)]
     text = mutate(ALLOC, sites[1])
     compile(text, "s.py", "exec")

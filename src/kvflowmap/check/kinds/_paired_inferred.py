@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from kvflowmap.check.kinds._paired_alias import NOT_HANDLES, aliases, call_resource
 from kvflowmap.check.kinds._paired_match import call_matches
 from kvflowmap.check.kinds._paired_model import Resource
-from kvflowmap.check.kinds._paired_raised import released_before_raise
+from kvflowmap.check.kinds._paired_raised import released_on_failure
 from kvflowmap.facts import Stmt
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
     receivers, names = _released(sites)
     out: list[Resource] = []
     if not (receivers or names):
-        return released_before_raise(sites, out)
+        return released_on_failure(sites, out)
     tests = _enclosing_tests(sites.fn.body, frozenset())
     for node in sites.cfg.nodes:
         s = node.stmt
@@ -93,7 +93,7 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
                                         held_if=tests[id(s)],
                                         held_on_entry=bool(_FROM_STATE.match(a.value or ""))))
     out += _given_to_background(sites, names)
-    return out + released_before_raise(sites, out)
+    return out + released_on_failure(sites, out)
 
 
 def _given_to_background(sites: FunctionSites, names: set[str]) -> list[Resource]:

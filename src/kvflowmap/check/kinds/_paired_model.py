@@ -51,11 +51,14 @@ class Resource:
     # earlier hook stored it for the request, so every raising exit of this
     # one must release it or put it back, whatever the rule's failure options.
     held_on_entry: bool = False
-    # Line of a ``raise`` the function releases this just before: then only
-    # its own raising exits owe the release (``_paired_raised``), except the
-    # CFG nodes in ``owes_nothing`` (raises that say it is missing).
-    released_before_raise: int = 0
+    # Line of a failure exit (a ``raise``, a ``return`` in an ``except``) the
+    # function releases this just before: then only its own failure exits
+    # owe the release (``_paired_raised``): its raises and asserts, except the
+    # CFG nodes in ``owes_nothing`` (raises that say it is missing), and the
+    # returns in ``failure_returns``.
+    released_on_failure: int = 0
     owes_nothing: frozenset[int] = frozenset()
+    failure_returns: frozenset[int] = frozenset()
 
 
 @dataclass

@@ -1,18 +1,20 @@
-"""Resources a function's own releasing ``raise`` implies (``infer_from_release``).
+"""Resources a function's own releasing failure exit implies (``infer_from_release``).
 
-A function that releases something just before it raises
-(``self._release_probe(req_id); raise RuntimeError(...)``) shows that at
-that point it holds the resource and that a raise here loses it for good:
-no hook sees the exception, so nothing else releases it. Every other raise
-and failed ``assert`` of the function owes the same release (the check
+A function that releases something just before it gives up
+(``self._release_probe(req_id); raise RuntimeError(...)``, or in an
+``except`` handler ``self._unpin(req_id); return 0, False``) shows that at
+that point it holds the resource and that failing there loses it for good:
+no hook sees the exception, and a failure answer is not a hand-over. Every
+other failure exit of the function owes the same release: its raises and
+failed ``assert``s, and the returns of its ``except`` handlers (the check
 added later that forgot it: PegaFlow 0.22.3's ``assert num_load_blocks ==
 expected_load_blocks`` before its released hash-mismatch raise).
 
 What is owed is known by the release's first argument (or the receiver of
 an argument-less release: ``conn.close(); raise``), held from where that
 name is bound: on entry for a parameter, else its one assignment. Only
-raising exits count (``Resource.released_before_raise``): a normal return
-may hand the resource on, and an exception from a call is the ordinary
+failure exits count (``Resource.released_on_failure``): a normal return may
+hand the resource on, and an exception from a call is the ordinary
 ``on_exception`` question the rule answers for every resource.
 
 A raise that says the resource is absent owes nothing: its test is a bare
@@ -43,14 +45,14 @@ _ABSENT = re.compile(r"^\s*(not\s+[A-Za-z_][\w.]*|[A-Za-z_][\w.]*\s+is\s+None)\s
 _PRESENT = re.compile(r"^\s*[A-Za-z_][\w.]*(\s+is\s+not\s+None)?\s*(,.*)?$", re.S)
 
 
-def released_before_raise(sites: FunctionSites, known: list[Resource]) -> list[Resource]:
-    """One resource per name the function releases just before a ``raise``
-    (a release among the simple statements right before it, log calls
+def released_on_failure(sites: FunctionSites, known: list[Resource]) -> list[Resource]:
+    """One resource per name the function releases just before a failure
+    exit (a release among the simple statements right before it, log calls
     aside), unless ``known`` already holds that name on entry."""
     taken = {r.handles for r in known if r.held_on_entry}
     out: list[Resource] = []
     seen: set[str] = set()
-    for raise_line, callee, name in _releasing_raises(sites):
+    for exit_line, callee, name in _releasing_exits(sites):
         if name in seen:
             continue
         seen.add(name)
@@ -60,17 +62,19 @@ def released_before_raise(sites: FunctionSites, known: list[Resource]) -> list[R
             continue
         node, line = start
         out.append(Resource(node, "call", f"{callee}({name})", None, handles, line, 0,
-                            held_on_entry=True, released_before_raise=raise_line,
-                            owes_nothing=_absence_exits(sites)))
+                            held_on_entry=True, released_on_failure=exit_line,
+                            owes_nothing=_absence_exits(sites),
+                            failure_returns=_handler_returns(sites)))
     return out
 
 
-def _releasing_raises(sites: FunctionSites) -> Iterator[tuple[int, str, str]]:
-    """(raise line, release callee, released name) for each ``raise`` whose
-    block releases a plain name in the simple statements right before it."""
-    for block in _blocks(sites.fn.body):
+def _releasing_exits(sites: FunctionSites) -> Iterator[tuple[int, str, str]]:
+    """(exit line, release callee, released name) for each failure exit (a
+    ``raise``, a ``return`` in an ``except`` handler) whose block releases a
+    plain name in the simple statements right before it."""
+    for block, in_handler in _blocks(sites.fn.body, False):
         for i, s in enumerate(block):
-            if s.kind != "raise":
+            if not (s.kind == "raise" or (s.kind == "return" and in_handler)):
                 continue
             for prev in reversed(block[:i]):
                 if prev.kind != "simple":
@@ -109,10 +113,17 @@ def _bound_at(sites: FunctionSites, name: str) -> tuple[int, int] | None:
     return (nodes[0].id, nodes[0].line) if len(lines) == 1 else None
 
 
+def _handler_returns(sites: FunctionSites) -> frozenset[int]:
+    """CFG nodes of the returns inside ``except`` handlers (failure answers)."""
+    inside = {id(s) for block, in_handler in _blocks(sites.fn.body, False) if in_handler
+              for s in block if s.kind == "return"}
+    return frozenset(n.id for n in sites.cfg.nodes if n.stmt is not None and id(n.stmt) in inside)
+
+
 def _absence_exits(sites: FunctionSites) -> frozenset[int]:
     """CFG nodes of the raises and asserts that say something is missing."""
     absent: set[int] = set()
-    for block in _blocks(sites.fn.body):
+    for block, _ in _blocks(sites.fn.body, False):
         for s in block:
             if s.kind == "if" and _ABSENT.match(s.text or "") and s.body and \
                     s.body[-1].kind == "raise":
@@ -122,11 +133,13 @@ def _absence_exits(sites: FunctionSites) -> frozenset[int]:
     return frozenset(n.id for n in sites.cfg.nodes if n.stmt is not None and id(n.stmt) in absent)
 
 
-def _blocks(stmts: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, ...]]:
+def _blocks(stmts: tuple[Stmt, ...], in_handler: bool) -> Iterator[tuple[tuple[Stmt, ...], bool]]:
     """Every statement list of a tree (bodies, else and finally parts,
-    ``except`` handler bodies), outermost first."""
-    yield stmts
+    ``except`` handler bodies), outermost first, each with whether it is
+    inside an ``except`` handler."""
+    yield stmts, in_handler
     for s in stmts:
+        inner = in_handler or s.kind == "except"
         for part in (s.body, s.orelse, s.handlers, s.final):
             if part:
-                yield from _blocks(part)
+                yield from _blocks(part, inner if part is s.body else in_handler)

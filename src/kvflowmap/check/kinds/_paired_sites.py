@@ -241,7 +241,7 @@ class FunctionSites:
 
     def hands_over(self, node: int, r: Resource) -> bool:
         s = self.cfg.nodes[node].stmt
-        if self.cfg.nodes[node].kind != "stmt" or s is None or r.released_before_raise:
+        if self.cfg.nodes[node].kind != "stmt" or s is None or r.released_on_failure:
             # What is released before a raise is not the function's to store
             # (``self._requests[req_id] = request`` keeps the request, not its probe).
             return False

@@ -57,6 +57,10 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
             continue
         if m == r.node or sites.releases(m, r):
             continue
+        if m in r.failure_returns:
+            # an ``except`` handler's return: a failure exit that owes the release
+            out.exceptional = out.exceptional or _path(parent, start, state)
+            continue
         if sites.hands_over(m, r):
             stmt = cfg.nodes[m].stmt
             assert stmt is not None  # hands_over is False at a node without a statement
@@ -67,7 +71,7 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         for d, lab in cfg.successors(m):
             if lab in FAILING and not (sites.spec.follow_failures or r.held_on_entry):
                 continue
-            if r.released_before_raise and _not_owed(cfg, r, m, lab, d):
+            if r.released_on_failure and _not_owed(cfg, r, m, lab, d):
                 continue
             if sites.pruned(m, lab, r.handles | after):
                 continue

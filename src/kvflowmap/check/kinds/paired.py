@@ -52,7 +52,7 @@ def _check_function(ctx: CheckContext, spec: Spec, summaries: Summaries,
     seen: dict[str, int] = {}
     for r in sorted(sites.acquires(), key=lambda r: (r.line, r.col, r.what)):
         trace = sites.trace(r)
-        if r.released_before_raise:
+        if r.released_on_failure:
             path = trace.exceptional
         else:
             path = (trace.normal if spec.on_return else None) or \
@@ -62,15 +62,18 @@ def _check_function(ctx: CheckContext, spec: Spec, summaries: Summaries,
             continue
         # Stable across unrelated edits: no line, an ordinal for repeats.
         anchor = f"{r.what}:{fqn}" + (f"#{seen[r.what]}" if seen[r.what] > 1 else "")
-        line, col = (_failing_line(sites, path), 0) if r.released_before_raise else (r.line, r.col)
+        line, col = (_failing_line(sites, path), 0) if r.released_on_failure else (r.line, r.col)
         out.append(ctx.finding(fqn, line, _message(spec, r, sites, path), column=col,
                                path=_steps(ctx, spec, fqn, sites, r, path), anchor=anchor))
     return out
 
 
 def _failing_line(sites: FunctionSites, path: list[Edge]) -> int:
-    """The line of the last raise or assert on a path (where the release is missing)."""
+    """Where a failure exit misses the release: the ``except`` handler's
+    return the path ends at, else its last raise or assert."""
     cfg = sites.cfg
+    if path[-1][2] not in (cfg.exit, cfg.raise_exit):
+        return cfg.nodes[path[-1][2]].line
     fails = [cfg.nodes[e[0]].line for e in path if e[1] in ("raise", "assert")
              and cfg.nodes[e[0]].kind == "stmt"]
     return fails[-1] if fails else cfg.nodes[path[-1][0]].line
@@ -89,14 +92,7 @@ def _how(sites: FunctionSites, path: list[Edge]) -> str:
     """How the path leaves: the exception that starts it going wrong (if
     any) and the exit (the return statement's line, not a finally copy's)."""
     cfg = sites.cfg
-    jump = next((e for e in path if e[1] in FAILING and cfg.nodes[e[0]].kind == "stmt"), None)
-    origin = ""
-    if jump is not None:
-        line = cfg.nodes[jump[0]].line
-        origin = {"raise": f"the exception raised at line {line}",
-                  "assert": f"the assertion at line {line} fails and its exception",
-                  "exception": f"an exception from {_raiser(sites, jump[0]) or 'the call'} "
-                               f"at line {line}"}[jump[1]]
+    origin = _origin(sites, path)
     if path[-1][2] == cfg.raise_exit:
         return f"{origin or 'an exception'} leaves the function"
     rets = [cfg.nodes[s] for s, _, _ in path if (st := cfg.nodes[s].stmt) is not None
@@ -106,13 +102,26 @@ def _how(sites: FunctionSites, path: list[Edge]) -> str:
     return f"{origin.replace(' and its exception', '')} is caught and {end}" if origin else end
 
 
+def _origin(sites: FunctionSites, path: list[Edge]) -> str:
+    """The exception that starts the path going wrong ('' if none)."""
+    cfg = sites.cfg
+    jump = next((e for e in path if e[1] in FAILING and cfg.nodes[e[0]].kind == "stmt"), None)
+    if jump is None:
+        return ""
+    line = cfg.nodes[jump[0]].line
+    return {"raise": f"the exception raised at line {line}",
+            "assert": f"the assertion at line {line} fails and its exception",
+            "exception": f"an exception from {_raiser(sites, jump[0]) or 'the call'} "
+                         f"at line {line}"}[jump[1]]
+
+
 def _held(r: Resource, sites: FunctionSites) -> str:
     """How the resource came to be held, for messages and the first step."""
-    if r.released_before_raise:
+    if r.released_on_failure:
         name = r.what.partition("(")[2].rstrip(")")
         how = "received in" if r.node == sites.cfg.entry else "bound to"
-        return f"{how} `{name}`, released by `{r.what}` before the raise at line " \
-               f"{r.released_before_raise}"
+        return f"{how} `{name}`, released by `{r.what}` before the failure exit at line " \
+               f"{r.released_on_failure}"
     if r.node == sites.cfg.entry:
         return f"received in parameter `{r.what}`"
     key = f"[{r.key}]" if r.kind == "container" and r.key else ""
@@ -120,10 +129,14 @@ def _held(r: Resource, sites: FunctionSites) -> str:
 
 
 def _message(spec: Spec, r: Resource, sites: FunctionSites, path: list[Edge]) -> str:
-    if r.released_before_raise:
-        return (f"`{r.what}` runs before the raise at line {r.released_before_raise}, but not "
-                f"when {_how(sites, path)}: the {spec.resource} the function releases on "
-                f"one raising exit is lost on this one")
+    if r.released_on_failure:
+        end = path[-1][2]
+        how = _how(sites, path) if end in (sites.cfg.exit, sites.cfg.raise_exit) else \
+            f"{_origin(sites, path) or 'a failure'} is caught and the handler returns at " \
+            f"line {sites.cfg.nodes[end].line}"
+        return (f"`{r.what}` runs before the failure exit at line {r.released_on_failure}, but "
+                f"not when {how}: the {spec.resource} the function releases when it gives up "
+                f"there is lost here")
     return (f"{spec.resource} {_held(r, sites)} at line {r.line} is neither released "
             f"nor handed over when {_how(sites, path)}")
 
