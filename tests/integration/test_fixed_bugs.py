@@ -78,6 +78,24 @@ BUGS = (
              _pegaflow("0.22.6"),
              "kvc-thread-loop-survives",
              "pegaflow.pd_connector.prefill.AsyncPrefillSender._run"),
+    # The D->P prefill sender ran post_prefill_request on its thread: a failed
+    # connection (URLError) was only logged, with the request's id, and
+    # nothing told the decode side's pending wait. 0.22.6 reports it
+    # (failure_callback).
+    FixedBug("pegaflow failed prefill HTTP call only logged on the sender thread",
+             _pegaflow("0.22.5"),
+             _pegaflow("0.22.6"),
+             "kvc-request-id-not-dropped",
+             "pegaflow.pd_connector.prefill.post_prefill_request"),
+    # The decode side's RDMA-done waiter thread took (req_id, submitted) off
+    # its queue and waited for the transfer: a failed wait was only logged,
+    # and the request was never failed (0.22.6 reports it through a failure
+    # callback in _run_task).
+    FixedBug("pegaflow failed RDMA done wait only logged on the waiter thread",
+             _pegaflow("0.22.5"),
+             _pegaflow("0.22.6"),
+             "kvc-request-id-not-dropped",
+             "pegaflow.pd_connector.decode_worker._AsyncRdmaDoneWaiter._run"),
     # wait_for_save queued a save task for a request every step it had work,
     # but marked it pending in a set: the first task to finish took it out and
     # reported it while a later one still saved its blocks. 0.23.6 counts the

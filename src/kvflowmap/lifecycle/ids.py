@@ -305,6 +305,10 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             elif a.position is not None and not a.value and _swaps_out(state, fn, s, a):
                 # ``done, self._done = self._done, set()``: the container, swapped out
                 mine.colls.add(a.target)
+            elif a.position is not None and a.origin in mine.ids and a.target not in carriers:
+                # ``req_id, submitted = item`` for an ``item`` taken off a
+                # request-keyed queue: its parts are the request's data
+                mine.records.add(a.target)
             elif a is fn.assigns(s)[0] and not state.id_names_in(fn, s.names) and any(
                     n.startswith("self.") and n.rpartition(".")[2] in state.keyed_attrs
                     for n in s.names) and s.kind == "simple" and not a.value and \

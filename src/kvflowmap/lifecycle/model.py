@@ -32,7 +32,7 @@ from kvflowmap.lifecycle.together import Endings, Partial, partial_removals
 from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
-from kvflowmap.lifecycle.swallowed import Swallowed, swallowed
+from kvflowmap.lifecycle.swallowed import Swallowed, forgotten, swallowed
 from kvflowmap.lifecycle.view import FnView, view, walk
 from kvflowmap.model.classes import ClassIndex
 
@@ -282,6 +282,17 @@ class Lifecycle:
         ids = self.state.of(fqn)
         names = ids.ids | ids.requests
         return swallowed(self.functions[fqn], self.effects, names,
+                         ids.request_names()) if names else []
+
+    def forgotten(self, fqn: str) -> list[Swallowed]:
+        """Handlers of ``fqn``, code only a background thread or task runs,
+        that only log a failed piece of the request's work, after which no
+        id is handed on (``forgotten``)."""
+        if "hooks" in self._roots().get(fqn, frozenset({"hooks"})):
+            return []
+        ids = self.state.of(fqn)
+        names = ids.ids | ids.requests
+        return forgotten(self.functions[fqn], self.effects, names,
                          ids.request_names()) if names else []
 
     def lost(self, fqn: str) -> list[Taken]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.effects import HANDLING, Effects, is_logging
+from kvflowmap.lifecycle.ids import loop_targets
 from kvflowmap.lifecycle.view import FnView, walk
 
 # Exceptions that say something is absent or over, not that work failed.
@@ -60,6 +61,56 @@ def swallowed(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list
                 if _only_logs(fn, h) and not benign(h):
                     out.append(Swallowed(fn.fqn, hand[1], st.line, h.line, hand[0]))
     return out
+
+
+def forgotten(fn: FnView, eff: Effects, ids: set[str], values: set[str]) -> list[Swallowed]:
+    """Handlers of ``fn`` (code only a background thread or task runs) that
+    only log a failure of work on the request, after which nothing hands any
+    of ``ids`` on: the failure is known, with the request, and told to no one.
+    No hook sees the exception and no report names the request, so whatever
+    waits for it (a pending wait, ``finished_recving``) waits for good (a
+    prefill HTTP call that fails on the decode side's sender thread). Each
+    has ``handover_line`` 0."""
+    out = []
+    carriers = values | {(a.value or "").partition(".")[0].removesuffix("[]")
+                         for a in fn.all_assigns if a.target in ids}
+    repeated = _in_peer_loops(fn.fact.body, ids | carriers)
+    for block, then in _blocks(fn.fact.body):
+        for i, st in enumerate(block):
+            if st.kind != "try" or not works_on(fn, st.body, carriers) or \
+                    _succeeds_inside(fn, st.body) or id(st) in repeated:
+                continue
+            if _first_handover(fn, eff, (*st.final, *block[i + 1:], *then), ids) is not None:
+                continue  # handed on after a logged failure: ``swallowed``
+            out += [Swallowed(fn.fqn, _named(fn, h, ids | carriers), st.line, h.line, 0)
+                    for h in st.handlers
+                    if _only_logs(fn, h) and not benign(h) and _logs_request(fn, h, carriers)]
+    return out
+
+
+def _in_peer_loops(body: tuple[Stmt, ...], names: set[str]) -> set[int]:
+    """The ``try`` statements (by id) inside a ``for`` loop over something
+    other than the request (``for rank in range(n)``): the same request's
+    work done for each peer, where one failed delivery is logged and the
+    others go on (a broadcast of a failure notice)."""
+    out: set[int] = set()
+    for s in walk(body):
+        if s.kind == "for" and not set(loop_targets(s.text)[0]) & names:
+            out |= {id(t) for t in walk(s.body) if t.kind == "try"}
+    return out
+
+
+def _named(fn: FnView, handler: Stmt, names: set[str]) -> str:
+    """What the handler's logging names the request by (``task.request_id``),
+    for messages."""
+    found = [n for s in walk(handler.body) for n in s.names if n.partition(".")[0] in names]
+    return max(found, key=len) if found else "the request"
+
+
+def _logs_request(fn: FnView, handler: Stmt, names: set[str]) -> bool:
+    """The handler's logging names the request (its id or data): it knows
+    which request failed."""
+    return any(n.partition(".")[0] in names for s in walk(handler.body) for n in s.names)
 
 
 def _blocks(body: tuple[Stmt, ...], then: tuple[Stmt, ...] = ()

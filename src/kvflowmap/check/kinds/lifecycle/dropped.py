@@ -43,6 +43,8 @@ _HOW = {
               "caller reports the request",
     "swallowed": "this handler only logs, and the request then goes on as if the work had "
                  "succeeded",
+    "forgotten": "this handler only logs, in code only a background thread or task runs, and "
+                 "nothing reports the request afterwards",
 }
 
 
@@ -51,9 +53,9 @@ class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
     hows: tuple[str, ...] = option(("except", "early-exit", "removed", "raised", "lost",
-                                    "ignored", "swallowed"),
+                                    "ignored", "swallowed", "forgotten"),
                                    "kinds of drop to report: except, early-exit, removed, "
-                                   "raised, lost, ignored, swallowed")
+                                   "raised, lost, ignored, swallowed, forgotten")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
@@ -69,6 +71,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             out += [_ignored(ctx, f, p) for p in lc.ignored(f)]
         if "swallowed" in opts.hows:
             out += [_swallowed(ctx, w) for w in lc.swallowed(f)]
+        if "forgotten" in opts.hows:
+            out += [_forgotten(ctx, w) for w in lc.forgotten(f)]
         return out
 
     return each_function(ctx, fns, one)
@@ -94,6 +98,21 @@ def _swallowed(ctx: CheckContext, w: Swallowed) -> Finding:
                               (w.handler_line, _HOW["swallowed"].split(",")[0]),
                               (w.handover_line, f"`{w.id_name}` is handed on as a success")])
     return ctx.finding(w.fqn, w.handler_line, msg, path=path, anchor=f"swallowed:{w.id_name}")
+
+
+def _forgotten(ctx: CheckContext, w: Swallowed) -> Finding:
+    msg = (f"the failure caught at line {w.handler_line} in {short(w.fqn)} is only logged, in "
+           f"code only a background thread or task runs: no hook sees it, and nothing after "
+           f"it reports `{w.id_name}`, so whatever waits for that request (a pending load or "
+           "save, `finished_recving`) waits for good. Report the failure in the handler (a "
+           "failed-request set the report hook drains, a failure callback, the waiter's "
+           "future)")
+    path = steps(ctx, w.fqn, [(w.try_line, f"work for `{w.id_name}` that can fail"),
+                              (w.handler_line, "this handler only logs"),
+                              (ctx.function(w.fqn).end_line,
+                               f"the function ends without reporting `{w.id_name}`")])
+    return ctx.finding(w.fqn, w.handler_line, msg, path=path,
+                       anchor=f"forgotten:{w.id_name}:{w.try_line - ctx.function(w.fqn).line}")
 
 
 def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:
