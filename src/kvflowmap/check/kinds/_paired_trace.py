@@ -84,9 +84,9 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
 
 
 def _not_owed(cfg: CFG, r: Resource, node: int, label: str, dst: int) -> bool:
-    """For what is released before a raise: the function's own raises owe it
-    (a call's exception only on its way into an ``except`` that may raise
-    again), except raises that say it is missing."""
+    """For what is released before a failure exit: the function's own raises
+    and asserts owe it (a call's exception only on its way into an ``except``,
+    which may raise again or return), except raises that say it is missing."""
     if label == "exception":
         stmt = cfg.nodes[dst].stmt
         return stmt is None or stmt.kind != "except"

@@ -156,7 +156,12 @@ def _steps(ctx: CheckContext, spec: Spec, fqn: str, sites: FunctionSites, r: Res
         step = ctx.step(fqn, node.line, note)
         if note and (steps[-1].line, steps[-1].note) != (step.line, step.note):
             steps.append(step)
-    how = "by an exception" if path[-1][2] == cfg.raise_exit else "normally"
+    end = path[-1][2]
+    if end not in (cfg.exit, cfg.raise_exit):  # a handler's return, a failure exit
+        steps.append(ctx.step(fqn, cfg.nodes[end].line, f"the `except` handler returns still "
+                              f"holding the {spec.resource}"))
+        return tuple(steps)
+    how = "by an exception" if end == cfg.raise_exit else "normally"
     steps.append(ctx.step(fqn, cfg.nodes[path[-1][0]].line,
                           f"leaves {fqn.rpartition('.')[2]}() {how} still holding the "
                           f"{spec.resource}"))
