@@ -139,3 +139,34 @@ def test_a_base_template_method_holds_the_lock_for_an_override(tree):
                         "        self._finish_locked(req_id)")
     assert bare != body and head in HEAD
     assert unlocked(tree, bare) == [("_finish_locked", line_of(bare, "# the override"), "clear")]
+
+
+def test_unlocked_walk_races_a_locked_change_on_another_thread(tree):
+    body = """
+    def _loop(self):
+        while True:
+            for req_id in self._done:
+                self._report(req_id)
+
+    def _report(self, req_id):
+        pass
+"""
+    # the hook adds under the lock while the thread walks without it: the
+    # walk dies with 'Set changed size during iteration'
+    assert unlocked(tree, body) == [("_loop", line_of(body, "for req_id in self._done"), "walk")]
+
+
+def test_unlocked_walk_on_the_changing_thread_itself_is_fine(tree):
+    body = """
+    def _loop(self):
+        pass
+
+    def get_finished(self, finished_req_ids):
+        for req_id in self._done:
+            self._report(req_id)
+        return None, None
+
+    def _report(self, req_id):
+        pass
+"""
+    assert unlocked(tree, body) == []

@@ -79,17 +79,20 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
     held = _held_by_callers(fns, eff, overrides)
     by_container: dict[Container, list[Change]] = {}
     walks: dict[Container, set[str]] = {}
+    bare_walks: list[Change] = []
     for f in sorted(judged):
         fn = fns.get(f)
         if fn is None or fn.name in _SETUP:
             continue
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
+            mine = locks | held.get(f, frozenset())
             for c, op in _changes(fn, eff, s, keyed).items():
-                by_container.setdefault(c, []).append(
-                    Change(f, c, s.line, op, locks | held.get(f, frozenset())))
+                by_container.setdefault(c, []).append(Change(f, c, s.line, op, mine))
             for c in _walked(fn, eff, s, keyed):
                 walks.setdefault(c, set()).add(f)
-    out = []
+                if not mine and s.kind == "for":
+                    bare_walks.append(Change(f, c, s.line, "walk", mine))
+    out = _bare_walks(bare_walks, by_container, roots)
     for c, changes in by_container.items():
         for ch in changes:
             mine = roots.get(ch.fqn, frozenset())
@@ -106,6 +109,21 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
             if ch.op in _WHOLE or walked or cleared:
                 out.append(Unlocked(ch, sorted(guarded.locks)[0], guarded))
     return sorted(out, key=lambda u: (u.change.fqn, u.change.line))
+
+
+def _bare_walks(walks: list[Change], by_container: dict[Container, list[Change]],
+                roots: dict[str, frozenset[str]]) -> list[Unlocked]:
+    """Loops over a container without its lock while another thread changes
+    it holding the lock: the loop dies with ``dictionary changed size during
+    iteration`` (or skips an entry), and the thread running it with it."""
+    out = []
+    for w in walks:
+        mine = roots.get(w.fqn, frozenset())
+        guarded = next((g for g in by_container.get(w.container, []) if g.locks and
+                        _other_thread(mine, roots.get(g.fqn, frozenset()))), None)
+        if mine and guarded is not None:
+            out.append(Unlocked(w, sorted(guarded.locks)[0], guarded))
+    return out
 
 
 def _other_thread(mine: frozenset[str], theirs: frozenset[str]) -> bool:

@@ -48,16 +48,17 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out = []
         for u in by_fn[f]:
             ch, g = u.change, u.guarded
-            what = "rebinds" if ch.op == "=" else f"changes ({ch.op})"
+            what = {"=": "rebinds", "walk": "walks"}.get(ch.op, f"changes ({ch.op})")
             out.append(ctx.finding(
                 f, ch.line,
                 f"{short(f)} {what} {ch.container.label} without holding {u.lock.label}, "
                 f"which {short(g.fqn)} holds to change it (line {g.line}): the two race, so "
                 "an id can be lost between a copy and a clear, or a walk of the container "
                 f"fails with 'changed size during iteration'. Take `{u.lock.label}` here too.",
-                path=steps(ctx, f, [(ch.line, f"changes {ch.container.label}, no lock")]) +
+                path=steps(ctx, f, [(ch.line, f"{what.partition(' ')[0]} "
+                                              f"{ch.container.label}, no lock")]) +
                 steps(ctx, g.fqn, [(g.line, f"changes it holding {u.lock.label}")]),
-                anchor=f"unlocked:{ch.container.label}"))
+                anchor=f"unlocked:{ch.container.label}" + (":walk" if ch.op == "walk" else "")))
         return out
 
     return each_function(ctx, sorted(by_fn), one)
