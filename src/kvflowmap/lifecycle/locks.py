@@ -85,13 +85,13 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
         if fn is None or fn.name in _SETUP:
             continue
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
-            mine = locks | held.get(f, frozenset())
+            holding = locks | held.get(f, frozenset())
             for c, op in _changes(fn, eff, s, keyed).items():
-                by_container.setdefault(c, []).append(Change(f, c, s.line, op, mine))
+                by_container.setdefault(c, []).append(Change(f, c, s.line, op, holding))
             for c in _walked(fn, eff, s, keyed):
                 walks.setdefault(c, set()).add(f)
-                if not mine and s.kind == "for":
-                    bare_walks.append(Change(f, c, s.line, "walk", mine))
+                if not holding and s.kind == "for":
+                    bare_walks.append(Change(f, c, s.line, "walk", holding))
     out = _bare_walks(bare_walks, by_container, roots)
     for c, changes in by_container.items():
         for ch in changes:
