@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kvflowmap.facts import CallFact
+from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.index.text import split_commas
 from kvflowmap.lifecycle.containers import PURE, READ_METHODS
 from kvflowmap.lifecycle.spec import LifecycleSpec
@@ -374,7 +374,7 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
     return mine.size() != before
 
 
-def _reads_id_field(state: IdState, loop, name: str) -> bool:
+def _reads_id_field(state: IdState, loop: Stmt, name: str) -> bool:
     """The loop body reads ``name.<id field>`` (``request.req_id``)."""
     return any(n.partition(".")[0] == name and n.partition(".")[2] in state.id_attrs
                for b in walk_stmts(loop.body) for n in b.names)
