@@ -21,6 +21,8 @@ assignment, or passing it to a call, which may fill it).
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -232,6 +234,8 @@ class Unreported:
 
 
 _LOUD = ("error", "exception", "critical")
+# ``rid in self._pending`` / ``not in``: a test of where the id is kept
+_MEMBERSHIP = re.compile(r"\bin\s+self\.")
 
 
 def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Resolve,
@@ -466,7 +470,12 @@ def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
 
 
 def _logs_error(fn: FnView, body: tuple[Stmt, ...]) -> bool:
-    return any(is_logging(c.callee or "") and (c.callee or "").rpartition(".")[2] in _LOUD
+    return _logs(fn, body, _LOUD)
+
+
+def _logs(fn: FnView, body: tuple[Stmt, ...], levels: tuple[str, ...]) -> bool:
+    """A statement of ``body`` itself logs at one of ``levels``."""
+    return any(is_logging(c.callee or "") and (c.callee or "").rpartition(".")[2] in levels
                for st in body for c in fn.calls(st))
 
 
@@ -477,3 +486,56 @@ def _reraises(h: Stmt) -> bool:
 def _reraises_in(body: tuple[Stmt, ...]) -> bool:
     """The block ends by raising: the failure goes to the caller, not to vLLM's report."""
     return bool(body) and body[-1].kind == "raise"
+
+
+def load_failures(fns: dict[str, FnView], reached: set[str],
+                  request_names: Callable[[str], set[str]]) -> list[tuple[str, int]]:
+    """(function, line) of the failure branches about a request among the
+    functions ``reached`` (an ``except`` whose ``try`` works on the request,
+    an ``if``/``else`` body that logs an error naming it), neither re-raising.
+    Where the connector has no way to report failed blocks, each of these is
+    a failed load vLLM takes as a success."""
+    out = []
+    for fqn in sorted(reached):
+        fn = fns.get(fqn)
+        names = request_names(fqn) if fn is not None else set()
+        if fn is None or not names:
+            continue
+        names = _derived(fn, names)
+        for branch, body in _failure_branches(fn, names):
+            if branch.kind == "except":
+                # its ``try`` works on the request; a failure worth a log
+                if _logs(fn, body, _LOUD + ("warning", "warn")):
+                    out.append((fqn, branch.line))
+                continue
+            # a branch must name the request, and not be a bookkeeping
+            # test of whether the id is where it should be (``rid in self._x``)
+            made = {a.target for st in walk(body) for a in fn.assigns(st)}
+            if (names - made) & {n.partition(".")[0] for st in walk(body) for n in st.names} \
+                    and not _MEMBERSHIP.search(branch.text or ""):
+                out.append((fqn, branch.line))
+    return list(dict.fromkeys(out))
+
+
+def _derived(fn: FnView, names: set[str]) -> set[str]:
+    """``names`` and the locals a simple statement naming one of them binds
+    or appends to (``addrs.append(addr)``; ``batch = addrs[k:] + addrs[:k]``):
+    the request's data, gathered for the transfer that may fail."""
+    out = set(names)
+    for _ in range(4):
+        before = len(out)
+        for st in fn.stmts:
+            if st.kind == "simple" and out & set(st.names):
+                out |= {a.target for a in fn.assigns(st) if "." not in a.target}
+                out |= {op.container for op in fn.containers(st)
+                        if op.op in ADD_OPS and "." not in op.container}
+        if len(out) == before:
+            break
+    return out
+
+
+def empty_hook(fns: dict[str, FnView], hook: str) -> bool:
+    """The analysed hook ``hook`` can only return an empty collection and
+    takes nothing out of any container (a constant ``return set()``)."""
+    fn = fns.get(hook)
+    return fn is not None and bool(_empty_returns(fn)) and not _takes(fn)

@@ -94,6 +94,7 @@ class Lifecycle:
     _takers: dict[str, str] | None = None
     _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
+    _handed: dict[str, list[str]] | None = None
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -265,6 +266,16 @@ class Lifecycle:
             lines = {sp.line for sp in self.spawned if sp.spawner == fqn}
             out += set_pending(fn, self.effects.values, keyed, self.state.is_id, lines)
         return out
+
+    def runs_from(self, starts: list[str], avoid: frozenset[str] = frozenset()) -> set[str]:
+        """``starts`` and every subject function they make run (calls,
+        constructors, spawned threads, executor tasks, callbacks, the loops
+        that take what they put on a queue), not going through ``avoid``."""
+        if self._handed is None:
+            self._handed = queue_handoffs(self.functions)
+        runs = {f: [g for g in (*gs, *self._handed.get(f, ())) if g not in avoid]
+                for f, gs in self._runs.items()}
+        return _reach(runs, starts)
 
     def background(self) -> frozenset[str]:
         """Functions run by a thread, executor, task or callback the subject

@@ -19,8 +19,9 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
-from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
-                                          unreported_failures, write_only)
+from kvflowmap.lifecycle.failures import (Fill, block_channels, empty_hook, failure_sites,
+                                          fill_sites, load_failures, unreported_failures,
+                                          write_only)
 
 # failure branches named in a never-filled finding (where to record blocks)
 MAX_SITES = 6
@@ -39,11 +40,17 @@ class Options:
 
     channel: str = option("failed_blocks", "the protocol's report channel for blocks whose "
                                            "load failed")
-    hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch", "dropped"),
+    hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch", "dropped",
+                                    "no-channel"),
                                    "what to report: never-filled, always-empty, branch (a "
                                    "failure branch that records no blocks while the class "
                                    "records them for its other failures), dropped (failed "
-                                   "blocks computed into a local that one path never uses)")
+                                   "blocks computed into a local that one path never uses), "
+                                   "no-channel (a failure branch on the load path of a "
+                                   "connector whose hook, its own or the protocol base's, "
+                                   "can only return nothing)")
+    load_reports: str = option("finished_recving", "the report channel whose hooks, with the "
+                                                    "protocol's load hooks, start a load path")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -104,6 +111,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                         for g, ln in failure_sites(lc.functions,
                                                    lc.functions[fn].cls or "")[:MAX_SITES])),
                 anchor=f"never-filled:{attr}"))
+    if "no-channel" in opts.hows:
+        out += _no_channel(ctx, lc, chan.methods, opts, set(wanted))
     if "dropped" in opts.hows:
         out += _dropped(ctx, lc, wanted, {a for ch in channels for a, _, _ in ch.drained})
     if "branch" in opts.hows and direct:
@@ -149,4 +158,50 @@ def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[F
                         if line != d.line),
                       ctx.step(fqn, d.fill_line, f"elsewhere self.{d.attr} gets them")),
                 anchor=f"dropped:{d.local}"))
+    return out
+
+
+def _no_channel(ctx: CheckContext, lc, hooks: tuple[str, ...], opts: Options,
+                wanted: set[str]) -> list[Finding]:
+    """Per connector class whose failed-blocks hook (its own override or the
+    protocol base's default) can only return nothing: the failure branches on
+    its load path (what its load hooks and load-report hooks make run, less
+    what only the save hooks reach). Each is a failed load vLLM never hears of."""
+    base = ctx.protocol.base_class
+    recv = lc.spec.channel(opts.load_reports)
+    starters = (*lc.spec.load_hooks, *(recv.methods if recv else ()))
+    # a ``super()`` call into the base's hook comes back through ``self``
+    # to every connector's override: this class's own are already starts
+    own_base = frozenset(f for f, fn in lc.functions.items() if fn.cls == base)
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for cls in sorted({fn.cls for fn in lc.functions.values() if fn.cls}):
+        if cls == base or base not in ctx.classes.mro(cls):
+            continue
+        hook = next((m for h in hooks if (m := ctx.classes.find_member(cls, h))), None)
+        if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
+            continue
+        # the base's own hooks dispatch to every connector's override: not this one's path
+        starts = [m for h in starters if (m := ctx.classes.find_member(cls, h)) in lc.functions
+                  and m.rpartition(".")[0] != base]
+        reached = (lc.runs_from(starts, own_base) - lc.save_only) & wanted
+        for fqn, line in load_failures(lc.functions, reached,
+                                       lambda f: lc.state.of(f).own_request_names()):
+            if (fqn, line) in seen:
+                continue
+            seen.add((fqn, line))
+            where = (f"the protocol base's default {short(hook)}" if hook.rpartition(".")[0] == base
+                     else f"{short(hook)} (line {lc.functions[hook].fact.line})")
+            out.append(ctx.finding(
+                fqn, line,
+                f"this failure branch of {short(fqn)} is on the load path of "
+                f"{cls.rpartition('.')[2]}, whose failed-blocks hook is {where}: it can only "
+                "return an empty collection, so no failed load ever reaches vLLM. The blocks "
+                "of this failed transfer are taken as loaded and the request runs on whatever "
+                "they held. Record them in a container the hook returns (and clears)",
+                path=(ctx.step(fqn, line, "a load fails here"),
+                      *((ctx.step(hook, lc.functions[hook].fact.line,
+                                  "the hook can only return nothing"),)
+                        if hook in lc.functions else ())),
+                anchor=f"no-channel:{cls.rpartition('.')[2]}"))
     return out
