@@ -33,6 +33,11 @@ def _lmcache(version: str) -> Corpus:
     return Corpus(f"lmcache {version}", f"lmcache=={version}", "lmcache/integration/vllm")
 
 
+def _vllm(version: str) -> Corpus:
+    return Corpus(f"vllm {version} connectors", f"vllm=={version}",
+                  "vllm/distributed/kv_transfer/kv_connector/v1", f"vllm=={version}")
+
+
 BUGS = (
     # PegaFlow's save thread called _process_save_batch with nothing around it
     # but ``except queue.Empty``: one failed batch ended the only save thread,
@@ -114,6 +119,25 @@ BUGS = (
              _pegaflow("0.22.4"),
              "kvc-released-on-every-exit",
              "pegaflow.connector.scheduler.SchedulerConnector.update_state_after_alloc"),
+    # PegaFlow's get_finished logged a load whose state came back negative
+    # ("async_load_failed") and reported the request received, while the
+    # facade's get_block_ids_with_load_errors returned a constant set(): vLLM
+    # took the failed blocks as loaded. 0.21.0 records them
+    # (_failed_load_block_ids) and the hook returns them.
+    FixedBug("pegaflow failed load reported as loaded: the failed-blocks hook returns set()",
+             _pegaflow("0.20.0"),
+             _pegaflow("0.21.0"),
+             "kvc-failed-blocks-reported",
+             "pegaflow.connector.worker.WorkerConnector.get_finished"),
+    # vLLM's Mooncake connector only logged a failed pull on the decode side
+    # and had no failed-blocks hook (the base's set() answered); 0.30.0 adds
+    # _invalid_block_ids, filled on failure, and the hook that returns them.
+    FixedBug("vllm mooncake failed pull only logged, no failed-blocks hook",
+             _vllm("0.29.0"),
+             _vllm("0.30.0"),
+             "kvc-failed-blocks-reported",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
+             ".MooncakeConnectorWorker.receive_kv_from_single_worker"),
     # LMCache's MP connector recorded each lookup in its scheduler adapter
     # (``_pending_lookups.add(request_id)``) from the probe and cleaned it only
     # in update_state_after_alloc: a request aborted before allocation leaked

@@ -198,7 +198,8 @@ def _no_channel(ctx: CheckContext, lc, hooks: tuple[str, ...], opts: Options,
                 f"{cls.rpartition('.')[2]}, whose failed-blocks hook is {where}: it can only "
                 "return an empty collection, so no failed load ever reaches vLLM. The blocks "
                 "of this failed transfer are taken as loaded and the request runs on whatever "
-                "they held. Record them in a container the hook returns (and clears)",
+                "they held. Record them in a container the hook returns and clears (or, where "
+                "they are recorded, have this connector's hook return them)",
                 path=(ctx.step(fqn, line, "a load fails here"),
                       *((ctx.step(hook, lc.functions[hook].fact.line,
                                   "the hook can only return nothing"),)
