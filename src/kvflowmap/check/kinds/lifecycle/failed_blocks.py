@@ -19,6 +19,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
+from kvflowmap.lifecycle.model import Lifecycle
 from kvflowmap.lifecycle.failures import (Fill, block_channels, empty_hook, failure_sites,
                                           fill_sites, load_failures, unreported_failures,
                                           write_only)
@@ -161,7 +162,7 @@ def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[F
     return out
 
 
-def _no_channel(ctx: CheckContext, lc, hooks: tuple[str, ...], opts: Options,
+def _no_channel(ctx: CheckContext, lc: Lifecycle, hooks: tuple[str, ...], opts: Options,
                 wanted: set[str]) -> list[Finding]:
     """Per connector class whose failed-blocks hook (its own override or the
     protocol base's default) can only return nothing: the failure branches on
