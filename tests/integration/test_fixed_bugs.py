@@ -129,6 +129,23 @@ BUGS = (
              _pegaflow("0.21.0"),
              "kvc-failed-blocks-reported",
              "pegaflow.connector.worker.WorkerConnector.get_finished"),
+    # The same release pair: a load RPC that answered not-ok raised
+    # RuntimeError out of start_load_kv (the worker dies with every request);
+    # 0.21.0 records the request's blocks as load errors and reports it.
+    FixedBug("pegaflow failed load RPC raised out of start_load_kv",
+             _pegaflow("0.20.0"),
+             _pegaflow("0.21.0"),
+             "kvc-failed-blocks-reported",
+             "pegaflow.connector.worker.WorkerConnector.start_load_kv"),
+    # vLLM 0.11.0's NIXL worker raised RuntimeError from get_finished for a
+    # transfer in neither DONE nor PROC state; 0.11.1 marks its blocks
+    # invalid, releases the handle and reports the request done.
+    FixedBug("vllm nixl failed transfer raised out of get_finished",
+             _vllm("0.11.0"),
+             _vllm("0.11.1"),
+             "kvc-failed-blocks-reported",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
+             "._pop_done_transfers"),
     # vLLM's Mooncake connector only logged a failed pull on the decode side
     # and had no failed-blocks hook (the base's set() answered); 0.30.0 adds
     # _invalid_block_ids, filled on failure, and the hook that returns them.

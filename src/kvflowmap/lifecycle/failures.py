@@ -519,8 +519,9 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
 
 def _derived(fn: FnView, names: set[str]) -> set[str]:
     """``names`` and the locals a simple statement naming one of them binds
-    or appends to (``addrs.append(addr)``; ``batch = addrs[k:] + addrs[:k]``):
-    the request's data, gathered for the transfer that may fail."""
+    or appends to (``addrs.append(addr)``; ``batch = addrs[k:] + addrs[:k]``),
+    and the targets of a loop over one: the request's data, gathered for the
+    transfer that may fail."""
     out = set(names)
     for _ in range(4):
         before = len(out)
@@ -529,6 +530,11 @@ def _derived(fn: FnView, names: set[str]) -> set[str]:
                 out |= {a.target for a in fn.assigns(st) if "." not in a.target}
                 out |= {op.container for op in fn.containers(st)
                         if op.op in ADD_OPS and "." not in op.container}
+            elif st.kind == "for" and st.text and " in " in st.text:
+                # ``for handle, t in handles``: the items of the request's data
+                targets, _, walked = st.text.partition(" in ")
+                if out & {n.partition(".")[0] for n in IDENT.findall(walked)}:
+                    out |= set(IDENT.findall(targets))
         if len(out) == before:
             break
     return out
@@ -539,3 +545,55 @@ def empty_hook(fns: dict[str, FnView], hook: str) -> bool:
     takes nothing out of any container (a constant ``return set()``)."""
     fn = fns.get(hook)
     return fn is not None and bool(_empty_returns(fn)) and not _takes(fn)
+
+
+# the test of a transfer's outcome: ``ok``, ``not ok``, ``state == "DONE"``,
+# ``ret < 0`` (a status against a constant), not a computed invariant
+_LITERAL = r"(?:-?\d+|\"[^\"]*\"|'[^']*'|True|False)"
+_STATUS_TEST = re.compile(rf"^(?:not\s+)?(?P<a>\w+)$|^(?P<b>\w+)\s*(?:==|!=|<=|>=|<|>)\s*{_LITERAL}$")
+
+
+def raised_failures(fns: dict[str, FnView], reached: set[str],
+                    request_names: Callable[[str], set[str]]) -> list[tuple[str, int, str]]:
+    """(function, line of the ``raise``, the outcome tested) for each arm of
+    an ``if`` among ``reached`` that ends by raising an exception of its own,
+    where the test reads what a call given the request's data returned (``ok,
+    msg = client.load(..., block_ids)``; ``state = check(handle)``): a failed
+    transfer raised out of the load path instead of reported."""
+    out = []
+    for fqn in sorted(reached):
+        fn = fns.get(fqn)
+        names = request_names(fqn) if fn is not None else set()
+        if fn is None or not names:
+            continue
+        outcomes = _outcomes(fn, _derived(fn, names))
+        for s in fn.stmts:
+            m = _STATUS_TEST.match((s.text or "").strip()) if s.kind == "if" else None
+            tested = (m.group("a") or m.group("b")) if m else None
+            if tested not in outcomes:
+                continue
+            for body in (s.body, s.orelse):
+                # an unsupported configuration is not a failed transfer
+                if body and body[-1].kind == "raise" and body[-1].text and \
+                        "NotImplementedError" not in body[-1].text:
+                    out.append((fqn, body[-1].line, str(tested)))
+    return list(dict.fromkeys(out))
+
+
+def _outcomes(fn: FnView, names: set[str]) -> set[str]:
+    """Locals bound to what a method call given one of ``names`` (or made on
+    one) returned; container reads and writes (``d.get(rid)``) are lookups,
+    not transfers."""
+    out = set()
+    for st in fn.stmts:
+        if st.kind == "simple" and any(_transfer_call(c, names) for c in fn.calls(st)):
+            out |= {a.target for a in fn.assigns(st) if "." not in a.target}
+    return out
+
+
+def _transfer_call(c: CallFact, names: set[str]) -> bool:
+    base, _, meth = (c.callee or "").rpartition(".")
+    if not base or is_logging(c.callee or "") or meth in _TAKE | ADD_OPS:
+        return False
+    given = {(a or "").partition(".")[0] for a in (*c.args, *(v for _, v in c.kwargs))}
+    return bool((given | {base.partition(".")[0]}) & names - {"self"})

@@ -21,8 +21,8 @@ from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
 from kvflowmap.lifecycle.model import Lifecycle
 from kvflowmap.lifecycle.failures import (Fill, block_channels, empty_hook, failure_sites,
-                                          fill_sites, load_failures, unreported_failures,
-                                          write_only)
+                                          fill_sites, load_failures, raised_failures,
+                                          unreported_failures, write_only)
 
 # failure branches named in a never-filled finding (where to record blocks)
 MAX_SITES = 6
@@ -42,14 +42,15 @@ class Options:
     channel: str = option("failed_blocks", "the protocol's report channel for blocks whose "
                                            "load failed")
     hows: tuple[str, ...] = option(("never-filled", "always-empty", "branch", "dropped",
-                                    "no-channel"),
+                                    "no-channel", "raised"),
                                    "what to report: never-filled, always-empty, branch (a "
                                    "failure branch that records no blocks while the class "
                                    "records them for its other failures), dropped (failed "
                                    "blocks computed into a local that one path never uses), "
                                    "no-channel (a failure branch on the load path of a "
                                    "connector whose hook, its own or the protocol base's, "
-                                   "can only return nothing)")
+                                   "can only return nothing), raised (a failed transfer "
+                                   "raised out of the load path instead of reported)")
     load_reports: str = option("finished_recving", "the report channel whose hooks, with the "
                                                     "protocol's load hooks, start a load path")
 
@@ -112,8 +113,12 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                         for g, ln in failure_sites(lc.functions,
                                                    lc.functions[fn].cls or "")[:MAX_SITES])),
                 anchor=f"never-filled:{attr}"))
-    if "no-channel" in opts.hows:
-        out += _no_channel(ctx, lc, chan.methods, opts, set(wanted))
+    if {"no-channel", "raised"} & set(opts.hows):
+        paths = _load_paths(ctx, lc, chan.methods, opts, set(wanted))
+        if "no-channel" in opts.hows:
+            out += _no_channel(ctx, lc, paths)
+        if "raised" in opts.hows:
+            out += _raised(ctx, lc, paths)
     if "dropped" in opts.hows:
         out += _dropped(ctx, lc, wanted, {a for ch in channels for a, _, _ in ch.drained})
     if "branch" in opts.hows and direct:
@@ -162,30 +167,67 @@ def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[F
     return out
 
 
-def _no_channel(ctx: CheckContext, lc: Lifecycle, hooks: tuple[str, ...], opts: Options,
-                wanted: set[str]) -> list[Finding]:
-    """Per connector class whose failed-blocks hook (its own override or the
-    protocol base's default) can only return nothing: the failure branches on
-    its load path (what its load hooks and load-report hooks make run, less
-    what only the save hooks reach). Each is a failed load vLLM never hears of."""
+def _load_paths(ctx: CheckContext, lc: Lifecycle, hooks: tuple[str, ...], opts: Options,
+                wanted: set[str]) -> list[tuple[str, str | None, set[str]]]:
+    """Per connector class (a subject class deriving from the protocol base):
+    its failed-blocks hook (None when the analysed vLLM has none) and its load
+    path: what its own load hooks and load-report hooks make run (calls,
+    threads, queue hand-offs), less what only the save hooks reach."""
     base = ctx.protocol.base_class
     recv = lc.spec.channel(opts.load_reports)
     starters = (*lc.spec.load_hooks, *(recv.methods if recv else ()))
     # a ``super()`` call into the base's hook comes back through ``self``
     # to every connector's override: this class's own are already starts
     own_base = frozenset(f for f, fn in lc.functions.items() if fn.cls == base)
-    seen: set[tuple[str, int]] = set()
     out = []
     for cls in sorted({fn.cls for fn in lc.functions.values() if fn.cls}):
         if cls == base or base not in ctx.classes.mro(cls):
             continue
         hook = next((m for h in hooks if (m := ctx.classes.find_member(cls, h))), None)
-        if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
-            continue
-        # the base's own hooks dispatch to every connector's override: not this one's path
         starts = [m for h in starters if (m := ctx.classes.find_member(cls, h)) in lc.functions
                   and m.rpartition(".")[0] != base]
-        reached = (lc.runs_from(starts, own_base) - lc.save_only) & wanted
+        out.append((cls, hook, (lc.runs_from(starts, own_base) - lc.save_only) & wanted))
+    return out
+
+
+def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[tuple[str, str | None, set[str]]]
+            ) -> list[Finding]:
+    """A failed transfer raised out of a connector's load path (not code only
+    a background thread runs, where ``thread_loop`` judges it)."""
+    background = lc.runs_from(sorted(lc.background()))
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for cls, _, reached in paths:
+        for fqn, line, outcome in raised_failures(
+                lc.functions, reached - background,
+                lambda f: lc.state.of(f).own_request_names()):
+            if (fqn, line) in seen:
+                continue
+            seen.add((fqn, line))
+            out.append(ctx.finding(
+                fqn, line,
+                f"a failed transfer raises here, on the load path of {cls.rpartition('.')[2]} "
+                f"(`{outcome}` is what the transfer returned): the exception leaves the worker "
+                "hook, so the worker, and the engine with it, dies with every request it holds, "
+                "instead of vLLM recomputing the failed blocks. Record the request's blocks in "
+                "the container get_block_ids_with_load_errors returns and report the request "
+                "finished",
+                path=(ctx.step(fqn, line, f"`{outcome}` says the transfer failed: raise"),),
+                anchor=f"raised:{outcome}"))
+    return out
+
+
+def _no_channel(ctx: CheckContext, lc: Lifecycle,
+                paths: list[tuple[str, str | None, set[str]]]) -> list[Finding]:
+    """Per connector class whose failed-blocks hook (its own override or the
+    protocol base's default) can only return nothing: the failure branches on
+    its load path. Each is a failed load vLLM never hears of."""
+    base = ctx.protocol.base_class
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for cls, hook, reached in paths:
+        if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
+            continue
         for fqn, line in load_failures(lc.functions, reached,
                                        lambda f: lc.state.of(f).own_request_names()):
             if (fqn, line) in seen:
