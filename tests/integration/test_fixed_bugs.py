@@ -146,6 +146,15 @@ BUGS = (
              "kvc-failed-blocks-reported",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
              "._pop_done_transfers"),
+    # The same release pair: the handshake, run on an executor, sent
+    # GET_META_MSG and waited in sock.recv() with no timeout; a peer that died
+    # mid-handshake held it for good. 0.11.1 sets zmq.RCVTIMEO on the socket.
+    FixedBug("vllm nixl handshake waits for the peer's reply without a timeout",
+             _vllm("0.11.0"),
+             _vllm("0.11.1"),
+             "kvc-no-unbounded-wait-in-background-work",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
+             "._nixl_handshake"),
     # vLLM's Mooncake connector only logged a failed pull on the decode side
     # and had no failed-blocks hook (the base's set() answered); 0.30.0 adds
     # _invalid_block_ids, filled on failure, and the hook that returns them.

@@ -31,6 +31,7 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REM
                                            RESET_OPS, assigns_empty)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.ids import IDENT, KEEP
+from kvflowmap.lifecycle.request_data import request_data
 from kvflowmap.lifecycle.swallowed import benign, works_on
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -501,7 +502,7 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
         names = request_names(fqn) if fn is not None else set()
         if fn is None or not names:
             continue
-        names = _derived(fn, names)
+        names = request_data(fn, names)
         for branch, body in _failure_branches(fn, names):
             if branch.kind == "except":
                 # its ``try`` works on the request; a failure worth a log
@@ -515,29 +516,6 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
                     and not _MEMBERSHIP.search(branch.text or ""):
                 out.append((fqn, branch.line))
     return list(dict.fromkeys(out))
-
-
-def _derived(fn: FnView, names: set[str]) -> set[str]:
-    """``names`` and the locals a simple statement naming one of them binds
-    or appends to (``addrs.append(addr)``; ``batch = addrs[k:] + addrs[:k]``),
-    and the targets of a loop over one: the request's data, gathered for the
-    transfer that may fail."""
-    out = set(names)
-    for _ in range(4):
-        before = len(out)
-        for st in fn.stmts:
-            if st.kind == "simple" and out & set(st.names):
-                out |= {a.target for a in fn.assigns(st) if "." not in a.target}
-                out |= {op.container for op in fn.containers(st)
-                        if op.op in ADD_OPS and "." not in op.container}
-            elif st.kind == "for" and st.text and " in " in st.text:
-                # ``for handle, t in handles``: the items of the request's data
-                targets, _, walked = st.text.partition(" in ")
-                if out & {n.partition(".")[0] for n in IDENT.findall(walked)}:
-                    out |= set(IDENT.findall(targets))
-        if len(out) == before:
-            break
-    return out
 
 
 def empty_hook(fns: dict[str, FnView], hook: str) -> bool:
@@ -566,7 +544,7 @@ def raised_failures(fns: dict[str, FnView], reached: set[str],
         names = request_names(fqn) if fn is not None else set()
         if fn is None or not names:
             continue
-        outcomes = _outcomes(fn, _derived(fn, names))
+        outcomes = _outcomes(fn, request_data(fn, names))
         for s in fn.stmts:
             m = _STATUS_TEST.match((s.text or "").strip()) if s.kind == "if" else None
             tested = (m.group("a") or m.group("b")) if m else None

@@ -12,7 +12,9 @@ from kvflowmap.check.kinds.forbid_contexts import Chain, followable, short, star
 from kvflowmap.check.kinds.forbid_guards import Guard, guarded
 from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.model import Finding
-from kvflowmap.facts import CallFact
+from kvflowmap.check.kinds.forbid_guards import last_line
+from kvflowmap.facts import CallFact, Stmt
+from kvflowmap.lifecycle.request_data import request_data
 
 
 
@@ -95,8 +97,11 @@ def _local_of_excluded_type(ctx: CheckContext, fqn: str, call: CallFact,
 
 
 def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
-    if call.awaited:
+    if call.awaited and opts.awaited_bounded:
         return True  # ``await ev.wait()`` suspends a coroutine, not the hook's thread
+    if not _after(ctx, opts, fqn, name, call) or _done_callback_arg(ctx, fqn, call) or \
+            not _on_request(ctx, opts, fqn, name, call):
+        return True
     if any(k in opts.unless_kwargs for k, _ in call.kwargs):
         return True
     timeout_pos = opts.positional_timeout
@@ -110,7 +115,14 @@ def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFa
     if not methods or not receiver:
         return False
     fn = ctx.function(fqn)
-    return guarded(fn.body, call.line, Guard(receiver, methods))
+    if guarded(fn.body, call.line, Guard(receiver, methods)):
+        return True
+    # ``events = dict(poller.poll())`` ... ``if sock in events: sock.recv()``:
+    # any receiver's ``*.poll`` that runs first on every way there
+    polled = {m[2:] for m in methods if m.startswith("*.")}
+    lines = {c.line for c in ctx.calls_in(fqn) if c.line < call.line and
+             (c.callee or "").rpartition(".")[2] in polled}
+    return bool(lines) and _dominated(fn.body, call.line, lines)
 
 
 def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str) -> bool:
@@ -129,3 +141,57 @@ def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str) -> bool:
                         not arg or any(arg in (a or "") for a in c.args)):
                     return True
     return False
+
+
+def _after(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
+    """The call comes after what ``only_after`` asks for (or nothing is asked):
+    one of its methods called on the same receiver by a statement that runs
+    before it on every way there (an earlier statement of its own block or of
+    an enclosing one; not one in a sibling branch)."""
+    wanted = {m for p, ms in opts.only_after.items() if fnmatch.fnmatchcase(name, p) for m in ms}
+    if not wanted:
+        return True
+    receiver = (call.callee or "").rpartition(".")[0]
+    lines = {c.line for c in ctx.calls_in(fqn) if c.line < call.line and
+             (c.callee or "").rpartition(".")[0] == receiver and
+             (c.callee or "").rpartition(".")[2] in wanted}
+    return bool(lines) and _dominated(ctx.function(fqn).body, call.line, lines)
+
+
+def _dominated(block: tuple[Stmt, ...], line: int, lines: set[int]) -> bool:
+    """A simple statement at one of ``lines`` precedes ``line`` in ``block`` or
+    in one of the blocks enclosing it."""
+    for st in block:
+        if st.line > line:
+            return False
+        if st.line <= line <= last_line(st) and (st.body or st.orelse or st.handlers or
+                                                     st.final):
+            return any(_dominated(sub, line, lines) for sub in
+                       (st.body, st.orelse, *(h.body for h in st.handlers), st.final)
+                       if sub and sub[0].line <= line <= max(last_line(x) for x in sub))
+        if st.line == line:
+            return False
+        if st.kind == "simple" and st.line in lines:
+            return True
+    return False
+
+
+def _on_request(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
+    """The call is on the request's own data, or ``request_receivers`` does not
+    ask it to be."""
+    if not any(fnmatch.fnmatchcase(name, p) for p in opts.request_receivers):
+        return True
+    root = (call.callee or "").partition(".")[0]
+    lc = ctx.lifecycle()
+    fn = lc.functions.get(fqn)
+    return fn is not None and root in request_data(fn, lc.state.of(fqn).own_request_names())
+
+
+def _done_callback_arg(ctx: CheckContext, fqn: str, call: CallFact) -> bool:
+    """``fut.result()`` where ``fut`` is the parameter of a done callback
+    (``add_done_callback(fn)`` runs ``fn(fut)`` once ``fut`` is done)."""
+    receiver = (call.callee or "").rpartition(".")[0]
+    params = [p.name for p in ctx.function(fqn).params]
+    return bool(params) and receiver == params[0] and any(
+        sp.target == fqn and sp.call.endswith("add_done_callback")
+        for sp in ctx.lifecycle().spawned)

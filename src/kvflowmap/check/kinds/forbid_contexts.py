@@ -13,8 +13,10 @@ Chain = tuple[Step, ...]
 
 
 def contexts(ctx: CheckContext, opts: Options, names: set[str] | None = None) -> list[str]:
-    """Context functions, sorted: from ``methods``, ``side`` and ``entry_points``,
-    or, given ``names``, the target methods so named."""
+    """Context functions, sorted: from ``methods``, ``side``, ``entry_points``
+    and (``background``) what the subject runs in threads, executors, tasks
+    and callbacks; or, given ``names``, the target methods so named."""
+    own = names is None
     if names is None:
         names = set(opts.methods)
         if opts.side:
@@ -25,6 +27,8 @@ def contexts(ctx: CheckContext, opts: Options, names: set[str] | None = None) ->
     out = {f for f in ctx.target_functions if f.rpartition(".")[2] in names}
     out |= {f for f, d in ctx.model.defs.items() if not d.is_class
             and any(fnmatch.fnmatchcase(f, p) for p in pats)}
+    if own and opts.background:
+        out |= {f for f in ctx.lifecycle().background() if f in ctx.model.defs}
     return sorted(out)
 
 

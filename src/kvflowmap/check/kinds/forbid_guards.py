@@ -59,9 +59,9 @@ class Guard:
         return negative and isinstance(node, ast.BoolOp) and any(want(v) for v in node.values)
 
 
-def _last_line(stmt: Stmt) -> int:
+def last_line(stmt: Stmt) -> int:
     kids = (*stmt.body, *stmt.orelse, *stmt.handlers, *stmt.final)
-    return max([stmt.line, *(_last_line(k) for k in kids)])
+    return max([stmt.line, *(last_line(k) for k in kids)])
 
 
 def guarded(block: tuple[Stmt, ...], line: int, guard: Guard) -> bool:
@@ -70,9 +70,9 @@ def guarded(block: tuple[Stmt, ...], line: int, guard: Guard) -> bool:
     for stmt in block:
         if stmt.line > line:
             break
-        if stmt.line < line <= _last_line(stmt) or (stmt.line == line and stmt.body):
+        if stmt.line < line <= last_line(stmt) or (stmt.line == line and stmt.body):
             if stmt.kind == "if" and any(b.line <= line for b in stmt.body[:1]) and \
-                    line <= max(_last_line(b) for b in stmt.body) and guard.test(stmt.text, False):
+                    line <= max(last_line(b) for b in stmt.body) and guard.test(stmt.text, False):
                 return True
             return held or any(guarded(sub, line, guard) for sub in
                                (stmt.body, stmt.orelse, stmt.handlers, stmt.final))

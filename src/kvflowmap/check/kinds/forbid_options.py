@@ -37,6 +37,19 @@ class Options:
     timeout_setters: dict[str, tuple[str, ...]] = option(
         dict(TIMEOUT_SETTERS), "glob -> calls ('method' or 'method:ARG') that, made anywhere in "
         "the class of the call, give its receivers a timeout")
+    background: bool = option(False, "also start from every function the subject runs in the "
+                              "background (thread targets, executor tasks, callbacks, tasks)")
+    only_after: dict[str, tuple[str, ...]] = option(
+        {}, "glob -> methods: a matching call is forbidden only after one of these was called "
+        "on the same receiver earlier on every way to it in the function (a reply awaited: "
+        "send, then recv)")
+    request_receivers: tuple[str, ...] = option(
+        (), "globs of calls forbidden only on the request's own data (a per-request event or "
+        "future: send_meta.ready.wait()), not on the object's long-lived ones (a thread's wake "
+        "event)")
+    awaited_bounded: bool = option(True, "an awaited call (await ev.wait()) suspends a coroutine, "
+                                   "not a thread: bounded (false where the coroutine is the "
+                                   "request's work)")
     exclude: tuple[str, ...] = option(EXCLUDE, "globs never reported")
     depth: int = option(6, "call hops followed from a context function")
     edge_kinds: tuple[str, ...] = option(("call", "dispatch"), "graph edge kinds followed "
