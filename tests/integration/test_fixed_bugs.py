@@ -155,6 +155,15 @@ BUGS = (
              "kvc-no-unbounded-wait-in-background-work",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
              "._nixl_handshake"),
+    # The same release pair: the handshake future's done-callback put the
+    # request on the ready queue without looking at the future, so a failed
+    # handshake went on to the read. 0.11.1 checks f.result() and fails it.
+    FixedBug("vllm nixl done-callback hands the request on without checking the handshake",
+             _vllm("0.11.0"),
+             _vllm("0.11.1"),
+             "kvc-request-id-not-dropped",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
+             "._background_nixl_handshake.request_ready"),
     # vLLM's Mooncake connector only logged a failed pull on the decode side
     # and had no failed-blocks hook (the base's set() answered); 0.30.0 adds
     # _invalid_block_ids, filled on failure, and the hook that returns them.

@@ -44,13 +44,14 @@ def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
     if not parts or not parts[0]:
         return None
     head = parts[0]
-    if head in ("self", "cls") and fn.cls and len(parts) >= 2:
+    cls = fn.self_cls
+    if head in ("self", "cls") and cls and len(parts) >= 2:
         if len(parts) == 2:
-            return Container(fn.cls, parts[1])
+            return Container(cls, parts[1])
         owner = _owner_type(fn, ".".join(parts[:-1]), values)
         if owner:
             return Container(owner, parts[-1])
-        return Container(fn.cls, ".".join(parts[1:]))
+        return Container(cls, ".".join(parts[1:]))
     if len(parts) == 1 and _is_module_global(fn, head):
         return Container(fn.module, head)
     return None

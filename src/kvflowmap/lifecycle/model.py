@@ -22,6 +22,7 @@ from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncomplete
 from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_id, seed)
+from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.locks import Unlocked, unlocked
@@ -305,6 +306,18 @@ class Lifecycle:
         names = ids.ids | ids.requests
         return forgotten(self.functions[fqn], self.effects, names,
                          ids.request_names()) if names else []
+
+    def unchecked(self, fqn: str) -> list[Unchecked]:
+        """``fqn`` as a done-callback of the subject that hands the request on
+        without looking at its future (``lifecycle.callbacks``)."""
+        out = []
+        for sp in self.spawned:
+            if sp.target == fqn and sp.call.endswith("add_done_callback"):
+                ids = self.state.of(fqn)
+                u = unchecked(self.functions[fqn], ids.request_names(), sp.spawner, sp.line)
+                if u is not None:
+                    out.append(u)
+        return out[:1]
 
     def lost(self, fqn: str) -> list[Taken]:
         """Locals of ``fqn`` that take ids out of owed state (directly or

@@ -41,6 +41,25 @@ class FnView:
             return None
         return f"{self.module}.{self.fact.class_qualname}"
 
+    @cached_property
+    def self_cls(self) -> str | None:
+        """The class ``self`` means here: the enclosing class of a method, or,
+        in a def nested in a method that reads the method's ``self`` freely
+        (a done-callback), that method's class."""
+        if self.fact.class_qualname:
+            return self.cls
+        if "self" in self.param_names:
+            return None
+        outer = self.fact.qualname.rpartition(".")[0]
+        while outer:
+            f = next((g for g in self.facts.functions if g.qualname == outer), None)
+            if f is None:
+                return None
+            if f.class_qualname:
+                return f"{self.module}.{f.class_qualname}"
+            outer = outer.rpartition(".")[0]
+        return None
+
     @property
     def name(self) -> str:
         return self.fact.name

@@ -21,6 +21,7 @@ from kvflowmap.check.kinds.lifecycle._shared import (TEARDOWN, functions, lifecy
                                                      steps)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.callbacks import Unchecked
 from kvflowmap.lifecycle.paths import Drop
 from kvflowmap.lifecycle.swallowed import Swallowed
 from kvflowmap.lifecycle.taken import Taken
@@ -45,6 +46,8 @@ _HOW = {
                  "succeeded",
     "forgotten": "this handler only logs, in code only a background thread or task runs, and "
                  "nothing reports the request afterwards",
+    "unchecked": "this done-callback never looks at its future, and hands the request on as if "
+                 "the work had succeeded",
 }
 
 
@@ -53,9 +56,9 @@ class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
     hows: tuple[str, ...] = option(("except", "early-exit", "removed", "raised", "lost",
-                                    "ignored", "swallowed", "forgotten"),
+                                    "ignored", "swallowed", "forgotten", "unchecked"),
                                    "kinds of drop to report: except, early-exit, removed, "
-                                   "raised, lost, ignored, swallowed, forgotten")
+                                   "raised, lost, ignored, swallowed, forgotten, unchecked")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
@@ -73,6 +76,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             out += [_swallowed(ctx, w) for w in lc.swallowed(f)]
         if "forgotten" in opts.hows:
             out += [_forgotten(ctx, w) for w in lc.forgotten(f)]
+        if "unchecked" in opts.hows:
+            out += [_unchecked(ctx, u) for u in lc.unchecked(f)]
         return out
 
     return each_function(ctx, fns, one)
@@ -113,6 +118,19 @@ def _forgotten(ctx: CheckContext, w: Swallowed) -> Finding:
                                f"the function ends without reporting `{w.id_name}`")])
     return ctx.finding(w.fqn, w.handler_line, msg, path=path,
                        anchor=f"forgotten:{w.id_name}:{w.try_line - ctx.function(w.fqn).line}")
+
+
+def _unchecked(ctx: CheckContext, u: Unchecked) -> Finding:
+    msg = (f"{short(u.fqn)} runs when the future it is given is done, whether its work "
+           f"succeeded or raised, never looks at `{u.future}` (result(), exception()), and "
+           f"hands the request on (line {u.handover_line}) as if it had succeeded: a failed "
+           "handshake or transfer reaches the next stage, which runs on state that is not "
+           "there, and the request is never failed. Check the future and report the request "
+           "failed (its blocks in the failed-blocks report) when it raised")
+    path = (ctx.step(u.spawner, u.line, "registered as a done-callback here"),
+            *steps(ctx, u.fqn, [(ctx.function(u.fqn).line, f"`{u.future}` is never read"),
+                                (u.handover_line, "the request is handed on regardless")]))
+    return ctx.finding(u.fqn, u.handover_line, msg, path=path, anchor=f"unchecked:{u.future}")
 
 
 def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:
