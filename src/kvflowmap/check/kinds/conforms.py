@@ -11,7 +11,9 @@ Three checks on each target class (a subclass of the protocol base class):
   have them (names resolved to FQNs: ``set[str]`` is no ``KVConnectorMetadata``);
 - every abstract method along the MRO is implemented (leaf classes only);
 - ``self.X`` / ``super().X`` used but defined nowhere along a fully analysed
-  MRO (a base member the analysed vLLM no longer has).
+  MRO (a base member the analysed vLLM no longer has);
+- (``forwards``) a composite connector leaves a protocol hook to a base
+  default that does nothing, while its children may override it.
 
 Two-release mode (``compare_with: "vllm==0.X.Y"`` or an import root path):
 the contract methods whose signature differs between that release and the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
 from kvflowmap.check.kinds.conforms_options import READS, Options
@@ -46,6 +49,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out += each_function(ctx, ctx.target_classes, lambda c: check_abstract(ctx, c))
     if opts.missing_members:
         out += each_function(ctx, target_methods(ctx), lambda f: check_members(ctx, f))
+    if opts.forwards:
+        hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
+        out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))
     return out
 
 

@@ -25,6 +25,9 @@ class Options:
     returns: bool = option(True, "compare return annotations when both sides have them")
     abstract: bool = option(True, "report abstract methods left unimplemented (leaf classes)")
     missing_members: bool = option(True, "report self.X / super().X defined nowhere in the MRO")
+    forwards: bool = option(False, "report protocol hooks a composite connector (one that "
+                            "forwards its hooks to child connectors) leaves to a base default "
+                            "that does nothing, while a connector overrides them")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")

@@ -1,0 +1,82 @@
+"""``conforms`` check ``forwards``: a composite connector hands every hook on.
+
+A connector that wraps child connectors (vLLM's ``MultiConnector``, a
+facade over several backends) forwards each hook it overrides to each child
+(``for c in self._connectors: c.start_load_kv(...)``). A protocol hook it does
+not override answers from the base class; where that default does nothing,
+its children never see the call: a child that frees blocks or aborts loads in
+``handle_preemptions`` keeps reading into blocks vLLM has given to another
+request. Composite means: at least ``MIN_FORWARDS`` of its own methods call
+the method of the same name on the items of one of its ``self`` collections.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.model import Finding
+from kvflowmap.facts import Stmt
+
+MIN_FORWARDS = 3
+
+
+def check_forwards(ctx: CheckContext, cls: str, hooks: tuple[str, ...]) -> list[Finding]:
+    """Stub hooks of the protocol base that composite ``cls`` leaves to the
+    base while a connector of the analysed code overrides them."""
+    base = ctx.protocol.base_class
+    own = [f for f in ctx.model.defs if f.rpartition(".")[0] == cls and
+           not ctx.model.defs[f].is_class]
+    forwarded = sorted(f.rpartition(".")[2] for f in own if _forwards(ctx, f))
+    if len(forwarded) < MIN_FORWARDS:
+        return []
+    fact = ctx.classes.class_fact(cls)
+    assert fact is not None
+    out = []
+    for hook in sorted(set(hooks)):
+        impl = ctx.classes.find_member(cls, hook)
+        if impl is None or impl.rpartition(".")[0] != base or not _does_nothing(ctx, impl):
+            continue
+        children = sorted(o.rpartition(".")[0].rpartition(".")[2]
+                          for o in ctx.classes.overrides(impl)
+                          if ctx.is_subject(ctx.model.defs[o].module) and
+                          o.rpartition(".")[0] != cls)
+        if not children:
+            continue
+        out.append(ctx.finding(
+            cls, fact.line,
+            f"{fact.name} forwards {', '.join(forwarded[:4])}"
+            f"{' ...' if len(forwarded) > 4 else ''} to its child connectors but not {hook}: "
+            f"the base's {hook} does nothing, so a child that overrides it "
+            f"({', '.join(children[:3])}{' ...' if len(children) > 3 else ''}) never gets the "
+            "call. Forward it to every child",
+            column=fact.col,
+            path=(ctx.step(impl, ctx.function(impl).line, f"the base's {hook} does nothing"),),
+            anchor=f"forwards:{hook}"))
+    return out
+
+
+def _forwards(ctx: CheckContext, fqn: str) -> bool:
+    """``fqn`` calls the method of its own name on the items of a ``self``
+    collection it loops over."""
+    fn = ctx.function(fqn)
+    items = {t.strip() for s in _walk(fn.body) if s.kind == "for" and s.text
+             and " in " in s.text and "self." in s.text.partition(" in ")[2]
+             for t in s.text.partition(" in ")[0].replace("(", "").replace(")", "").split(",")}
+    return any((c.callee or "").rpartition(".")[2] == fn.name and
+               (c.callee or "").rpartition(".")[0] in items for c in ctx.calls_in(fqn))
+
+
+def _does_nothing(ctx: CheckContext, fqn: str) -> bool:
+    """A body of a docstring, ``pass``, ``...`` or a bare ``return`` /
+    ``return None``: a default with no effect."""
+    return all((s.kind == "simple" and not s.names) or
+               (s.kind == "return" and (s.text or "None") == "None")
+               for s in ctx.function(fqn).body)
+
+
+def _walk(body: tuple[Stmt, ...]) -> list[Stmt]:
+    out = []
+    for s in body:
+        out.append(s)
+        out += _walk((*s.body, *s.orelse, *s.final, *(h for h in s.handlers),
+                      *(x for h in s.handlers for x in h.body)))
+    return out
