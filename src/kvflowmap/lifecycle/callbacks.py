@@ -44,8 +44,8 @@ def unchecked(fn: FnView, request_names: set[str], spawner: str, line: int
         return None
     for st in fn.stmts:
         named = {n.partition(".")[0] for n in st.names}
-        adds = [op for op in fn.containers(st) if op.op in ADD_OPS] or [
-            c for c in fn.calls(st) if (c.callee or "").rpartition(".")[2] in ("put", "put_nowait")]
+        adds = any(op.op in ADD_OPS for op in fn.containers(st)) or any(
+            (c.callee or "").rpartition(".")[2] in ("put", "put_nowait") for c in fn.calls(st))
         if adds and named & request_names:
             return Unchecked(fn.fqn, future, spawner, line, st.line)
     return None
