@@ -33,6 +33,9 @@ class Spawner:
     call: str
     target: str | None = None
     arg: int | None = None
+    # the argument is a call whose callee runs (``create_task(self._work(x))``:
+    # a coroutine made by calling ``self._work``)
+    called: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
     channels = tuple(
         Channel(name, tuple(c.get("methods") or ()), c.get("element"), c.get("keyword"))
         for name, c in sorted((raw.get("reports") or {}).items()))
-    spawners = tuple(Spawner(s["call"], s.get("target"), s.get("arg"))
+    spawners = tuple(Spawner(s["call"], s.get("target"), s.get("arg"), bool(s.get("called")))
                      for s in raw.get("spawners") or () if isinstance(s, dict) and "call" in s)
     return LifecycleSpec(
         id_fields=tuple(raw.get("id_fields") or ("request_id", "req_id")),

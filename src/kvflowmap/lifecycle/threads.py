@@ -42,7 +42,9 @@ def spawn_target(call: CallFact, spawners: tuple[Spawner, ...]) -> str | None:
             if found:
                 return found
         if sp.arg is not None and sp.arg < len(call.args):
-            return call.args[sp.arg]
+            arg = call.args[sp.arg]
+            # ``create_task(self._work(x))``: the coroutine's function
+            return arg[:-2] if sp.called and arg and arg.endswith("()") else arg
     return None
 
 

@@ -8,7 +8,8 @@ import fnmatch
 from collections import deque
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.forbid_contexts import Chain, followable, short, start_chain
+from kvflowmap.check.kinds.forbid_contexts import (Chain, awaited_with_timeout, followable, short,
+                                                    start_chain)
 from kvflowmap.check.kinds.forbid_guards import Guard, guarded
 from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.model import Finding
@@ -100,7 +101,8 @@ def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFa
     if call.awaited and opts.awaited_bounded:
         return True  # ``await ev.wait()`` suspends a coroutine, not the hook's thread
     if not _after(ctx, opts, fqn, name, call) or _done_callback_arg(ctx, fqn, call) or \
-            not _on_request(ctx, opts, fqn, name, call):
+            _of_done(ctx, fqn, call) or not _on_request(ctx, opts, fqn, name, call) or \
+            awaited_with_timeout(ctx, fqn, opts.unless_kwargs):
         return True
     if any(k in opts.unless_kwargs for k, _ in call.kwargs):
         return True
@@ -195,3 +197,30 @@ def _done_callback_arg(ctx: CheckContext, fqn: str, call: CallFact) -> bool:
     return bool(params) and receiver == params[0] and any(
         sp.target == fqn and sp.call.endswith("add_done_callback")
         for sp in ctx.lifecycle().spawned)
+
+
+def _of_done(ctx: CheckContext, fqn: str, call: CallFact) -> bool:
+    """``for t in done: t.result()`` where ``done, pending = wait(...)`` (or
+    ``for t in as_completed(...)``): the future is done, its result is there."""
+    receiver = (call.callee or "").rpartition(".")[0]
+    view = ctx.lifecycle().functions.get(fqn)
+    if view is None:
+        return False
+    # ``done, pending = await asyncio.wait(...)``: the first name a wait binds
+    done = {view.assigns(s)[0].target for s in view.stmts if s.kind == "simple" and
+            view.assigns(s) and any((c.callee or "").rpartition(".")[2] == "wait"
+                                    for c in view.calls(s))}
+    for s in _loops(view.fact.body):
+        targets, _, walked = (s.text or "").partition(" in ")
+        if targets.strip() == receiver and (walked.strip() in done or "as_completed(" in walked):
+            return True
+    return False
+
+
+def _loops(body: tuple[Stmt, ...]) -> list[Stmt]:
+    out = []
+    for s in body:
+        if s.kind == "for":
+            out.append(s)
+        out += _loops((*s.body, *s.orelse, *s.final, *(x for h in s.handlers for x in h.body)))
+    return out

@@ -28,7 +28,8 @@ def contexts(ctx: CheckContext, opts: Options, names: set[str] | None = None) ->
     out |= {f for f, d in ctx.model.defs.items() if not d.is_class
             and any(fnmatch.fnmatchcase(f, p) for p in pats)}
     if own and opts.background:
-        out |= {f for f in ctx.lifecycle().background() if f in ctx.model.defs}
+        out |= {f for f in ctx.lifecycle().background() if f in ctx.model.defs
+                and not awaited_with_timeout(ctx, f, opts.unless_kwargs)}
     return sorted(out)
 
 
@@ -47,3 +48,15 @@ def short(fqn: str) -> str:
 def start_chain(ctx: CheckContext, start: str) -> dict[str, Chain]:
     """The chains of a walk from ``start``: its own, one step long."""
     return {start: (ctx.step(start, ctx.function(start).line, f"context: {short(start)}"),)}
+
+
+def awaited_with_timeout(ctx: CheckContext, target: str, bounds: tuple[str, ...]) -> bool:
+    """Every function that spawns ``target`` also waits for what it spawned
+    with a bound (``asyncio.wait(tasks, timeout=...)``, ``wait_for(t, timeout)``)
+    and so decides what happens on expiry: the task's own waits are its
+    spawner's business."""
+    spawners = {sp.spawner for sp in ctx.lifecycle().spawned if sp.target == target}
+    return bool(spawners) and all(
+        any((c.callee or "").rpartition(".")[2] in ("wait", "wait_for") and (
+            any(k in bounds for k, _ in c.kwargs) or len(c.args) >= 2)
+            for c in ctx.calls_in(s)) for s in spawners)
