@@ -164,6 +164,23 @@ BUGS = (
              "kvc-request-id-not-dropped",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
              "._background_nixl_handshake.request_ready"),
+    # MultiConnector forwarded its hooks to its child connectors but not
+    # handle_preemptions (the base's does nothing): a child that stops work
+    # for preempted requests never heard of them. 0.16.0 forwards it.
+    FixedBug("vllm MultiConnector does not forward handle_preemptions",
+             _vllm("0.15.1"),
+             _vllm("0.16.0"),
+             "kvc-composite-forwards-hooks",
+             "vllm.distributed.kv_transfer.kv_connector.v1.multi_connector.MultiConnector"),
+    # Mooncake's prefill side awaited each request's ready event with no
+    # timeout in the coroutine that builds the transfer; 0.16.0 waits for
+    # them with asyncio.wait(..., timeout=ABORT_REQUEST_TIMEOUT) and fails the rest.
+    FixedBug("vllm mooncake awaits a request's ready event without a timeout",
+             _vllm("0.15.1"),
+             _vllm("0.16.0"),
+             "kvc-no-unbounded-wait-in-background-work",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake_connector"
+             ".MooncakeConnectorWorker._build_transfer_params"),
     # vLLM's Mooncake connector only logged a failed pull on the decode side
     # and had no failed-blocks hook (the base's set() answered); 0.30.0 adds
     # _invalid_block_ids, filled on failure, and the hook that returns them.
