@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from kvflowmap.model.cfg import CFG
 from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import ADD_OPS
 from kvflowmap.lifecycle.effects import Effects, is_logging
 from kvflowmap.lifecycle.ids import is_outcome
 from kvflowmap.lifecycle.view import FnView, walk
@@ -39,7 +40,7 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if any(n in ids.records - built for n in local):
         return True
-    if config_test(fn, s, own):
+    if config_test(fn, s, own) and not _records_part(fn, s, name):
         return True
     if _tests_collected(fn, s, own):
         return True
@@ -125,6 +126,21 @@ def _tests_collected(fn: FnView, s: Stmt, own: set[str]) -> bool:
                            if "." not in op.container})
     local = [n for n in s.names if n in own and n != "self"]
     return bool(local) and all(n in filled for n in local)
+
+
+def _records_part(fn: FnView, s: Stmt, name: str) -> bool:
+    """The branch of a state test puts part of the request (what a parameter
+    other than the id carries: ``self.error_block_ids.update(op.block_ids)``)
+    into the object's state and leaves: it handles a failure of the request's
+    work, not a choice about the request, and the id it leaves behind is lost."""
+    data = set(fn.param_names) - {"self", "cls", name}
+    for st in walk(s.body):
+        if st.kind == "simple" and any(
+                op.container.startswith("self.") and op.op in ADD_OPS | {"update"}
+                for op in fn.containers(st)) and \
+                data & {n.partition(".")[0] for n in st.names} and name not in st.names:
+            return True
+    return False
 
 
 def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
