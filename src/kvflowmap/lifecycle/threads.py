@@ -65,7 +65,9 @@ def spawns(fns: dict[str, FnView], spawners: tuple[Spawner, ...], calls) -> list
 # Queue and event operations that raise nothing a serving loop has to survive
 # (``Empty``/``Full`` are what the loop waits on).
 QUEUE_OPS = frozenset({"get", "get_nowait", "put", "put_nowait", "task_done", "qsize", "empty",
-                       "wait", "set", "clear", "is_set", "notify", "notify_all"})
+                       "wait", "set", "clear", "is_set", "notify", "notify_all",
+                       # a pause raises nothing but the cancellation that ends the loop
+                       "sleep"})
 
 
 def escaping_raise(cfg: CFG, loop: Stmt, fn: FnView) -> int | None:

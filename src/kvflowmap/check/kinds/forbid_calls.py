@@ -109,7 +109,7 @@ def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFa
     timeout_pos = opts.positional_timeout
     if call.args and any(fnmatch.fnmatchcase(name, p) for p in timeout_pos):
         return True
-    if _configured(ctx, opts, fqn, name):
+    if _configured(ctx, opts, fqn, name, call):
         return True
     guards = opts.guarded_by
     methods = {m for p, ms in guards.items() if fnmatch.fnmatchcase(name, p) for m in ms}
@@ -127,21 +127,41 @@ def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFa
     return bool(lines) and _dominated(fn.body, call.line, lines)
 
 
-def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str) -> bool:
-    """A timeout set on the receivers by a call in the same class (or function)."""
+def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
+    """A timeout set on the receivers by a call in the same class (or function),
+    or by the analysed factory the receiver was made by."""
     setters = [m for p, ms in opts.timeout_setters.items()
                if fnmatch.fnmatchcase(name, p) for m in ms]
     if not setters:
         return False
     fn = ctx.function(fqn)
     scope = fn.class_qualname or fn.qualname
-    for c in ctx.facts(fqn).calls:
-        if c.callee and (c.scope == scope or c.scope.startswith(scope + ".")):
-            for setter in setters:
-                meth, _, arg = setter.partition(":")
-                if c.callee.rpartition(".")[2] == meth and (
-                        not arg or any(arg in (a or "") for a in c.args)):
+    mine = [c for c in ctx.facts(fqn).calls
+            if c.callee and (c.scope == scope or c.scope.startswith(scope + "."))]
+    if any(_sets(c, setters) for c in mine):
+        return True
+    # ``self.sock = make_socket_with_timeout(...)``: a factory of the analysed
+    # code that sets the timeout on what it returns
+    receiver = (call.callee or "").rpartition(".")[0]
+    module = ctx.definition(fqn).module
+    made = {a.line for a in ctx.facts(fqn).assigns if a.target == receiver and
+            (a.scope == scope or a.scope.startswith(scope + "."))}
+    for c in mine:
+        if c.line in made:
+            for t in ctx.resolve_call(f"{module}.{c.scope}", c):
+                if t.fqn in ctx.model.defs and any(_sets(x, setters)
+                                                   for x in ctx.calls_in(t.fqn)):
                     return True
+    return False
+
+
+def _sets(c: CallFact, setters: list[str]) -> bool:
+    """``c`` is a timeout setter (``setsockopt`` with ``RCVTIMEO``, ``settimeout``)."""
+    for setter in setters:
+        meth, _, arg = setter.partition(":")
+        if (c.callee or "").rpartition(".")[2] == meth and (
+                not arg or any(arg in (a or "") for a in c.args)):
+            return True
     return False
 
 
