@@ -167,7 +167,12 @@ class Effects:
         out += self._call_effects(fn, s, mentioned)
         requests = self.state.of(fn.fqn).requests
         for a in fn.assigns(s):
-            if ("." in a.target or "[" in a.target) and not a.aug:
+            if a.aug and a.target.startswith("self.") and a.target.endswith("[]"):
+                # ``self._pending[rid] -= 1``: the request's count moves in
+                # request-keyed state a report reads; the id is accounted for
+                c = container_of(a.target, fn, self.values)
+                out.append(Effect("store", a.line, c.label if c else a.target, c))
+            elif ("." in a.target or "[" in a.target) and not a.aug:
                 if a.target.partition(".")[0] in requests and not self.state.is_id(fn, a.value):
                     # ``request.disagg_spec.num_transferred_tokens = n``: the
                     # request's own data updated, its id handed nowhere

@@ -307,7 +307,9 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
         for d, lab in cfg.successors(n):
             if n in handles and lab != "exception":
                 continue  # handed on; a hand-over that raises did not happen
-            own = 2 if _own_raise(cfg, n, lab) else max(exc, 1)
+            # a hand-over that raises replaces the exception in flight with
+            # its own (a failure of the hand-over, not of the function's raise)
+            own = 2 if _own_raise(cfg, n, lab) else (1 if n in handles else max(exc, 1))
             flying = d == cfg.raise_exit or in_flight(cfg, bool(exc), lab, d)
             nxt = (d, own if flying else 0)
             if not nxt[1] and leaves(d) and d != cfg.raise_exit:

@@ -12,6 +12,7 @@ from kvflowmap.check.kinds.forbid_contexts import (Chain, awaited_with_timeout, 
                                                     start_chain)
 from kvflowmap.check.kinds.forbid_guards import Guard, guarded
 from kvflowmap.check.kinds.forbid_options import Options
+from kvflowmap.check.kinds.forbid_polling import spin_loops
 from kvflowmap.check.model import Finding
 from kvflowmap.check.kinds.forbid_guards import last_line
 from kvflowmap.facts import CallFact, Stmt
@@ -46,6 +47,12 @@ def calls_from(ctx: CheckContext, opts: Options, start: str) -> list[Finding]:
     """Forbidden, unbounded calls in what context function ``start`` reaches."""
     out: list[Finding] = []
     for fqn, chain in sorted(_reach(ctx, opts, start).items()):
+        for loop in spin_loops(ctx, fqn) if opts.polling_loops else ():
+            out.append(ctx.finding(
+                fqn, loop.line, f"this loop waits by spinning (continue or sleep) with no "
+                f"deadline and no turn count, reachable from {short(start)}: if what it waits "
+                "for never comes, it never ends", path=(*chain, ctx.step(
+                    fqn, loop.line, "spins with no deadline")), anchor="spin"))
         for call in ctx.calls_in(fqn):
             hit = _forbidden(ctx, opts, fqn, call)
             if hit is None:

@@ -50,6 +50,8 @@ class Options:
     awaited_bounded: bool = option(True, "an awaited call (await ev.wait()) suspends a coroutine, "
                                    "not a thread: bounded (false where the coroutine is the "
                                    "request's work)")
+    polling_loops: bool = option(False, "also report loops that wait for another thread by "
+                                 "spinning (continue or sleep) with no deadline or turn count")
     exclude: tuple[str, ...] = option(EXCLUDE, "globs never reported")
     depth: int = option(6, "call hops followed from a context function")
     edge_kinds: tuple[str, ...] = option(("call", "dispatch"), "graph edge kinds followed "

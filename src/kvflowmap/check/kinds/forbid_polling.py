@@ -1,0 +1,66 @@
+"""``forbid`` option ``polling_loops``: a loop that waits for another
+thread by spinning, with no deadline.
+
+``while True: if ready(): break; time.sleep(0.001)`` (or ``continue`` until a
+flag another thread sets appears) in a hook is a wait with no timeout under
+another name: when the other side never comes (a dead peer, a lost
+completion), the hook never returns and the engine stops. A loop counts as
+spinning when its body ``continue``s or sleeps; it is bounded when it reads
+a clock (``time.monotonic()`` against a deadline), or counts its turns (a
+local of its test that its body steps: ``retries -= 1``); a drain that
+takes an item each turn and stops when there is none is no wait.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.facts import CallFact, Stmt
+
+_TAKES = frozenset({"get_nowait", "pop", "popleft", "popitem"})
+_CLOCKS = frozenset({"time", "monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns",
+                     "time_ns"})
+
+
+def spin_loops(ctx: CheckContext, fqn: str) -> list[Stmt]:
+    """The ``while`` loops of ``fqn`` that spin with no deadline."""
+    fn = ctx.function(fqn)
+    calls = ctx.facts(fqn).calls
+    steps = {a.target for a in ctx.facts(fqn).assigns if a.aug and a.scope == fn.qualname}
+    out = []
+    for w in _walk(fn.body):
+        if w.kind != "while":
+            continue
+        inner = _walk(w.body)
+        made = [calls[i] for s in (w, *inner) for k, i in s.events if k == "call"]
+        spins = any(s.kind == "continue" for s in inner) or any(_sleeps(c) for c in made)
+        # a drain (``while True: x = q.get_nowait() ... except Empty: break``)
+        # takes an item each turn and ends when there is none: no wait
+        drains = any((c.callee or "").rpartition(".")[2] in _TAKES for c in made)
+        if spins and not drains and not any(_clock(c) for c in made) and \
+                not (steps & set(w.names)) and not _counted_exit(inner, steps):
+            out.append(w)
+    return out
+
+
+def _counted_exit(body: list[Stmt], steps: set[str]) -> bool:
+    """An ``if`` on a stepped local that leaves the loop (``if attempt > n: break``)."""
+    return any(s.kind == "if" and steps & set(s.names) and any(
+        b and b[-1].kind in ("break", "raise", "return") for b in (s.body, s.orelse))
+        for s in body)
+
+
+def _sleeps(c: CallFact) -> bool:
+    return (c.callee or "").rpartition(".")[2] == "sleep"
+
+
+def _clock(c: CallFact) -> bool:
+    base, _, name = (c.callee or "").rpartition(".")
+    return name in _CLOCKS and base.rpartition(".")[2] in ("time", "")
+
+
+def _walk(body: tuple[Stmt, ...]) -> list[Stmt]:
+    out: list[Stmt] = []
+    for s in body:
+        out.append(s)
+        out += _walk((*s.body, *s.orelse, *s.final, *s.handlers))
+    return out
