@@ -73,6 +73,8 @@ def seed_annotated(state: IdState, fn: FnView) -> None:
             mine.ids.add(p.name)
         elif kind == "coll":
             mine.colls.add(p.name)
+        elif p.annotation and _strip(p.annotation).rpartition(".")[2] in state.record_types:
+            mine.records.add(p.name)  # ``task: WriteTask``: one request's record
     for s in fn.stmts:
         for a in fn.assigns(s):
             kind = annotation_kind(a.annotation, types)
@@ -98,6 +100,8 @@ def seed_class_fields(state: IdState, classes: Iterable[ClassFact]) -> None:
             kind = annotation_kind(ann, types)
             if kind is not None:
                 _attr(state, name, kind)
+            if kind == "id":
+                state.record_types.add(c.name)
 
 
 def _attr(state: IdState, name: str, kind: str) -> None:

@@ -95,6 +95,9 @@ class IdState:
     # attribute and key names that hold one request id: the protocol's
     # ``id_fields`` and fields declared with an id type (``d_req_id: ReqId``)
     id_attrs: set[str] = field(default_factory=set)
+    # names of the analysed classes that declare a field holding one request id
+    # (``class WriteTask: request_id: ReqId``): a value of one is a request's record
+    record_types: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.id_attrs |= set(self.spec.id_fields)
