@@ -33,13 +33,28 @@ def spin_loops(ctx: CheckContext, fqn: str) -> list[Stmt]:
         inner = _walk(w.body)
         made = [calls[i] for s in (w, *inner) for k, i in s.events if k == "call"]
         spins = any(s.kind == "continue" for s in inner) or any(_sleeps(c) for c in made)
-        # a drain (``while True: x = q.get_nowait() ... except Empty: break``)
-        # takes an item each turn and ends when there is none: no wait
-        drains = any((c.callee or "").rpartition(".")[2] in _TAKES for c in made)
-        if spins and not drains and not any(_clock(c) for c in made) and \
+        if spins and not _drains(w, inner, calls) and not any(_clock(c) for c in made) and \
                 not (steps & set(w.names)) and not _counted_exit(inner, steps):
             out.append(w)
     return out
+
+
+def _drains(w: Stmt, inner: list[Stmt], calls: list[CallFact]) -> bool:
+    """A drain takes an item each turn and ends when there is none: ``while
+    True: try: x = q.get_nowait() except Empty: break`` or ``while q: x =
+    q.popleft()``. No wait."""
+    for s in inner:
+        if s.kind == "try" and any(h.body and h.body[-1].kind in ("break", "return")
+                                   for h in s.handlers):
+            if any(_takes(calls[i]) for b in _walk(s.body) for k, i in b.events if k == "call"):
+                return True
+    tested = {n.partition(".")[0] for n in w.names}
+    return any(_takes(calls[i]) and (calls[i].callee or "").partition(".")[0] in tested
+               for b in inner for k, i in b.events if k == "call")
+
+
+def _takes(c: CallFact) -> bool:
+    return (c.callee or "").rpartition(".")[2] in _TAKES
 
 
 def _counted_exit(body: list[Stmt], steps: set[str]) -> bool:
