@@ -1109,6 +1109,64 @@ def find_unreleased_failure(module: cst.Module) -> Iterator[Ctx]:
             yield c
 
 
+# -- operators for waits and done-callbacks -----------------------------------
+
+_TIMEOUT_OPTS = ("RCVTIMEO",)
+
+
+def find_drop_socket_timeout(module: cst.Module) -> Iterator[Ctx]:
+    """A line that gives a socket its receive timeout (``sock.setsockopt(
+    zmq.RCVTIMEO, ms)``, ``sock.settimeout(s)``) in a method, not in teardown."""
+    for c in walk(module):
+        if not isinstance(c.node, cst.SimpleStatementLine) or not c.funcs:
+            continue
+        small = _single(c.node)
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call) or any(TEARDOWN_RE.search(n) and n != "__init__"
+                                                 for n in _func_names(c)):
+            continue
+        name = _call_name(call)
+        if name == "settimeout" or (name == "setsockopt" and call.args and
+                                    any(o in code(call.args[0].value) for o in _TIMEOUT_OPTS)):
+            yield c
+
+
+def find_unchecked_callback(module: cst.Module) -> Iterator[Ctx]:
+    """The line of a done-callback (a def whose name is passed to
+    ``add_done_callback``) that asks its future how it ended (a bare
+    ``fut.result()`` / ``fut.exception()``), the check the callback's failure
+    branch depends on."""
+    callbacks = {code(a.value) for c in walk(module) if isinstance(c.node, cst.Call)
+                 and _call_name(c.node) == "add_done_callback" for a in c.node.args[:1]}
+    for c in walk(module):
+        if not (isinstance(c.node, cst.SimpleStatementLine) and c.func is not None
+                and c.func.name.value in callbacks and _params(c.func)):
+            continue
+        small = _single(c.node)
+        call = small.value if isinstance(small, cst.Expr) else None
+        first = [p for p in _params(c.func) if p != "self"][:1]
+        if isinstance(call, cst.Call) and first and code(call.func) in (
+                f"{first[0]}.result", f"{first[0]}.exception"):
+            yield c
+
+
+def find_silent_load_errors(module: cst.Module) -> Iterator[Ctx]:
+    """Overrides of ``get_block_ids_with_load_errors`` that return something
+    other than a constant empty set: the hook is made to report nothing."""
+    for c in walk(module):
+        n = c.node
+        if isinstance(n, cst.FunctionDef) and n.name.value == LOAD_ERRORS and _classes(c):
+            body = [st for st in _stmts(n.body) if not _is_docstring(st)]
+            if not (len(body) == 1 and code(body[0]).strip() == "return set()"):
+                yield c
+
+
+def rewrite_silent_load_errors(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The hook answers ``set()`` and nothing else."""
+    assert isinstance(node, cst.FunctionDef)
+    return node.with_changes(body=cst.IndentedBlock(body=[_stmt("return set()")]))
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1137,6 +1195,12 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_lock, rewrite_drop_lock),
     Operator("unreleased-failure", "one failure exit loses the release the others run",
              find_unreleased_failure, _to_pass),
+    Operator("drop-socket-timeout", "a socket loses its receive timeout",
+             find_drop_socket_timeout, _to_pass),
+    Operator("unchecked-callback", "a done-callback no longer asks its future how it ended",
+             find_unchecked_callback, _to_pass),
+    Operator("silent-load-errors", "the failed-blocks hook reports nothing",
+             find_silent_load_errors, rewrite_silent_load_errors),
 )}
 
 

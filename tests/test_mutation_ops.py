@@ -80,3 +80,46 @@ def test_unreleased_failure_drops_one_of_several_releases_before_a_failure_exit(
     text = mutate(ALLOC, sites[1])
     compile(text, "s.py", "exec")
     assert "        if n > 8:\n            pass\n            logger.warning" in text
+
+
+HANDSHAKE = '''\
+import zmq
+
+
+class Worker:
+    def _handshake(self, path):
+        sock = zmq.Context().socket(zmq.REQ)
+        sock.setsockopt(zmq.RCVTIMEO, 5000)
+        sock.send(b"meta")
+        return sock.recv()
+
+    def _start(self, fut, req_id):
+        def request_ready(f, rid=req_id):
+            try:
+                f.result()
+            except Exception:
+                self._failed.add(rid)
+                return
+            self._ready.put(rid)
+
+        fut.add_done_callback(request_ready)
+
+    def get_block_ids_with_load_errors(self):
+        failed, self._invalid = self._invalid, set()
+        return failed
+'''
+
+
+def test_wait_and_callback_operators_find_their_lines_and_stay_valid() -> None:
+    ops = ["drop-socket-timeout", "unchecked-callback", "silent-load-errors"]
+    sites = find_sites(ops, HANDSHAKE, "w.py", "w")
+    assert [s.line for s in sites["drop-socket-timeout"]] == [7]
+    assert [s.line for s in sites["unchecked-callback"]] == [14]
+    assert [s.line for s in sites["silent-load-errors"]] == [22]
+    for op in ops:
+        text = mutate(HANDSHAKE, sites[op][0])
+        compile(text, "w.py", "exec")
+    assert "RCVTIMEO" not in mutate(HANDSHAKE, sites["drop-socket-timeout"][0])
+    assert "f.result()" not in mutate(HANDSHAKE, sites["unchecked-callback"][0])
+    silent = mutate(HANDSHAKE, sites["silent-load-errors"][0])
+    assert "    def get_block_ids_with_load_errors(self):\n        return set()\n" in silent
