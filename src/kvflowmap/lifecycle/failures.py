@@ -21,7 +21,6 @@ assignment, or passing it to a call, which may fill it).
 
 from __future__ import annotations
 
-import re
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REM
                                            RESET_OPS, assigns_empty)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.ids import IDENT, KEEP
-from kvflowmap.lifecycle.request_data import request_data
 from kvflowmap.lifecycle.swallowed import benign, works_on
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -40,7 +38,7 @@ DEPTH = 3
 Resolve = Callable[[FnView, CallFact], list[str]]
 # Calls on a container that take its contents out (or hand them over whole),
 # or look whether there is any.
-_TAKE = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
+TAKE_OPS = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
                                             "keys", "popleft", "empty", "qsize"})
 _MERGES = frozenset({"update", "extend", "union", "__ior__"})
 
@@ -67,10 +65,10 @@ def block_channels(fns: dict[str, FnView], hook_names: tuple[str, ...],
             continue
         drained: dict[str, tuple[str, int]] = {}
         for g in _closure(fns, fqn, resolve):
-            for attr, line in sorted(_takes(fns[g]), key=lambda t: t[1]):
+            for attr, line in sorted(takes(fns[g]), key=lambda t: t[1]):
                 drained.setdefault(attr, (g, line))
         out.append(BlockChannel(fqn, tuple((a, f, ln) for a, (f, ln) in sorted(drained.items())),
-                                _empty_returns(fn)))
+                                empty_returns(fn)))
     return out
 
 
@@ -139,7 +137,7 @@ def _attr(chain: str | None) -> str | None:
     return chain.rpartition(".")[2]
 
 
-def _takes(fn: FnView) -> list[tuple[str, int]]:
+def takes(fn: FnView) -> list[tuple[str, int]]:
     """Attributes ``fn`` takes contents out of: a removal or reset, a take call
     (``q.get_nowait()``, ``s.copy()``), iteration, or a swap for a new empty one."""
     out: list[tuple[str, int]] = []
@@ -149,7 +147,7 @@ def _takes(fn: FnView) -> list[tuple[str, int]]:
             (resets if op.op in RESET_OPS else out).append((a, op.line))
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
-        if meth in _TAKE and (a := _attr(base)):
+        if meth in TAKE_OPS and (a := _attr(base)):
             (resets if meth in RESET_OPS else out).append((a, c.line))
         # ``result.update(self._failed)``, ``set(self._failed)``: its contents, copied out
         if c.callee in KEEP or (meth in _MERGES and base.partition(".")[0] != "self"):
@@ -187,7 +185,7 @@ def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
         # handed to a call, which may fill it (``self._fail(rid, self._failed)``)
-        if meth not in _TAKE and not (meth in ADD_OPS and _attr(base)) and \
+        if meth not in TAKE_OPS and not (meth in ADD_OPS and _attr(base)) and \
                 c.callee not in PURE and not is_logging(c.callee or ""):
             out += [(a, c.line, (arg or "").startswith("self."))
                     for arg in (*c.args, *(v for _, v in c.kwargs)) if (a := _attr(arg))]
@@ -198,7 +196,7 @@ def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
     return out
 
 
-def _empty_returns(fn: FnView) -> tuple[int, ...]:
+def empty_returns(fn: FnView) -> tuple[int, ...]:
     """Lines of ``fn``'s returns when each returns an empty collection: a
     literal one, or a local only ever bound to one and never filled."""
     rets = fn.all_returns
@@ -234,9 +232,7 @@ class Unreported:
     helpers: tuple[tuple[str, int], ...] = ()
 
 
-_LOUD = ("error", "exception", "critical")
-# ``rid in self._pending`` / ``not in``: a test of where the id is kept
-_MEMBERSHIP = re.compile(r"\bin\s+self\.")
+LOUD = ("error", "exception", "critical")
 
 
 def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Resolve,
@@ -265,7 +261,7 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
             if not names:
                 continue
             branches = list(_marked_branches(fn, markers, set()) if converts else
-                            _failure_branches(fn, names, markers))
+                            failure_branches(fn, names, markers))
             filled = [(b, body) for b, body in branches
                       if any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body))]
             for branch, body in branches:
@@ -343,7 +339,7 @@ def failure_sites(fns: dict[str, FnView], cls: str) -> list[tuple[str, int]]:
     ``if``/``else`` body that logs an error. Where a failed-blocks container
     is never filled, these are the places that should fill it."""
     return [(fqn, line) for fqn, fn in sorted(fns.items()) if fn.cls == cls
-            for line in dict.fromkeys(b.line for b, _ in _failure_branches(fn, None))]
+            for line in dict.fromkeys(b.line for b, _ in failure_branches(fn, None))]
 
 
 def _writers(fns: dict[str, FnView], attrs: set[str], resolve: Resolve) -> set[str]:
@@ -393,7 +389,7 @@ def _unconditional(fn: FnView, body: tuple[Stmt, ...], lines: set[int]) -> bool:
     return False
 
 
-def _failure_branches(fn: FnView, names: set[str] | None, markers: frozenset[str] = frozenset()
+def failure_branches(fn: FnView, names: set[str] | None, markers: frozenset[str] = frozenset()
                       ) -> Iterator[tuple[Stmt, tuple[Stmt, ...]]]:
     """(statement, body) of each ``except`` of ``fn`` that is not for an
     absence (``KeyError``, ``queue.Empty``) and whose ``try`` works on the
@@ -471,10 +467,10 @@ def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
 
 
 def _logs_error(fn: FnView, body: tuple[Stmt, ...]) -> bool:
-    return _logs(fn, body, _LOUD)
+    return logs(fn, body, LOUD)
 
 
-def _logs(fn: FnView, body: tuple[Stmt, ...], levels: tuple[str, ...]) -> bool:
+def logs(fn: FnView, body: tuple[Stmt, ...], levels: tuple[str, ...]) -> bool:
     """A statement of ``body`` itself logs at one of ``levels``."""
     return any(is_logging(c.callee or "") and (c.callee or "").rpartition(".")[2] in levels
                for st in body for c in fn.calls(st))
@@ -487,91 +483,3 @@ def _reraises(h: Stmt) -> bool:
 def _reraises_in(body: tuple[Stmt, ...]) -> bool:
     """The block ends by raising: the failure goes to the caller, not to vLLM's report."""
     return bool(body) and body[-1].kind == "raise"
-
-
-def load_failures(fns: dict[str, FnView], reached: set[str],
-                  request_names: Callable[[str], set[str]]) -> list[tuple[str, int]]:
-    """(function, line) of the failure branches about a request among the
-    functions ``reached`` (an ``except`` whose ``try`` works on the request,
-    an ``if``/``else`` body that logs an error naming it), neither re-raising.
-    Where the connector has no way to report failed blocks, each of these is
-    a failed load vLLM takes as a success."""
-    out = []
-    for fqn in sorted(reached):
-        fn = fns.get(fqn)
-        names = request_names(fqn) if fn is not None else set()
-        if fn is None or not names:
-            continue
-        names = request_data(fn, names)
-        for branch, body in _failure_branches(fn, names):
-            if branch.kind == "except":
-                # its ``try`` works on the request; a failure worth a log
-                if _logs(fn, body, _LOUD + ("warning", "warn")):
-                    out.append((fqn, branch.line))
-                continue
-            # a branch must name the request, and not be a bookkeeping
-            # test of whether the id is where it should be (``rid in self._x``)
-            made = {a.target for st in walk(body) for a in fn.assigns(st)}
-            if (names - made) & {n.partition(".")[0] for st in walk(body) for n in st.names} \
-                    and not _MEMBERSHIP.search(branch.text or ""):
-                out.append((fqn, branch.line))
-    return list(dict.fromkeys(out))
-
-
-def empty_hook(fns: dict[str, FnView], hook: str) -> bool:
-    """The analysed hook ``hook`` can only return an empty collection and
-    takes nothing out of any container (a constant ``return set()``)."""
-    fn = fns.get(hook)
-    return fn is not None and bool(_empty_returns(fn)) and not _takes(fn)
-
-
-# the test of a transfer's outcome: ``ok``, ``not ok``, ``state == "DONE"``,
-# ``ret < 0`` (a status against a constant), not a computed invariant
-_LITERAL = r"(?:-?\d+|\"[^\"]*\"|'[^']*'|True|False)"
-_STATUS_TEST = re.compile(rf"^(?:not\s+)?(?P<a>\w+)$|^(?P<b>\w+)\s*(?:==|!=|<=|>=|<|>)\s*{_LITERAL}$")
-
-
-def raised_failures(fns: dict[str, FnView], reached: set[str],
-                    request_names: Callable[[str], set[str]]) -> list[tuple[str, int, str]]:
-    """(function, line of the ``raise``, the outcome tested) for each arm of
-    an ``if`` among ``reached`` that ends by raising an exception of its own,
-    where the test reads what a call given the request's data returned (``ok,
-    msg = client.load(..., block_ids)``; ``state = check(handle)``): a failed
-    transfer raised out of the load path instead of reported."""
-    out = []
-    for fqn in sorted(reached):
-        fn = fns.get(fqn)
-        names = request_names(fqn) if fn is not None else set()
-        if fn is None or not names:
-            continue
-        outcomes = _outcomes(fn, request_data(fn, names))
-        for s in fn.stmts:
-            m = _STATUS_TEST.match((s.text or "").strip()) if s.kind == "if" else None
-            tested = (m.group("a") or m.group("b")) if m else None
-            if tested not in outcomes:
-                continue
-            for body in (s.body, s.orelse):
-                # an unsupported configuration is not a failed transfer
-                if body and body[-1].kind == "raise" and body[-1].text and \
-                        "NotImplementedError" not in body[-1].text:
-                    out.append((fqn, body[-1].line, str(tested)))
-    return list(dict.fromkeys(out))
-
-
-def _outcomes(fn: FnView, names: set[str]) -> set[str]:
-    """Locals bound to what a method call given one of ``names`` (or made on
-    one) returned; container reads and writes (``d.get(rid)``) are lookups,
-    not transfers."""
-    out = set()
-    for st in fn.stmts:
-        if st.kind == "simple" and any(_transfer_call(c, names) for c in fn.calls(st)):
-            out |= {a.target for a in fn.assigns(st) if "." not in a.target}
-    return out
-
-
-def _transfer_call(c: CallFact, names: set[str]) -> bool:
-    base, _, meth = (c.callee or "").rpartition(".")
-    if not base or is_logging(c.callee or "") or meth in _TAKE | ADD_OPS:
-        return False
-    given = {(a or "").partition(".")[0] for a in (*c.args, *(v for _, v in c.kwargs))}
-    return bool((given | {base.partition(".")[0]}) & names - {"self"})

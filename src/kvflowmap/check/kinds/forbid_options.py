@@ -15,7 +15,11 @@ READS = ("Reads: the call and dispatch edges of the graph from the context funct
          "(resolved targets, callee texts, keyword and positional arguments of each call, "
          "the statement tree on the way for guards, the calls of the class for socket "
          "timeouts); in writes mode, the assignments and container operations on self in "
-         "the context functions and the self methods they reach.")
+         "the context functions and the self methods they reach. With background, also the "
+         "lifecycle model's background starts (spawned threads, executor tasks, callbacks, "
+         "coroutines) and, for request_receivers, the request's data in each function; with "
+         "polling_loops, the while loops of every reached function (their continue, sleep, "
+         "clock reads and stepped locals).")
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
 from kvflowmap.lifecycle.model import Lifecycle
-from kvflowmap.lifecycle.failures import (Fill, block_channels, empty_hook, failure_sites,
-                                          fill_sites, load_failures, raised_failures,
+from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
                                           unreported_failures, write_only)
+from kvflowmap.lifecycle.load_path import (LoadPath, empty_hook, load_failures, load_paths,
+                                           raised_failures)
 
 # failure branches named in a never-filled finding (where to record blocks)
 MAX_SITES = 6
@@ -32,7 +33,11 @@ READS = ("Reads: every analysed override of the failed-blocks channel's methods 
          "helpers it calls take contents out of, its returns, and, across the analysed "
          "code, every statement that may put something into an attribute of those names; "
          "per class that fills one directly, its failure branches (`except` handlers whose "
-         "`try` works on the request, branches that log an error) and the helpers they call.")
+         "`try` works on the request, branches that log an error) and the helpers they call; "
+         "per connector class (no-channel, raised), the failed-blocks hook its MRO finds and "
+         "its load path (what its own load and load-report hooks make run: calls, threads, "
+         "queue hand-offs, less what only the save hooks reach), the failure branches and the "
+         "raising arms of tests on what a transfer returned there.")
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                                    lc.functions[fn].cls or "")[:MAX_SITES])),
                 anchor=f"never-filled:{attr}"))
     if {"no-channel", "raised"} & set(opts.hows):
-        paths = _load_paths(ctx, lc, chan.methods, opts, set(wanted))
+        recv = lc.spec.channel(opts.load_reports)
+        starters = (*lc.spec.load_hooks, *(recv.methods if recv else ()))
+        paths = load_paths(lc, ctx.classes, ctx.protocol.base_class, chan.methods, starters,
+                           set(wanted))
         if "no-channel" in opts.hows:
             out += _no_channel(ctx, lc, paths)
         if "raised" in opts.hows:
@@ -167,39 +175,16 @@ def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[F
     return out
 
 
-def _load_paths(ctx: CheckContext, lc: Lifecycle, hooks: tuple[str, ...], opts: Options,
-                wanted: set[str]) -> list[tuple[str, str | None, set[str]]]:
-    """Per connector class (a subject class deriving from the protocol base):
-    its failed-blocks hook (None when the analysed vLLM has none) and its load
-    path: what its own load hooks and load-report hooks make run (calls,
-    threads, queue hand-offs), less what only the save hooks reach."""
-    base = ctx.protocol.base_class
-    recv = lc.spec.channel(opts.load_reports)
-    starters = (*lc.spec.load_hooks, *(recv.methods if recv else ()))
-    # a ``super()`` call into the base's hook comes back through ``self``
-    # to every connector's override: this class's own are already starts
-    own_base = frozenset(f for f, fn in lc.functions.items() if fn.cls == base)
-    out = []
-    for cls in sorted({fn.cls for fn in lc.functions.values() if fn.cls}):
-        if cls == base or base not in ctx.classes.mro(cls):
-            continue
-        hook = next((m for h in hooks if (m := ctx.classes.find_member(cls, h))), None)
-        starts = [m for h in starters if (m := ctx.classes.find_member(cls, h)) in lc.functions
-                  and m.rpartition(".")[0] != base]
-        out.append((cls, hook, (lc.runs_from(starts, own_base) - lc.save_only) & wanted))
-    return out
-
-
-def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[tuple[str, str | None, set[str]]]
-            ) -> list[Finding]:
+def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Finding]:
     """A failed transfer raised out of a connector's load path (not code only
     a background thread runs, where ``thread_loop`` judges it)."""
     background = lc.runs_from(sorted(lc.background()))
     seen: set[tuple[str, int]] = set()
     out = []
-    for cls, _, reached in paths:
+    for p in paths:
+        cls = p.cls
         for fqn, line, outcome in raised_failures(
-                lc.functions, reached - background,
+                lc.functions, set(p.reached - background),
                 lambda f: lc.state.of(f).own_request_names()):
             if (fqn, line) in seen:
                 continue
@@ -217,18 +202,18 @@ def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[tuple[str, str | None,
     return out
 
 
-def _no_channel(ctx: CheckContext, lc: Lifecycle,
-                paths: list[tuple[str, str | None, set[str]]]) -> list[Finding]:
+def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Finding]:
     """Per connector class whose failed-blocks hook (its own override or the
     protocol base's default) can only return nothing: the failure branches on
     its load path. Each is a failed load vLLM never hears of."""
     base = ctx.protocol.base_class
     seen: set[tuple[str, int]] = set()
     out = []
-    for cls, hook, reached in paths:
+    for p in paths:
+        cls, hook = p.cls, p.hook
         if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
             continue
-        for fqn, line in load_failures(lc.functions, reached,
+        for fqn, line in load_failures(lc.functions, set(p.reached),
                                        lambda f: lc.state.of(f).own_request_names()):
             if (fqn, line) in seen:
                 continue
