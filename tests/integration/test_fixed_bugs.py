@@ -129,6 +129,14 @@ BUGS = (
              _pegaflow("0.21.0"),
              "kvc-failed-blocks-reported",
              "pegaflow.connector.worker.WorkerConnector.get_finished"),
+    # The same release pair: get_finished polled each pending load's state
+    # and let it go only when is_ready(); a load the server never finished
+    # kept its request waiting for good. 0.21.0 adds the load timeout arm.
+    FixedBug("pegaflow pending loads polled with no timeout",
+             _pegaflow("0.20.0"),
+             _pegaflow("0.21.0"),
+             "kvc-pending-loads-expire",
+             "pegaflow.connector.worker.WorkerConnector.get_finished"),
     # The same release pair: a load RPC that answered not-ok raised
     # RuntimeError out of start_load_kv (the worker dies with every request);
     # 0.21.0 records the request's blocks as load errors and reports it.

@@ -13,7 +13,8 @@
 - ``unreported``: an id a report function takes out of pending state is reported;
 - ``unlocked``: request-keyed state is changed under the lock its other changes hold;
 - ``completed``: a future a function is handed is completed on every way out;
-- ``counted``: pending state a request can enter twice before it completes counts.
+- ``counted``: pending state a request can enter twice before it completes counts;
+- ``stalled``: pending loads polled by the report hooks can give up (an age arm).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from kvflowmap.check.kinds.lifecycle import (balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left,
-                                             reset_forwards,
+                                             reset_forwards, stalled,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
@@ -42,6 +43,7 @@ MODES: dict[str, KindSpec] = {
     "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
     "completed": KindSpec(completed.Options, completed.check, completed.READS),
     "counted": KindSpec(counted.Options, counted.check, counted.READS),
+    "stalled": KindSpec(stalled.Options, stalled.check, stalled.READS),
 }
 
 __all__ = ["MODES"]
