@@ -47,6 +47,16 @@ class Effect:
     container: Container | None = None
 
 
+_CLOCKS = frozenset({"time", "monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns",
+                     "time_ns"})
+
+
+def is_clock(callee: str) -> bool:
+    """``time.monotonic``, ``time.time``, a bare ``perf_counter`` (imported from time)."""
+    head, _, name = callee.rpartition(".")
+    return name in _CLOCKS and head.rpartition(".")[2] in ("time", "")
+
+
 def is_logging(callee: str) -> bool:
     """``logger.info``, ``self.logger.warning``, ``logging.error``, ``warnings.warn``."""
     base, _, meth = callee.rpartition(".")

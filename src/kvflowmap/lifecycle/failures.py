@@ -21,7 +21,6 @@ assignment, or passing it to a call, which may fill it).
 
 from __future__ import annotations
 
-
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -39,7 +38,7 @@ Resolve = Callable[[FnView, CallFact], list[str]]
 # Calls on a container that take its contents out (or hand them over whole),
 # or look whether there is any.
 TAKE_OPS = REMOVE_OPS | RESET_OPS | frozenset({"copy", "get", "get_nowait", "items", "values",
-                                            "keys", "popleft", "empty", "qsize"})
+                                               "keys", "popleft", "empty", "qsize"})
 _MERGES = frozenset({"update", "extend", "union", "__ior__"})
 
 

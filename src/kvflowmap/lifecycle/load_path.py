@@ -13,7 +13,7 @@ connector's override, not this one's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
@@ -64,12 +64,7 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
     Where the connector has no way to report failed blocks, each of these is
     a failed load vLLM takes as a success."""
     out = []
-    for fqn in sorted(reached):
-        fn = fns.get(fqn)
-        names = request_names(fqn) if fn is not None else set()
-        if fn is None or not names:
-            continue
-        names = request_data(fn, names)
+    for fqn, fn, names in _working(fns, reached, request_names):
         for branch, body in failure_branches(fn, names):
             if branch.kind == "except":
                 # its ``try`` works on the request; a failure worth a log
@@ -83,6 +78,17 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
                     and not _MEMBERSHIP.search(branch.text or ""):
                 out.append((fqn, branch.line))
     return list(dict.fromkeys(out))
+
+
+def _working(fns: dict[str, FnView], reached: set[str],
+             request_names: Callable[[str], set[str]]) -> Iterator[tuple[str, FnView, set[str]]]:
+    """(fqn, view, the request's data there) for each function of ``reached``
+    that knows a request (``request_names``), in name order."""
+    for fqn in sorted(reached):
+        fn = fns.get(fqn)
+        names = request_names(fqn) if fn is not None else set()
+        if fn is not None and names:
+            yield fqn, fn, request_data(fn, names)
 
 
 def empty_hook(fns: dict[str, FnView], hook: str) -> bool:
@@ -106,12 +112,8 @@ def raised_failures(fns: dict[str, FnView], reached: set[str],
     msg = client.load(..., block_ids)``; ``state = check(handle)``): a failed
     transfer raised out of the load path instead of reported."""
     out = []
-    for fqn in sorted(reached):
-        fn = fns.get(fqn)
-        names = request_names(fqn) if fn is not None else set()
-        if fn is None or not names:
-            continue
-        outcomes = _outcomes(fn, request_data(fn, names))
+    for fqn, fn, names in _working(fns, reached, request_names):
+        outcomes = _outcomes(fn, names)
         for s in fn.stmts:
             m = _STATUS_TEST.match((s.text or "").strip()) if s.kind == "if" else None
             tested = (m.group("a") or m.group("b")) if m else None

@@ -95,7 +95,9 @@ class Lifecycle:
     _takers: dict[str, str] | None = None
     _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
+    # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
+    _background_code: frozenset[str] | None = None
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -273,10 +275,16 @@ class Lifecycle:
         constructors, spawned threads, executor tasks, callbacks, the loops
         that take what they put on a queue), not going through ``avoid``."""
         if self._handed is None:
-            self._handed = queue_handoffs(self.functions)
-        runs = {f: [g for g in (*gs, *self._handed.get(f, ())) if g not in avoid]
-                for f, gs in self._runs.items()}
-        return _reach(runs, starts)
+            handed = queue_handoffs(self.functions)
+            self._handed = {f: [*gs, *handed.get(f, ())] for f, gs in self._runs.items()}
+        return _reach(self._handed, starts, avoid)
+
+    def background_code(self) -> set[str]:
+        """What the functions the subject runs in the background make run
+        (``runs_from`` the ``background`` starts)."""
+        if self._background_code is None:
+            self._background_code = frozenset(self.runs_from(sorted(self.background())))
+        return set(self._background_code)
 
     def background(self) -> frozenset[str]:
         """Functions run by a thread, executor, task or callback the subject
@@ -528,13 +536,15 @@ def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]
     return runs, sorted(set(threads), key=lambda s: (s.spawner, s.line, s.target))
 
 
-def _reach(runs: dict[str, list[str]], starts: list[str]) -> set[str]:
-    """``starts`` and every function they make run (``_run_edges``)."""
+def _reach(runs: dict[str, list[str]], starts: list[str],
+           avoid: frozenset[str] = frozenset()) -> set[str]:
+    """``starts`` and every function they make run (``_run_edges``), not
+    going through ``avoid``."""
     frontier = list(starts)
     seen = set(frontier)
     while frontier:
         for g in runs.get(frontier.pop(), ()):
-            if g not in seen:
+            if g not in seen and g not in avoid:
                 seen.add(g)
                 frontier.append(g)
     return seen

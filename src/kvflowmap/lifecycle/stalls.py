@@ -14,12 +14,9 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS
+from kvflowmap.lifecycle.effects import is_clock
 from kvflowmap.lifecycle.ids import IDENT, loop_targets
 from kvflowmap.lifecycle.view import FnView, walk
-
-_CLOCKS = frozenset({"time", "monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns",
-                     "time_ns"})
-
 
 @dataclass(frozen=True)
 class Stall:
@@ -64,17 +61,12 @@ def _age_arm(fn: FnView) -> bool:
     timed: set[str] = set()
     for _ in range(3):
         for s in fn.stmts:
-            if s.kind == "simple" and (any(_clock(c.callee or "") for c in fn.calls(s)) or
+            if s.kind == "simple" and (any(is_clock(c.callee or "") for c in fn.calls(s)) or
                                        timed & set(s.names)):
                 timed |= {a.target for a in fn.assigns(s) if "." not in a.target}
     return any(s.kind in ("if", "while") and (
         timed & {n.partition(".")[0] for n in s.names} or
-        any(_clock(c.callee or "") for c in fn.calls(s))) for s in fn.stmts)
-
-
-def _clock(callee: str) -> bool:
-    head, _, name = callee.rpartition(".")
-    return name in _CLOCKS and head.rpartition(".")[2] in ("time", "")
+        any(is_clock(c.callee or "") for c in fn.calls(s))) for s in fn.stmts)
 
 
 def _item_data(fn: FnView, loop: Stmt, names: set[str]) -> set[str]:

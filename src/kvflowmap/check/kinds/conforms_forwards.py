@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.model import Finding
-from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.view import walk
 
 MIN_FORWARDS = 3
 
@@ -58,7 +58,7 @@ def _forwards(ctx: CheckContext, fqn: str) -> bool:
     """``fqn`` calls the method of its own name on the items of a ``self``
     collection it loops over."""
     fn = ctx.function(fqn)
-    items = {t.strip() for s in _walk(fn.body) if s.kind == "for" and s.text
+    items = {t.strip() for s in walk(fn.body) if s.kind == "for" and s.text
              and " in " in s.text and "self." in s.text.partition(" in ")[2]
              for t in s.text.partition(" in ")[0].replace("(", "").replace(")", "").split(",")}
     return any((c.callee or "").rpartition(".")[2] == fn.name and
@@ -72,11 +72,3 @@ def _does_nothing(ctx: CheckContext, fqn: str) -> bool:
                (s.kind == "return" and (s.text or "None") == "None")
                for s in ctx.function(fqn).body)
 
-
-def _walk(body: tuple[Stmt, ...]) -> list[Stmt]:
-    out = []
-    for s in body:
-        out.append(s)
-        out += _walk((*s.body, *s.orelse, *s.final, *(h for h in s.handlers),
-                      *(x for h in s.handlers for x in h.body)))
-    return out

@@ -10,13 +10,13 @@ from collections import deque
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.forbid_contexts import (Chain, awaited_with_timeout, followable, short,
                                                     start_chain)
-from kvflowmap.check.kinds.forbid_guards import Guard, guarded
+from kvflowmap.check.kinds.forbid_guards import Guard, guarded, last_line
 from kvflowmap.check.kinds.forbid_options import Options
 from kvflowmap.check.kinds.forbid_polling import spin_loops
 from kvflowmap.check.model import Finding
-from kvflowmap.check.kinds.forbid_guards import last_line
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.request_data import request_data
+from kvflowmap.lifecycle.view import walk
 
 
 
@@ -237,17 +237,10 @@ def _of_done(ctx: CheckContext, fqn: str, call: CallFact) -> bool:
     done = {view.assigns(s)[0].target for s in view.stmts if s.kind == "simple" and
             view.assigns(s) and any((c.callee or "").rpartition(".")[2] == "wait"
                                     for c in view.calls(s))}
-    for s in _loops(view.fact.body):
+    for s in walk(view.fact.body):
+        if s.kind != "for":
+            continue
         targets, _, walked = (s.text or "").partition(" in ")
         if targets.strip() == receiver and (walked.strip() in done or "as_completed(" in walked):
             return True
     return False
-
-
-def _loops(body: tuple[Stmt, ...]) -> list[Stmt]:
-    out = []
-    for s in body:
-        if s.kind == "for":
-            out.append(s)
-        out += _loops((*s.body, *s.orelse, *s.final, *(x for h in s.handlers for x in h.body)))
-    return out

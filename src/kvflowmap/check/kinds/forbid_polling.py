@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.facts import CallFact, Stmt
+from kvflowmap.lifecycle.effects import is_clock
+from kvflowmap.lifecycle.view import walk
 
 _TAKES = frozenset({"get_nowait", "pop", "popleft", "popitem"})
-_CLOCKS = frozenset({"time", "monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns",
-                     "time_ns"})
 
 
 def spin_loops(ctx: CheckContext, fqn: str) -> list[Stmt]:
@@ -27,13 +27,13 @@ def spin_loops(ctx: CheckContext, fqn: str) -> list[Stmt]:
     calls = ctx.facts(fqn).calls
     steps = {a.target for a in ctx.facts(fqn).assigns if a.aug and a.scope == fn.qualname}
     out = []
-    for w in _walk(fn.body):
+    for w in walk(fn.body):
         if w.kind != "while":
             continue
-        inner = _walk(w.body)
+        inner = list(walk(w.body))
         made = [calls[i] for s in (w, *inner) for k, i in s.events if k == "call"]
         spins = any(s.kind == "continue" for s in inner) or any(_sleeps(c) for c in made)
-        if spins and not _drains(w, inner, calls) and not any(_clock(c) for c in made) and \
+        if spins and not _drains(w, inner, calls) and not any(is_clock(c.callee or "") for c in made) and \
                 not (steps & set(w.names)) and not _counted_exit(inner, steps):
             out.append(w)
     return out
@@ -46,7 +46,7 @@ def _drains(w: Stmt, inner: list[Stmt], calls: list[CallFact]) -> bool:
     for s in inner:
         if s.kind == "try" and any(h.body and h.body[-1].kind in ("break", "return")
                                    for h in s.handlers):
-            if any(_takes(calls[i]) for b in _walk(s.body) for k, i in b.events if k == "call"):
+            if any(_takes(calls[i]) for b in walk(s.body) for k, i in b.events if k == "call"):
                 return True
     tested = {n.partition(".")[0] for n in w.names}
     return any(_takes(calls[i]) and (calls[i].callee or "").partition(".")[0] in tested
@@ -68,14 +68,3 @@ def _sleeps(c: CallFact) -> bool:
     return (c.callee or "").rpartition(".")[2] == "sleep"
 
 
-def _clock(c: CallFact) -> bool:
-    base, _, name = (c.callee or "").rpartition(".")
-    return name in _CLOCKS and base.rpartition(".")[2] in ("time", "")
-
-
-def _walk(body: tuple[Stmt, ...]) -> list[Stmt]:
-    out: list[Stmt] = []
-    for s in body:
-        out.append(s)
-        out += _walk((*s.body, *s.orelse, *s.final, *s.handlers))
-    return out

@@ -178,7 +178,7 @@ def _dropped(ctx: CheckContext, lc, wanted: set[str], attrs: set[str]) -> list[F
 def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Finding]:
     """A failed transfer raised out of a connector's load path (not code only
     a background thread runs, where ``thread_loop`` judges it)."""
-    background = lc.runs_from(sorted(lc.background()))
+    background = lc.background_code()
     seen: set[tuple[str, int]] = set()
     out = []
     for p in paths:

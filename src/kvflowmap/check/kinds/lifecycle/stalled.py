@@ -41,7 +41,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     chan = lc.spec.channel(opts.channel)
     if chan is None:
         return []
-    background = lc.runs_from(sorted(lc.background()))
+    background = lc.background_code()
     paths = load_paths(lc, ctx.classes, ctx.protocol.base_class, (), chan.methods,
                        set(functions(ctx, lc)))
     seen: set[tuple[str, int]] = set()
