@@ -286,3 +286,56 @@ def test_probe_overwriting_committed_state(tree):
     found = check(tree, COMMITTED, **{**WRITES, "committed_by": ["update_state_after_alloc"]})
     assert lines(found) == [line_of(COMMITTED, "self._specs[rid] = None")]
     assert "C.update_state_after_alloc fills self._specs too" in found[0].message
+
+
+def test_a_vllm_connector_driving_the_subject_is_a_host(tree):
+    """vLLM's own wrapper connector (context) calls the subject's adapter: its
+    hooks reach the adapter's wait, reported there; the host's own code is
+    analysed but never reported."""
+    adapter = """class Adapter:
+    def __init__(self, client):
+        self._client = client
+
+    def lookup(self, request_id):
+        fut = self._client.submit(request_id)
+        return fut.result()
+
+    def answered(self, request_id):
+        fut = self._client.submit(request_id)
+        if not fut.query():
+            return None
+        return fut.result()
+"""
+    host = """import time
+
+from adapterpkg.adapter import Adapter
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class HostConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._adapter = Adapter(None)
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        self._adapter.answered(request.request_id)
+        return self._adapter.lookup(request.request_id), False
+
+    def build_connector_meta(self, scheduler_output):
+        time.sleep(1)
+"""
+    subject = tree({"adapterpkg/__init__.py": "", "adapterpkg/adapter.py": adapter})
+    v1 = "vllm/distributed/kv_transfer/kv_connector/v1"
+    context = tree({f"{v1}/hostconn.py": host})
+    analysis = analyse(Request(sources=[str(subject)],
+                               context=[str(context), str(stub_root())]))
+    rule = Rule(id="t-forbid", title="t", severity="warning", rationale="r", kind="forbid",
+                params=dict(BLOCKING, guarded_by={"*.result": ["*"]}),
+                applies_to=AppliesTo(base_class=(BASE,)), examples=(), help="h",
+                pack="test", path=Path("t.yaml"))
+    found = run_rules(analysis, [rule])
+    assert analysis.graph.graph["hosts"] == [
+        "vllm.distributed.kv_transfer.kv_connector.v1.hostconn"]
+    # the bare wait in lookup; answered's wait follows a question to the same future
+    assert [(f.file, f.line, f.function.rpartition(".")[2]) for f in found] == [
+        ("adapterpkg/adapter.py", adapter.splitlines().index("        return fut.result()") + 1,
+         "lookup")]

@@ -18,6 +18,7 @@ from kvflowmap.index.runner import Indexer, IndexStats, Progress
 from kvflowmap.problems import Problem
 from kvflowmap.protocol import Protocol, load_protocol
 from kvflowmap.request import Request, make_roots
+from kvflowmap.sources.hosts import mark_hosts
 from kvflowmap.sources.roots import ModuleTable, Root, build_table
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
     protocol = load_protocol(req.protocol_path)
     roots = make_roots(req)
     table = build_table(roots)
+    hosts = mark_hosts(table, protocol.package, protocol.base_class.rsplit(".", 2)[0])
     timings["list"] = time.perf_counter() - t0
     cache = FactCache((req.cache_dir or default_cache_dir()) if req.use_cache else None)
     stats = IndexStats()
@@ -84,6 +86,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
                                 "prefix": _package_prefix(r)} for r in roots]
     lk.graph.graph["vllm_version"] = version
     lk.graph.graph["kv_states"] = list(protocol.kv_states)
+    lk.graph.graph["hosts"] = hosts
     problems += [Problem(w) for w in lk.warnings]
     return Analysis(lk.graph, lk, roots, stats, [p.text for p in problems], timings, version,
                     problems)

@@ -208,6 +208,23 @@ BUGS = (
              "kvc-probe-commits-nothing",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
              ".maybe_submit_lookup_request"),
+    # LMCache 0.4.1's MP scheduler adapter waited for the server's lookup
+    # answers with a bare ``future.result()``; only vLLM's LMCacheMPConnector
+    # (the host, context code) calls the adapter from get_num_new_matched_tokens,
+    # so the wait was found only once host modules were analysed. 0.4.2 bounds
+    # both waits (``result(timeout=...)``) and marks the server unhealthy.
+    FixedBug("lmcache scheduler adapter waits for a lookup with no timeout",
+             _lmcache("0.4.1"),
+             _lmcache("0.4.2"),
+             "kvc-no-blocking-in-scheduler-hooks",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
+             ".maybe_submit_lookup_request"),
+    FixedBug("lmcache scheduler adapter polls a lookup result with no timeout",
+             _lmcache("0.4.1"),
+             _lmcache("0.4.2"),
+             "kvc-no-blocking-in-scheduler-hooks",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
+             ".check_lookup_result"),
 )
 
 

@@ -40,8 +40,17 @@ def run_rules(analysis: Analysis, rules: Iterable[Rule]) -> list[Finding]:
 
     groups = _split(rules) if can_fork() and len(rules) > 1 else [rules]
     findings = [f for part in run_groups(groups, run_group) for f in part]
+    # a host is vLLM's code driving the subject: analysed, never reported
+    hosts = host_paths(analysis)
+    findings = [f for f in findings if f.abspath not in hosts]
     unique = {(f.rule, f.file, f.line, f.column, f.message): f for f in findings}
     return sorted(unique.values(), key=Finding.sort_key)
+
+
+def host_paths(analysis: Analysis) -> set[str]:
+    """Absolute paths of the host modules (``sources.hosts``) analysed."""
+    model = analysis.linker.model
+    return {str(sf.path) for m in model.facts if (sf := model.source(m)) is not None and sf.host}
 
 
 def _split(rules: list[Rule]) -> list[list[Rule]]:

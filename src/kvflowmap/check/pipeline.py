@@ -17,7 +17,7 @@ def subject_files(analysis: Analysis) -> list[str]:
     out = []
     for module in model.facts:
         sf = model.source(module)
-        if sf is not None and sf.subject:
+        if sf is not None and sf.subject and not sf.host:
             out.append(str(sf.path))
     return sorted(out)
 

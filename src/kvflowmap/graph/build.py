@@ -83,7 +83,8 @@ def add_definitions(lk: Linker) -> None:
         sf = lk.model.source(module)
         ff = lk.model.facts[module]
         base = {"root": sf.root.label if sf else "", "file": sf.rel if sf else "",
-                "subject": bool(sf and sf.subject), "package": module.split(".")[0]}
+                "subject": bool(sf and sf.subject), "package": module.split(".")[0],
+                **({"host": True} if sf and sf.host else {})}
         g.add_node(module, kind="function", role="module", line=1, **base)
         for c in ff.classes:
             g.add_node(f"{module}.{c.qualname}", kind="class", line=c.line, doc=c.doc,

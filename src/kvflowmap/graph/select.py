@@ -127,7 +127,9 @@ def _edge_sort_key(g: nx.MultiDiGraph):
 
 def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str]:
     """Connector classes to draw: those named, else the subject connector
-    that overrides the most protocol hooks (the main one of a package)."""
+    that overrides the most protocol hooks (the main one of a package); a
+    host (vLLM's own connector driving the subject) only when the subject
+    has no connector of its own."""
     names = list(names)
     if names:
         found = resolve(g, names, unique=True)
@@ -135,9 +137,9 @@ def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str
     # ties go to a class nothing derives from (the concrete connector, not
     # the intermediate base whose hooks it inherits)
     bases = {b for m in g.graph.get("mro", {}).values() for b in m[1:]}
-    cands = [(-int(d.get("connector_hooks", 0)), n in bases, n) for n, d in g.nodes(data=True)
-             if d.get("connector_hooks") and d.get("subject")]
-    return [min(cands)[2]] if cands else []
+    cands = [(bool(d.get("host")), -int(d.get("connector_hooks", 0)), n in bases, n)
+             for n, d in g.nodes(data=True) if d.get("connector_hooks") and d.get("subject")]
+    return [min(cands)[3]] if cands else []
 
 
 def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,

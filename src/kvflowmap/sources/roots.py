@@ -42,6 +42,9 @@ class SourceFile:
     module: str
     is_package: bool  # an ``__init__.py``
     subject: bool = False  # under analysis (a subject root, within its ``only`` part)
+    # vLLM's own connector driving the subject (``sources.hosts``): analysed as
+    # subject, its findings not reported
+    host: bool = False
 
 
 @dataclass

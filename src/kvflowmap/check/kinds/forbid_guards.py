@@ -6,6 +6,7 @@ statement texts of the facts; receivers are chain texts (``self.socks[].x``)."""
 from __future__ import annotations
 
 import ast
+import fnmatch
 
 from kvflowmap.facts import Stmt
 from kvflowmap.model.annotations import dotted_name
@@ -15,7 +16,8 @@ EXITS = {"return", "raise", "continue", "break"}
 
 class Guard:
     """Tests that prove ``receiver`` is ready: ``r.done()`` (positive) or
-    ``not r.done()`` followed by an exit (negative). Other conjuncts may only
+    ``not r.done()`` followed by an exit (negative); method names are globs
+    (``*``: any question put to the receiver itself, ``fut.query()``). Other conjuncts may only
     check that a prefix of the receiver exists (``pending is not None``)."""
 
     def __init__(self, receiver: str, methods: set[str]) -> None:
@@ -30,7 +32,7 @@ class Guard:
                 n.func.attr in self.any_methods for n in ast.walk(node)):
             return True
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-            node.func.attr in self.methods and \
+            any(fnmatch.fnmatchcase(node.func.attr, m) for m in self.methods) and \
             dotted_name(node.func.value, subscripts=True) == self.receiver
 
     def _exists(self, node: ast.expr) -> bool:

@@ -8,7 +8,7 @@ from kvflowmap.check.options import option
 
 EXCLUDE = ("os.path.*", "posixpath.*", "<builtin>.*")
 POSITIONAL_TIMEOUT = ("*.wait", "*.join", "*.result")
-GUARDED_BY = {"*.result": ("done",), "*.recv*": ("poll",), "*.wait": ("is_set",)}
+GUARDED_BY = {"*.result": ("*",), "*.recv*": ("poll",), "*.wait": ("is_set",)}
 TIMEOUT_SETTERS = {"*.recv*": ("setsockopt:RCVTIMEO", "settimeout")}
 
 READS = ("Reads: the call and dispatch edges of the graph from the context functions "
@@ -36,8 +36,8 @@ class Options:
     positional_timeout: tuple[str, ...] = option(POSITIONAL_TIMEOUT, "globs of calls whose "
                                                  "positional argument is a timeout")
     guarded_by: dict[str, tuple[str, ...]] = option(
-        dict(GUARDED_BY), "glob -> methods that, called first on the same receiver, bound the "
-        "call")
+        dict(GUARDED_BY), "glob -> methods (globs: '*' is any) that, called first on the "
+        "same receiver, bound the call")
     timeout_setters: dict[str, tuple[str, ...]] = option(
         dict(TIMEOUT_SETTERS), "glob -> calls ('method' or 'method:ARG') that, made anywhere in "
         "the class of the call, give its receivers a timeout")
