@@ -225,6 +225,26 @@ BUGS = (
              "kvc-no-blocking-in-scheduler-hooks",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
              ".check_lookup_result"),
+    # With the LMCache server marked unhealthy, the worker adapter flagged the
+    # blocks as errors and returned before recording the request: the id
+    # vLLM parked never reached finished_recving. 0.5.0 keeps it
+    # (``_dropped_retrieves``) for get_finished to report.
+    FixedBug("lmcache retrieve on an unhealthy server drops the parked request",
+             _lmcache("0.4.7"),
+             _lmcache("0.5.0"),
+             "kvc-request-id-not-dropped",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter"
+             ".submit_retrieve_request"),
+    # vLLM's Mooncake store sending thread: an exception from the store step
+    # (batch_is_exist re-raised) skipped dec_stored_request, so the request's
+    # in-flight count never reached 0 and it was never reported in
+    # finished_sending. 0.23.0 decrements in a ``finally``.
+    FixedBug("vllm mooncake store send raises past the in-flight count",
+             _vllm("0.22.1"),
+             _vllm("0.23.0"),
+             "kvc-request-id-not-dropped",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.worker"
+             ".KVCacheStoreSendingThread._handle_request"),
 )
 
 
