@@ -170,3 +170,95 @@ def test_unlocked_walk_on_the_changing_thread_itself_is_fine(tree):
         pass
 """
     assert unlocked(tree, body) == []
+
+
+NOLOCK = """import asyncio
+import queue
+import threading
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._done: set[str] = set()
+        self._queue = queue.Queue()
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._recv, daemon=True).start()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._queue.put(request.request_id)
+
+    def _recv(self):
+        while True:
+            req_id = self._queue.get()
+            self._done.add(req_id)
+"""
+
+
+def copy_clears(tree, body: str) -> list[tuple[str, int, int]]:
+    root = tree({"conn/__init__.py": NOLOCK + body})
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    lc = build_lifecycle(a.linker)
+    return [(u.change.fqn.rpartition(".")[2], u.read_line, u.change.line)
+            for u in lc.copy_clears()]
+
+
+def nolock_line(body: str, text: str, nth: int = 1) -> int:
+    """Line of the ``nth`` line of ``body`` holding ``text``, in the file written."""
+    hits = [i for i, ln in enumerate((NOLOCK + body).splitlines(), 1)
+            if text in ln and i > len(NOLOCK.splitlines())]
+    return hits[nth - 1]
+
+
+def test_copy_then_clear_with_no_lock_loses_what_another_thread_adds(tree):
+    body = """
+    def get_finished(self, finished_req_ids):
+        done = set()
+        done.update(self._done)
+        self._done.clear()
+        return None, done
+"""
+    assert copy_clears(tree, body) == [
+        ("get_finished", nolock_line(body, "done.update"), nolock_line(body, ".clear()"))]
+
+
+def test_alias_then_rebind_races_too_but_a_one_statement_swap_does_not(tree):
+    alias = """
+    def get_finished(self, finished_req_ids):
+        done = self._done
+        self._done = set()
+        return None, done
+"""
+    swap = """
+    def get_finished(self, finished_req_ids):
+        done, self._done = self._done, set()
+        return None, done
+"""
+    assert copy_clears(tree, alias) == [
+        ("get_finished", nolock_line(alias, "done = self._done"),
+         nolock_line(alias, "self._done = set()"))]
+    assert copy_clears(tree, swap) == []
+
+
+def test_a_coroutine_that_does_not_await_between_read_and_clear_is_atomic(tree):
+    body = """
+    async def fetch(self):
+        done = self._done
+        self._done = set()
+        return done
+
+    async def fetch_later(self):
+        done = self._done
+        await asyncio.sleep(0)
+        self._done = set()
+        return done
+
+    def get_finished(self, finished_req_ids):
+        a = asyncio.run_coroutine_threadsafe(self.fetch(), self._loop)
+        b = asyncio.run_coroutine_threadsafe(self.fetch_later(), self._loop)
+        return None, a.result(5) | b.result(5)
+"""
+    assert copy_clears(tree, body) == [
+        ("fetch_later", nolock_line(body, "done = self._done", 2),
+         nolock_line(body, "self._done = set()", 2))]

@@ -245,6 +245,16 @@ BUGS = (
              "kvc-request-id-not-dropped",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.worker"
              ".KVCacheStoreSendingThread._handle_request"),
+    # NIXL's handshake done-callback (the executor's thread) added failed
+    # requests to a plain set that get_finished copied into done_recving and
+    # then cleared, with no lock: a failure added in between was lost and its
+    # request waited forever. 0.22.0 hands them over through a queue.Queue.
+    FixedBug("vllm nixl failed handshakes lost between get_finished's copy and clear",
+             _vllm("0.21.0"),
+             _vllm("0.22.0"),
+             "kvc-shared-state-locked",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl.worker.NixlConnectorWorker"
+             ".get_finished"),
 )
 
 

@@ -37,6 +37,7 @@ _SETUP = frozenset({"__init__", "__post_init__", "__new__"})
 _WHOLE = frozenset({"=", "clear"})
 _VIEWS = frozenset({"items", "keys", "values", "copy"})
 _COPIERS = frozenset({"list", "set", "dict", "tuple", "sorted", "frozenset"})
+_LOGS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 ROUNDS = 3  # caller-held locks are followed this many calls deep
 
 Locks = frozenset[Container]
@@ -51,6 +52,17 @@ class Change:
     line: int
     op: str
     locks: Locks
+
+
+@dataclass(frozen=True)
+class CopyClear:
+    """``change`` clears (or rebinds) a container it read at ``read_line``,
+    holding no lock, while ``adder`` adds to it on another thread, holding
+    none either: what lands between the read and the clear is lost."""
+
+    change: Change
+    read_line: int
+    adder: Change
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,72 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
             if ch.op in _WHOLE or walked or cleared:
                 out.append(Unlocked(ch, sorted(guarded.locks)[0], guarded))
     return sorted(out, key=lambda u: (u.change.fqn, u.change.line))
+
+
+def copy_then_clear(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
+                    judged: Collection[str], roots: dict[str, frozenset[str]],
+                    overrides: Callable[[str], list[str]] = lambda f: []) -> list[CopyClear]:
+    """Containers no change of which holds a lock, read whole (a walk, a
+    copy, ``out.update(c)``, ``x = c``) and then cleared or rebound by a
+    later statement of the same function, while a function on another thread
+    adds to them: an id added between the read and the clear is neither in
+    what was read nor left in the container (a done-callback adding to
+    ``self._failed`` while ``get_finished`` does ``done.update(self._failed);
+    self._failed.clear()``). The one-statement swap ``out, self._c = self._c,
+    set()`` reads and rebinds at once and is left alone."""
+    held = _held_by_callers(fns, eff, overrides)
+    adds: dict[Container, list[Change]] = {}
+    locked: set[Container] = set()
+    clears: list[tuple[Change, int]] = []
+    for f in sorted(judged):
+        fn = fns.get(f)
+        if fn is None or fn.name in _SETUP:
+            continue
+        reads: dict[Container, int] = {}
+        for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
+            holding = locks | held.get(f, frozenset())
+            changes = _changes(fn, eff, s, keyed)
+            if holding:
+                locked.update(changes)
+                continue
+            for c, op in changes.items():
+                if op in ADD_OPS:
+                    adds.setdefault(c, []).append(Change(f, c, s.line, op, holding))
+                elif op in _WHOLE and reads.get(c, s.line) < s.line:
+                    clears.append((Change(f, c, s.line, op, holding), reads[c]))
+            for c in _walked(fn, eff, s, keyed) | _read_whole(fn, eff, s, keyed):
+                reads.setdefault(c, s.line)
+    out = []
+    for ch, read in clears:
+        if ch.container in locked:
+            continue  # the lock discipline of ``unlocked`` judges it
+        if _loop_confined(fns[ch.fqn], read, ch.line):
+            continue
+        mine = roots.get(ch.fqn, frozenset())
+        adder = next((a for a in adds.get(ch.container, ()) if mine and
+                      _other_thread(mine, roots.get(a.fqn, frozenset()))), None)
+        if adder is not None:
+            out.append(CopyClear(ch, read, adder))
+    return sorted(out, key=lambda u: (u.change.fqn, u.change.line))
+
+
+def _loop_confined(fn: FnView, start: int, end: int) -> bool:
+    """A coroutine that does not await between ``start`` and ``end``: nothing
+    else on its event loop runs in between (state of a loop is the loop's)."""
+    return fn.fact.is_async and not any(
+        c.awaited and start <= c.line < end for c in fn.facts.calls
+        if c.scope == fn.fact.qualname)
+
+
+def _read_whole(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
+    """Containers statement ``s`` takes whole: passed as an argument
+    (``done.update(self._failed)``) or aliased (``out = self._failed``)."""
+    chains = [a for call in fn.calls(s) for a in call.args[:1]
+              if a and "." in (call.callee or "") and
+              (call.callee or "").rpartition(".")[2] not in _LOGS]
+    chains += [a.value for a in fn.assigns(s) if a.value and "(" not in a.value]
+    found = (container_of(ch, fn, eff.values) for ch in chains if _CHAIN.fullmatch(ch))
+    return {c for c in found if c is not None and c in keyed}
 
 
 def _bare_walks(walks: list[Change], by_container: dict[Container, list[Change]],

@@ -25,7 +25,7 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
-from kvflowmap.lifecycle.locks import Unlocked, unlocked
+from kvflowmap.lifecycle.locks import CopyClear, Unlocked, copy_then_clear, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
@@ -350,10 +350,19 @@ class Lifecycle:
         without the lock other changes of the same container hold, racing
         with another thread (``locks``). Methods named like a ``teardown``
         glob are left out on both sides (they run when the threads stop)."""
-        judged = [f for f in self.functions if f in self._connected and not any(
-            fnmatch.fnmatch(self.functions[f].name, p) for p in teardown)]
-        return unlocked(self.functions, self.effects, self.containers, judged,
+        return unlocked(self.functions, self.effects, self.containers, self._judged(teardown),
                         self.thread_roots(), self.classes.overrides)
+
+    def copy_clears(self, teardown: tuple[str, ...] = ()) -> list[CopyClear]:
+        """Containers with no lock that connected code reads whole and then
+        clears while another thread adds to them (``locks.copy_then_clear``)."""
+        return copy_then_clear(self.functions, self.effects, self.containers,
+                               self._judged(teardown), self.thread_roots(),
+                               self.classes.overrides)
+
+    def _judged(self, teardown: tuple[str, ...]) -> list[str]:
+        return [f for f in self.functions if f in self._connected and not any(
+            fnmatch.fnmatch(self.functions[f].name, p) for p in teardown)]
 
     def partial_removals(self) -> list[Partial]:
         """Places in connected code that take an id out of part of the

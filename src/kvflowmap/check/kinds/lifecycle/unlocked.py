@@ -16,11 +16,15 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.locks import CopyClear, Unlocked
 
 READS = ("Reads: in every connected subject function but constructors, the statement "
          "tree's `with` blocks entered on a plain attribute chain (the locks), the changes "
          "of request-keyed containers under them (adds, removals, resets, rebinding), and "
-         "the locks every analysed caller holds around its calls (3 calls deep).")
+         "the locks every analysed caller holds around its calls (3 calls deep); for "
+         "containers no change of which holds a lock, a read of the whole container (walk, "
+         "copy, argument, alias) followed by its clear in one function, and the threads "
+         "(hooks, each spawned target) the functions adding to it run on.")
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per change made without the lock another change holds."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    by_fn: dict[str, list] = {}
-    for u in lc.unlocked(opts.teardown_methods):
+    by_fn: dict[str, list[Unlocked | CopyClear]] = {}
+    found: list[Unlocked | CopyClear] = [*lc.unlocked(opts.teardown_methods),
+                                         *lc.copy_clears(opts.teardown_methods)]
+    for u in found:
         if u.change.fqn in wanted and (not opts.containers or
                                        u.change.container.label in opts.containers):
             by_fn.setdefault(u.change.fqn, []).append(u)
@@ -47,6 +53,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     def one(f: str) -> list[Finding]:
         out = []
         for u in by_fn[f]:
+            if isinstance(u, CopyClear):
+                out.append(_copy_clear(ctx, u))
+                continue
             ch, g = u.change, u.guarded
             what = {"=": "rebinds", "walk": "walks"}.get(ch.op, f"changes ({ch.op})")
             out.append(ctx.finding(
@@ -62,3 +71,19 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         return out
 
     return each_function(ctx, sorted(by_fn), one)
+
+
+def _copy_clear(ctx: CheckContext, u: CopyClear) -> Finding:
+    ch, a = u.change, u.adder
+    label, f = ch.container.label, ch.fqn
+    what = "rebinds" if ch.op == "=" else "clears"
+    return ctx.finding(
+        f, ch.line,
+        f"{short(f)} reads {label} (line {u.read_line}) and then {what} it with no lock, "
+        f"while {short(a.fqn)} adds to it on another thread (line {a.line}): an id added "
+        "between the read and the clear is in neither, so that request is never reported. "
+        "Guard the read, the clear and the add with one lock, or hand the ids over through "
+        "a queue.Queue.",
+        path=steps(ctx, f, [(u.read_line, f"reads {label}"), (ch.line, f"{what} it, no lock")])
+        + steps(ctx, a.fqn, [(a.line, "adds to it on another thread, no lock")]),
+        anchor=f"copy-clear:{label}")
