@@ -255,6 +255,26 @@ BUGS = (
              "kvc-shared-state-locked",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl.worker.NixlConnectorWorker"
              ".get_finished"),
+    # NIXL's failed-transfer handler popped the request's _recving_metadata
+    # and the request was still reported done; get_finished then popped it
+    # again and asserted it: AssertionError on every failed transfer. 0.14.0
+    # reads the entry with .get() in the handler.
+    FixedBug("vllm nixl get_finished asserts metadata the failure handler popped",
+             _vllm("0.13.0"),
+             _vllm("0.14.0"),
+             "kvc-asserted-entry-may-be-gone",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
+             ".get_finished"),
+    # vLLM's Mooncake store scheduler dropped a request's tracker on
+    # preemption and asserted it in request_finished: a preempted request
+    # aborted before it resumed crashed the scheduler. 0.22.0 keeps the
+    # tracker and treats a missing one as nothing to save.
+    FixedBug("vllm mooncake store request_finished asserts a tracker preemption dropped",
+             _vllm("0.21.0"),
+             _vllm("0.22.0"),
+             "kvc-asserted-entry-may-be-gone",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.scheduler"
+             ".MooncakeStoreScheduler.request_finished"),
 )
 
 

@@ -25,6 +25,7 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
+from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.locks import CopyClear, Unlocked, copy_then_clear, unlocked
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
@@ -359,6 +360,14 @@ class Lifecycle:
         return copy_then_clear(self.functions, self.effects, self.containers,
                                self._judged(teardown), self.thread_roots(),
                                self.classes.overrides)
+
+    def asserted(self, teardown: tuple[str, ...] = ()) -> list[Asserted]:
+        """Asserts in connected code that a request's entry is still in a
+        container another function removes entries from (``asserted``)."""
+        ending = self.runs_from(sorted(f for f, fn in self.functions.items()
+                                       if fn.name == self.spec.delay_free))
+        return asserted_entries(self.functions, self.effects, self.containers,
+                                self._judged(teardown), ending, self.spec.finished_params)
 
     def _judged(self, teardown: tuple[str, ...]) -> list[str]:
         return [f for f in self.functions if f in self._connected and not any(

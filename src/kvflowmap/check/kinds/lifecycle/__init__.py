@@ -14,12 +14,13 @@
 - ``unlocked``: request-keyed state is changed under the lock its other changes hold;
 - ``completed``: a future a function is handed is completed on every way out;
 - ``counted``: pending state a request can enter twice before it completes counts;
-- ``stalled``: pending loads polled by the report hooks can give up (an age arm).
+- ``stalled``: pending loads polled by the report hooks can give up (an age arm);
+- ``asserted``: no assert that an entry is still where another path removes it.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (balanced, completed, counted, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left,
                                              reset_forwards, stalled,
@@ -44,6 +45,7 @@ MODES: dict[str, KindSpec] = {
     "completed": KindSpec(completed.Options, completed.check, completed.READS),
     "counted": KindSpec(counted.Options, counted.check, counted.READS),
     "stalled": KindSpec(stalled.Options, stalled.check, stalled.READS),
+    "asserted": KindSpec(asserted.Options, asserted.check, asserted.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,207 @@
+"""Asserted entries: an ``assert`` that a request's entry is still there,
+in a container another function takes entries out of.
+
+``meta = self._recving.pop(req_id, None); assert meta is not None`` says
+the entry may be missing (the ``None`` default) and then crashes the hook
+when it is: an ``AssertionError`` out of ``get_finished`` or
+``request_finished`` kills the engine with every request on it. Whether it
+can be missing is decided by the other ways out of the container: when
+another function removes entries from it (a failure handler, a preemption
+arm, an abort), the entry of a request that went that way is gone when the
+asserting code runs for it (vLLM 0.13.0's NIXL worker: ``_handle_failed_transfer``
+popped ``_recving_metadata`` and still reported the request, whose
+``get_finished`` then asserted the entry). A container only the asserting
+function empties is left alone, and so are the removals that end a
+request: in what the delayed-free hook (``request_finished``) makes run, and
+in a loop over the finished ids (``for req_id in finished_req_ids``): after
+them no hook runs for the request. A removal its function follows with an
+add to the same container replaces the entry (a tracker renewed on
+preemption) and is no way out, nor is one in an except handler after the
+function's own add (a rollback). A removal under a test that reads a field
+set where requests end (``if status.finished_signaled and not jobs:``)
+ends a request too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
+from kvflowmap.lifecycle.effects import Effects
+from kvflowmap.lifecycle.view import FnView
+
+_SETUP = frozenset({"__init__", "__post_init__", "__new__"})
+_FETCH = frozenset({"get", "pop"})
+
+
+@dataclass(frozen=True)
+class Asserted:
+    """``fqn`` asserts at ``line`` that the entry of ``container`` it read at
+    ``fetch_line`` is there, while ``remover`` takes entries out of it at
+    ``remover_line``."""
+
+    fqn: str
+    line: int
+    fetch_line: int
+    container: Container
+    remover: str
+    remover_line: int
+
+
+def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
+                     judged: Collection[str], ending: Collection[str],
+                     finished_params: Collection[str]) -> list[Asserted]:
+    """Every assert in the ``judged`` functions that an entry of a
+    request-keyed container (``keyed``) is present, read with a default
+    (``c.get(k)``, ``c.pop(k, None)``) or tested (``k in c``), where another
+    judged function (not a constructor) removes entries from the container
+    before the request ends: not in an ``ending`` function (what the
+    delayed-free hook makes run), not in a loop over ``finished_params``."""
+    flags = _end_flags(fns, judged, ending, finished_params)
+    removals: dict[Container, list[tuple[str, int]]] = {}
+    for f in sorted(judged):
+        fn = fns.get(f)
+        if fn is None or fn.name in _SETUP or f in ending:
+            continue
+        ops = [_Op(s.line, op.op, c, op.key, loop, handler)
+               for s, loop, handler in _alive(fn.fact.body, finished_params, flags)
+               for op in fn.containers(s)
+               if (c := container_of(op.container, fn, eff.values)) is not None and c in keyed]
+        for r in ops:
+            if r.op in REMOVE_OPS | RESET_OPS and not any(_undone(r, a) for a in ops):
+                removals.setdefault(r.container, []).append((f, r.line))
+    out = []
+    for f in sorted(judged):
+        fn = fns.get(f)
+        if fn is None or fn.name in _SETUP:
+            continue
+        fetched: dict[str, tuple[Container, int]] = {}
+        for s in fn.stmts:
+            fetched.update(_fetches(fn, eff, s, keyed))
+            if s.kind != "assert":
+                continue
+            for c, at in _asserted(fn, eff, s.text or "", fetched, keyed, s.line):
+                other = next(((g, ln) for g, ln in removals.get(c, ()) if g != f), None)
+                if other is not None:
+                    out.append(Asserted(f, s.line, at, c, other[0], other[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class _Op:
+    """A change of a request-keyed container, with the innermost loop around
+    it (its line; 0: none) and whether an except handler holds it."""
+
+    line: int
+    op: str
+    container: Container
+    key: str | None
+    loop: int
+    handler: bool
+
+
+def _undone(removal: _Op, add: _Op) -> bool:
+    """``add`` makes ``removal`` no way out: it puts the same key back later
+    in the same loop turn (a tracker renewed), or ``removal`` is an except
+    handler's rollback of the function's own earlier add."""
+    if add.op not in ADD_OPS or add.container != removal.container:
+        return False
+    if removal.handler and add.line < removal.line:
+        return True
+    return add.line > removal.line and add.key == removal.key and add.loop == removal.loop
+
+
+def _alive(body: tuple[Stmt, ...], finished: Collection[str], flags: Collection[str],
+           loop: int = 0, handler: bool = False) -> Iterator[tuple[Stmt, int, bool]]:
+    """Statements of ``body`` (nested too) outside loops over finished ids
+    and outside the arms of tests that read an end flag (``flags``), each
+    with its innermost loop and whether it is in an except handler."""
+    for s in body:
+        if _finished_loop(s, finished):
+            continue
+        yield s, loop, handler
+        inner = s.line if s.kind in ("for", "while") else loop
+        ended = s.kind == "if" and any(
+            re.search(rf"\.{re.escape(fl)}\b", s.text or "") for fl in flags)
+        for part in ((s.orelse,) if ended else (s.body, s.orelse)) + (s.final,):
+            yield from _alive(part, finished, flags, inner, handler)
+        for h in s.handlers:
+            yield from _alive(h.body, finished, flags, inner, True)
+
+
+def _finished_loop(s: Stmt, finished: Collection[str]) -> bool:
+    return s.kind in ("for", "while") and any(
+        p in (s.text or "").partition(" in ")[2] for p in finished)
+
+
+def _end_flags(fns: dict[str, FnView], judged: Collection[str], ending: Collection[str],
+               finished: Collection[str]) -> set[str]:
+    """Attribute names set where a request ends (in an ``ending`` function or
+    a loop over finished ids: ``status.finished_signaled = True``): a test
+    reading one picks requests that have ended."""
+    out: set[str] = set()
+
+    def visit(fn: FnView, body: tuple[Stmt, ...], ended: bool) -> None:
+        for s in body:
+            inner = ended or _finished_loop(s, finished)
+            if inner:
+                out.update(a.target.rpartition(".")[2] for a in fn.assigns(s)
+                           if "." in a.target and "[" not in a.target)
+            for part in (s.body, s.orelse, s.final, s.handlers):
+                visit(fn, part, inner)
+
+    for f in judged:
+        if (fn := fns.get(f)) is not None and fn.name not in _SETUP:
+            visit(fn, fn.fact.body, f in ending)
+    return out
+
+
+def _fetches(fn: FnView, eff: Effects, s, keyed: Collection[Container]
+             ) -> dict[str, tuple[Container, int]]:
+    """Locals statement ``s`` binds to an entry read with a default:
+    ``v = c.get(k)``, ``v = c.pop(k, None)``."""
+    out = {}
+    calls = {c.callee: c for c in fn.calls(s) if c.callee}
+    for a in fn.assigns(s):
+        if "." in a.target or not a.value or not a.value.endswith("()"):
+            continue
+        chain, _, meth = a.value[:-2].rpartition(".")
+        call = calls.get(a.value[:-2])
+        if meth not in _FETCH or call is None or not call.args:
+            continue
+        if meth == "pop" and len(call.args) < 2:
+            continue  # ``pop(k)`` raises on a missing key: no default asked for
+        c = container_of(chain, fn, eff.values)
+        if c is not None and c in keyed:
+            out[a.target] = (c, s.line)
+    return out
+
+
+def _asserted(fn: FnView, eff: Effects, text: str, fetched: dict[str, tuple[Container, int]],
+              keyed: Collection[Container], line: int) -> list[tuple[Container, int]]:
+    """Containers whose entry the assert's test claims: ``v``, ``v is not
+    None`` for a fetched local (``and`` parts too), ``k in c``."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return []
+    if isinstance(node, ast.Tuple) and node.elts:  # ``assert test, message``
+        node = node.elts[0]
+    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+        else [node]
+    out = []
+    for p in parts:
+        if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.IsNot) \
+                and isinstance(p.comparators[0], ast.Constant) and p.comparators[0].value is None:
+            p = p.left
+        if isinstance(p, ast.Name) and p.id in fetched:
+            out.append(fetched[p.id])
+        elif isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In):
+            c = container_of(ast.unparse(p.comparators[0]), fn, eff.values)
+            if c is not None and c in keyed:
+                out.append((c, line))
+    return out
