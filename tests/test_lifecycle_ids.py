@@ -205,3 +205,37 @@ def test_a_container_swapped_out_is_a_collection_of_ids(tree):
     got = _lifecycle(tree, SWAP).state.of("conn.Conn.get_finished")
     assert "done" in got.colls and "done" not in got.ids
     assert "rid" in got.ids
+
+
+def test_a_container_keyed_by_an_element_of_an_id_collection(tree):
+    """``self._futures[request_ids[0]] = (fut, request_ids[1:])``: one
+    future for a batch, filed under its first request; a loop over the
+    container then walks request ids."""
+    source = """from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._futures = {}
+
+    def start_load_kv(self, forward_context, **kwargs):
+        ids = []
+        for req in self._get_connector_metadata().requests:
+            ids.append(req.req_id)
+        self._submit(ids)
+
+    def _submit(self, request_ids):
+        self._futures[request_ids[0]] = (self._client.retrieve(request_ids), request_ids[1:])
+
+    def get_finished(self, finished_req_ids):
+        done = set()
+        for request_id, (fut, others) in self._futures.items():
+            if fut.done():
+                done.add(request_id)
+        return None, done
+"""
+    root = tree({"conn/__init__.py": source})
+    lc = build_lifecycle(analyse(Request(sources=[str(root)],
+                                         context=[str(stub_root())])).linker)
+    assert [c.label for c in lc.containers] == ["Conn._futures"]
+    assert "request_id" in lc.state.of("conn.Conn.get_finished").request_names()

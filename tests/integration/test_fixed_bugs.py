@@ -275,6 +275,18 @@ BUGS = (
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.scheduler"
              ".MooncakeStoreScheduler.request_finished"),
+    # vLLM's LMCache MP connector answered get_block_ids_with_load_errors with
+    # a constant set() while its worker adapter only logged a failed retrieve
+    # (``if not all(r_result): logger.error``) and reported the request loaded.
+    # Found once the adapter import with a fallback bound vLLM's own copy and
+    # ``futures[request_ids[0]]`` counted as keyed by a request; 0.18.0 tracks
+    # the failed blocks and delegates to the adapter.
+    FixedBug("vllm lmcache mp failed retrieve only logged, no failed-blocks channel",
+             _vllm("0.17.1"),
+             _vllm("0.18.0"),
+             "kvc-failed-blocks-reported",
+             "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration"
+             ".multi_process_adapter.LMCacheMPWorkerAdapter.get_finished"),
 )
 
 

@@ -86,7 +86,7 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
                 continue
             for c, at in _asserted(fn, eff, s.text or "", fetched, keyed, s.line):
                 other = next(((g, ln) for g, ln in removals.get(c, ()) if g != f), None)
-                if other is not None:
+                if other is not None and not _filled_by_callers(fns, eff, f, c, keyed):
                     out.append(Asserted(f, s.line, at, c, other[0], other[1]))
     return out
 
@@ -158,6 +158,35 @@ def _end_flags(fns: dict[str, FnView], judged: Collection[str], ending: Collecti
         if (fn := fns.get(f)) is not None and fn.name not in _SETUP:
             visit(fn, fn.fact.body, f in ending)
     return out
+
+
+def _filled_by_callers(fns: dict[str, FnView], eff: Effects, target: str, c: Container,
+                       keyed: Collection[Container]) -> bool:
+    """Every analysed call of ``target`` follows, in its caller, an add to
+    ``c`` (made there or by a function called before): ``submit(rid);
+    check(rid)``, where ``check`` asserts what ``submit`` just put in."""
+    sites = [(g, call.line) for g, fn in fns.items() for s in fn.stmts for call in fn.calls(s)
+             if any(t.fqn == target for t in eff.calls.resolve(fn.ctx, call))]
+    return bool(sites) and all(_adds_before(fns, eff, g, line, c, keyed) for g, line in sites)
+
+
+def _adds_before(fns: dict[str, FnView], eff: Effects, g: str, line: int, c: Container,
+                 keyed: Collection[Container]) -> bool:
+    fn = fns[g]
+    for s in fn.stmts:
+        if s.line >= line:
+            continue
+        if any(op.op in ADD_OPS and container_of(op.container, fn, eff.values) == c
+               for op in fn.containers(s)):
+            return True
+        for call in fn.calls(s):
+            for t in eff.calls.resolve(fn.ctx, call):
+                h = fns.get(t.fqn)
+                if h is not None and any(
+                        op.op in ADD_OPS and container_of(op.container, h, eff.values) == c
+                        for op in h.all_containers):
+                    return True
+    return False
 
 
 def _fetches(fn: FnView, eff: Effects, s, keyed: Collection[Container]

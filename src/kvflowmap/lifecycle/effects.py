@@ -158,7 +158,8 @@ class Effects:
             c = container_of(op.container, fn, self.values)
             if op.op in RESET_OPS and c:
                 out.append(Effect("reset", op.line, c.label, c))
-            elif not mentioned and not (merges and op.op == "update"):
+            elif not mentioned and not (merges and op.op == "update") and \
+                    not self.state.is_id(fn, op.key):  # ``self._f[request_ids[0]] = ...``
                 continue
             elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
                                        or op.op == "update"):

@@ -124,7 +124,8 @@ class IdState:
             head, _, last = tok.rpartition(".")
             if head and last in self.id_attrs:
                 return True
-        return False
+        # an element picked from a collection of ids: ``request_ids[0]``
+        return any(m in mine.colls for m in _INDEXED.findall(text))
 
     def id_names_in(self, fn: FnView, names: tuple[str, ...]) -> set[str]:
         """The names of a statement that hold an id or a request."""
@@ -147,6 +148,7 @@ class IdState:
         return "." in base and (last in self.keyed_attrs or last in self.id_attrs)
 
 
+_INDEXED = re.compile(r"([A-Za-z_][\w.]*)\[\s*-?\d+\s*\]")
 DEQUEUE = (".get()", ".get_nowait()", ".popleft()", ".pop()")
 
 

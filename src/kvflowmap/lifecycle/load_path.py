@@ -57,15 +57,22 @@ def load_paths(lc, classes, base: str, hooks: tuple[str, ...], starters: tuple[s
 
 
 def load_failures(fns: dict[str, FnView], reached: set[str],
-                  request_names: Callable[[str], set[str]]) -> list[tuple[str, int]]:
+                  request_names: Callable[[str], set[str]],
+                  save_walks: Callable[[FnView, str], bool] = lambda fn, it: False
+                  ) -> list[tuple[str, int]]:
     """(function, line) of the failure branches about a request among the
     functions ``reached`` (an ``except`` whose ``try`` works on the request,
-    an ``if``/``else`` body that logs an error naming it), neither re-raising.
-    Where the connector has no way to report failed blocks, each of these is
-    a failed load vLLM takes as a success."""
+    an ``if``/``else`` body that logs an error naming it), neither re-raising,
+    nor inside a loop whose iterable ``save_walks`` says holds saves (a
+    report hook that polls stores and loads alike). Where the connector has
+    no way to report failed blocks, each of these is a failed load vLLM
+    takes as a success."""
     out = []
     for fqn, fn, names in _working(fns, reached, request_names):
+        in_saves = _lines_in_loops(fn, lambda it: save_walks(fn, it))
         for branch, body in failure_branches(fn, names):
+            if branch.line in in_saves:
+                continue
             if branch.kind == "except":
                 # its ``try`` works on the request; a failure worth a log
                 if logs(fn, body, LOUD + ("warning", "warn")):
@@ -78,6 +85,15 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
                     and not _MEMBERSHIP.search(branch.text or ""):
                 out.append((fqn, branch.line))
     return list(dict.fromkeys(out))
+
+
+def _lines_in_loops(fn: FnView, picked: Callable[[str], bool]) -> set[int]:
+    """Lines of the statements inside a ``for`` whose iterable ``picked`` accepts."""
+    out: set[int] = set()
+    for s in fn.stmts:
+        if s.kind == "for" and picked(s.text.partition(" in ")[2] if s.text else ""):
+            out |= {t.line for t in walk(s.body)}
+    return out
 
 
 def _working(fns: dict[str, FnView], reached: set[str],

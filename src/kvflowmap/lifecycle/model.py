@@ -280,6 +280,13 @@ class Lifecycle:
             self._handed = {f: [*gs, *handed.get(f, ())] for f, gs in self._runs.items()}
         return _reach(self._handed, starts, avoid)
 
+    def save_only_containers(self) -> frozenset[Container]:
+        """Request-keyed containers every add of which is in code only the
+        save hooks reach (``store_futures``): walking one is about saves."""
+        return frozenset(c for c, info in self.containers.items()
+                         if (adds := info.of_kind("add")) and
+                         all(site.fqn in self.save_only for site in adds))
+
     def background_code(self) -> set[str]:
         """What the functions the subject runs in the background make run
         (``runs_from`` the ``background`` starts)."""
@@ -635,8 +642,8 @@ def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
                         if n not in (op.container, op.key)):
                 state.coll_valued.add(op.container.rpartition(".")[2])
         mentioned = state.id_names_in(fn, s.names)
-        if not mentioned:
-            continue
+        if not mentioned and not any(state.is_id(fn, op.key) for op in fn.containers(s)):
+            continue  # (``self._f[request_ids[0]] = ...`` names no id but keys by one)
         for op in fn.containers(s):
             if op.op in ADD_OPS and (state.is_id(fn, op.key) or "[]" in op.container):
                 state.keyed_attrs.add(op.container.replace("[]", "").rpartition(".")[2])

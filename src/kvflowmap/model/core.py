@@ -223,7 +223,10 @@ class Model:
 
     def _import_target(self, module: str, scope: str, name: str) -> str | None:
         """What an import in ``scope`` binds ``name`` to: the first runtime
-        import of it, else the last ``TYPE_CHECKING`` one."""
+        import of it whose module is in the analysed roots (``try: from
+        lmcache... import X / except ImportError: from vllm... import X``
+        binds vLLM's copy when lmcache is not analysed), else the first
+        runtime one, else the last ``TYPE_CHECKING`` one."""
         key = (module, scope)
         bound = self._bindings.get(key)
         if bound is None:  # built once per scope: lookups are per name use
@@ -234,10 +237,16 @@ class Model:
                 if binding:
                     if imp.type_checking:
                         typing_only[binding[0]] = binding[1]
-                    else:
-                        runtime.setdefault(binding[0], binding[1])
+                    elif binding[0] not in runtime or (
+                            not self._listed(runtime[binding[0]]) and
+                            self._listed(binding[1])):
+                        runtime[binding[0]] = binding[1]
             bound = self._bindings[key] = {**typing_only, **runtime}
         return bound.get(name)
+
+    def _listed(self, target: str) -> bool:
+        """``target`` (``pkg.mod`` or ``pkg.mod.Name``) is a module of the roots or in one."""
+        return target in self.table.files or target.rpartition(".")[0] in self.table.files
 
     def _alias(self, module: str, name: str) -> str | None:
         """``A = B`` at module level, where B is a plain name chain and the

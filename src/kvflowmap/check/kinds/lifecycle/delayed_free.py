@@ -21,6 +21,8 @@ from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
 from kvflowmap.lifecycle.cfg_paths import reaching
 from kvflowmap.lifecycle.decisions import config_test
+from kvflowmap.lifecycle.ids import loop_targets
+from kvflowmap.lifecycle.view import walk
 
 # calls followed from a connector's reporter to the worker code it delegates to
 _DELEGATION_DEPTH = 3
@@ -51,8 +53,11 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
     handles = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt" and (any(
         e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, n.stmt)) or
         _delegates(fn, n.stmt, lc.spec.delay_free))}
-    if not handles and _workers_track_finished(lc, fn.cls):
-        return []  # never records: its workers save what finished_req_ids names
+    tracked = _workers_track_finished(lc, fn.cls)
+    if tracked == "reports" or (not handles and tracked):
+        # its workers report the finished ids themselves, or it never records
+        # and they save what finished_req_ids names
+        return []
     to_handle = reaching(cfg, handles)
     out = []
     parent: dict[int, int | None] = {cfg.entry: None}
@@ -94,38 +99,68 @@ def _delegates(fn, s, name: str) -> bool:
         for c in fn.calls(s))
 
 
-def _workers_track_finished(lc, cls: str | None) -> bool:
-    """The connector's own finished_sending reporter (the method its class
+def _workers_track_finished(lc, cls: str | None) -> str:
+    """How the connector's own finished_sending reporter (the method its class
     resolves, and the subject functions it delegates to, a few calls deep)
-    reads the ids of finished requests vLLM passes it
-    (``get_finished(finished_req_ids)``): a design where the worker, not
-    ``request_finished``, picks what to save. Another connector's design says
-    nothing about this one."""
+    uses the ids of finished requests vLLM passes it
+    (``get_finished(finished_req_ids)``), followed through the arguments it
+    forwards them in: ``"reports"`` when a loop over them adds them to a
+    collection (a finished request with nothing pending is reported at
+    once: any delayed free is answered), ``"reads"`` when it reads them
+    otherwise (the worker, not ``request_finished``, picks what to save),
+    ``""`` when it does not. Another connector's design says nothing about
+    this one."""
     channel = lc.spec.channel("finished_sending")
     methods = channel.methods if channel else ()
-    frontier = [m for m in (lc.classes.find_member(cls, name) for name in methods)
-                if m in lc.functions] if cls else []
-    seen = set(frontier)
+    frontier: list[tuple[str, frozenset[str]]] = []
+    for m in (lc.classes.find_member(cls, name) for name in methods) if cls else ():
+        if m in lc.functions:
+            fn = lc.functions[m]
+            frontier.append((m, frozenset(lc.spec.id_params.get(fn.name, ())) &
+                             frozenset(fn.param_names)))
+    seen = {f for f, _ in frontier}
+    found = ""
     for _ in range(_DELEGATION_DEPTH):
-        nxt = []
-        for f in frontier:
+        nxt: list[tuple[str, frozenset[str]]] = []
+        for f, params in frontier:
             fn = lc.functions[f]
-            params = set(lc.spec.id_params.get(fn.name, ())) & set(fn.param_names)
+            if any(_walks_into_collection(fn, s, p) for s in fn.stmts for p in params):
+                return "reports"
             if fn.name in methods and any(_reads(fn, s, p, methods)
                                           for s in fn.stmts for p in params):
-                return True
+                found = "reads"
             for c in fn.all_calls:
                 name = (c.callee or "").rpartition(".")[2]
                 # ``self.get_finished(...)`` runs what the connector's class resolves
-                own = lc.classes.find_member(cls, name) if (c.callee or "").startswith(
-                    "self.") and cls else None
+                own = lc.classes.find_member(cls, name) \
+                    if c.callee == f"self.{name}" and cls else None
                 for t in ([own] if own else
                           [t.fqn for t in lc.effects.calls.resolve(fn.ctx, c)]):
                     if t in lc.functions and t not in seen:
                         seen.add(t)
-                        nxt.append(t)
+                        nxt.append((t, _forwarded(lc.functions[t], c, params)))
         frontier = nxt
-    return False
+    return found
+
+
+def _forwarded(target, call, params: frozenset[str]) -> frozenset[str]:
+    """The parameters of ``target`` that ``call`` passes one of ``params`` in."""
+    names = [n for n in target.param_names if n not in ("self", "cls")]
+    out = {names[i] for i, a in enumerate(call.args) if a in params and i < len(names)}
+    out |= {k for k, v in call.kwargs if v in params and k in names}
+    return frozenset(out)
+
+
+def _walks_into_collection(fn, s, param: str) -> bool:
+    """``for rid in param: ... out.add(rid)``: the finished ids themselves
+    go into a collection (the report)."""
+    if s.kind != "for":
+        return False
+    targets, iterable = loop_targets(s.text)
+    if iterable != param or not targets:
+        return False
+    return any(op.op in ("add", "append") and op.key in targets
+               for t in walk(s.body) for op in fn.containers(t))
 
 
 def _reads(fn, s, param: str, methods: tuple[str, ...]) -> bool:
