@@ -69,7 +69,7 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
     takes as a success."""
     out = []
     for fqn, fn, names in _working(fns, reached, request_names):
-        in_saves = _lines_in_loops(fn, lambda it: save_walks(fn, it))
+        in_saves = _lines_in_loops(fn, save_walks)
         for branch, body in failure_branches(fn, names):
             if branch.line in in_saves:
                 continue
@@ -87,11 +87,11 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
     return list(dict.fromkeys(out))
 
 
-def _lines_in_loops(fn: FnView, picked: Callable[[str], bool]) -> set[int]:
+def _lines_in_loops(fn: FnView, picked: Callable[[FnView, str], bool]) -> set[int]:
     """Lines of the statements inside a ``for`` whose iterable ``picked`` accepts."""
     out: set[int] = set()
     for s in fn.stmts:
-        if s.kind == "for" and picked(s.text.partition(" in ")[2] if s.text else ""):
+        if s.kind == "for" and picked(fn, s.text.partition(" in ")[2] if s.text else ""):
             out |= {t.line for t in walk(s.body)}
     return out
 
