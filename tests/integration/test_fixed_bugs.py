@@ -264,7 +264,7 @@ BUGS = (
              _vllm("0.14.0"),
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
-             ".get_finished"),
+             "._handle_failed_transfer"),
     # vLLM's Mooncake store scheduler dropped a request's tracker on
     # preemption and asserted it in request_finished: a preempted request
     # aborted before it resumed crashed the scheduler. 0.22.0 keeps the
@@ -274,7 +274,7 @@ BUGS = (
              _vllm("0.22.0"),
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.scheduler"
-             ".MooncakeStoreScheduler.request_finished"),
+             ".MooncakeStoreScheduler.build_connector_meta"),
     # vLLM's LMCache MP connector answered get_block_ids_with_load_errors with
     # a constant set() while its worker adapter only logged a failed retrieve
     # (``if not all(r_result): logger.error``) and reported the request loaded.

@@ -85,9 +85,9 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
             if s.kind != "assert":
                 continue
             for c, at in _asserted(fn, eff, s.text or "", fetched, keyed, s.line):
-                other = next(((g, ln) for g, ln in removals.get(c, ()) if g != f), None)
-                if other is not None and not _filled_by_callers(fns, eff, f, c, keyed):
-                    out.append(Asserted(f, s.line, at, c, other[0], other[1]))
+                others = [(g, ln) for g, ln in removals.get(c, ()) if g != f]
+                if others and not _filled_by_callers(fns, eff, f, c, keyed):
+                    out += [Asserted(f, s.line, at, c, g, ln) for g, ln in others]
     return out
 
 

@@ -40,24 +40,27 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     wanted = set(functions(ctx, lc))
     by_fn: dict[str, list[Asserted]] = {}
     for a in lc.asserted(opts.teardown_methods):
-        if a.fqn in wanted:
-            by_fn.setdefault(a.fqn, []).append(a)
+        if a.remover in wanted:
+            by_fn.setdefault(a.remover, []).append(a)
 
     def one(f: str) -> list[Finding]:
         out = []
         for a in by_fn[f]:
             label = a.container.label
+            # reported where the entry goes: the removal is what the fixes change
+            # (keep the entry, or stop reporting the request), the assert its symptom
             out.append(ctx.finding(
-                f, a.line,
-                f"{short(f)} asserts that the request's entry in {label} is there, but "
-                f"{short(a.remover)} takes entries out of it (line {a.remover_line}): for a "
-                "request that went that way the assert fails, and the AssertionError ends "
-                "the hook and the engine with every request on it. Handle the missing entry "
-                "(skip it, or report the request failed) instead of asserting it.",
-                path=steps(ctx, f, [(a.fetch_line, f"reads the entry of {label}"),
-                                    (a.line, "asserts it is there")]) +
-                steps(ctx, a.remover, [(a.remover_line, f"removes entries of {label}")]),
-                anchor=f"asserted:{label}"))
+                f, a.remover_line,
+                f"{short(f)} takes a request's entry out of {label} here, but "
+                f"{short(a.fqn)} asserts that entry is still there (line {a.line}): for a "
+                "request that went this way the assert fails, and the AssertionError ends "
+                "that hook and the engine with every request on it. Keep the entry until "
+                "the asserting code is done with it (read it with .get() here), or make "
+                "that code handle a missing entry instead of asserting it.",
+                path=steps(ctx, f, [(a.remover_line, f"removes the entry from {label}")]) +
+                steps(ctx, a.fqn, [(a.fetch_line, f"reads the entry of {label}"),
+                                   (a.line, "asserts it is there")]),
+                anchor=f"asserted:{label}:{short(a.fqn)}"))
         return out
 
     return each_function(ctx, sorted(by_fn), one)
