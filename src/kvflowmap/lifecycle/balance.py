@@ -50,7 +50,7 @@ class Use:
 
     fqn: str
     line: int
-    what: str  # add | remove | read | init
+    what: str  # add | remove | clear | read | init | escape
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
         # dead code takes nothing out, but only where the class runs at all
         # for the connector (code outside its reach is judged as written)
         alive = any(live(m.fqn) for m in members)
-        uses = {attr: [u for u in us if not alive or u.what not in ("remove", "escape")
+        uses = {attr: [u for u in us if not alive or u.what not in ("remove", "clear", "escape")
                        or live(u.fqn)]
                 for attr, us in _uses(members).items()}
         per_leaf[leaf] = (members, uses)
@@ -131,7 +131,7 @@ def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[
     kinds = {u.what for u in us}
     steps = tuple(u for u in us if u.what != "init")
     adds = [u for u in us if u.what == "add"]
-    if adds and attr in keyed and "remove" not in kinds:
+    if adds and attr in keyed and not kinds & {"remove", "clear"}:
         return Unbalanced(cls, attr, "never-removed", adds[0], steps)
     # a drain of a container nothing fills (``while self._failed: self._failed.pop()``);
     # removals keyed by an id first
@@ -213,6 +213,10 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
                 handled.add(attr)
                 if op.op in ADD_OPS:
                     use(attr, fn, op.line, "init" if init else "add")
+                elif op.op == "clear":
+                    # empties it, but takes no id out: a container only ever
+                    # cleared and never read is dead state, not a drain
+                    use(attr, fn, op.line, "clear")
                 elif op.op in _LEAVE_METHODS or op.op == "delitem":
                     use(attr, fn, op.line, "remove")
             for a in fn.assigns(s):

@@ -24,8 +24,8 @@ READS = ("Reads: the lifecycle model's request-keyed containers per leaf class (
          "reads, reassignments, hand-offs to other code), the containers report hooks "
          "read, and how `__init__` creates each container.")
 
-_WHAT = {"add": "ids enter here", "remove": "ids leave here", "read": "read here",
-         "init": "created here"}
+_WHAT = {"add": "ids enter here", "remove": "ids leave here", "clear": "emptied here",
+         "read": "read here", "init": "created here"}
 
 
 @dataclass(frozen=True)
