@@ -307,7 +307,8 @@ def _mark_connectors(lk: Linker, hooks: list[str]) -> None:
     protocol base (NIXL's Pull and Push connectors run the twelve hooks of
     ``NixlBaseConnector``). Each gets ``implements``, ``connector`` (the class
     that defines it) and ``connectors`` (every class that runs it), as do the
-    same-package functions they call; the class gets ``connector_hooks``."""
+    same-package functions they call; the class gets ``connector_hooks`` and
+    ``subject_hooks`` (how many of them subject code defines)."""
     g = lk.graph
     base = lk.protocol.base_class
     for cls in lk.classes.all_subclasses(base):
@@ -317,6 +318,8 @@ def _mark_connectors(lk: Linker, hooks: list[str]) -> None:
         if cls not in g or not impls:
             continue
         g.nodes[cls]["connector_hooks"] = len(impls)
+        # those written in the subject (not inherited from vLLM's MultiConnector)
+        g.nodes[cls]["subject_hooks"] = sum(1 for m in impls if g.nodes.get(m, {}).get("subject"))
         for m in impls:
             g.nodes[m]["implements"] = f"{base}.{m.rpartition('.')[2]}"
             _runs_for(g.nodes[m], m.rpartition(".")[0], cls)

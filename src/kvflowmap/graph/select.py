@@ -127,7 +127,8 @@ def _edge_sort_key(g: nx.MultiDiGraph):
 
 def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str]:
     """Connector classes to draw: those named, else the subject connector
-    that overrides the most protocol hooks (the main one of a package); a
+    that overrides the most protocol hooks in its own code (the main one of
+    a package; hooks inherited from vLLM's MultiConnector do not count); a
     host (vLLM's own connector driving the subject) only when the subject
     has no connector of its own."""
     names = list(names)
@@ -137,9 +138,10 @@ def choose_connectors(g: nx.MultiDiGraph, names: Iterable[str] = ()) -> list[str
     # ties go to a class nothing derives from (the concrete connector, not
     # the intermediate base whose hooks it inherits)
     bases = {b for m in g.graph.get("mro", {}).values() for b in m[1:]}
-    cands = [(bool(d.get("host")), -int(d.get("connector_hooks", 0)), n in bases, n)
+    cands = [(bool(d.get("host")), -int(d.get("subject_hooks", 0)),
+              -int(d.get("connector_hooks", 0)), n in bases, n)
              for n, d in g.nodes(data=True) if d.get("connector_hooks") and d.get("subject")]
-    return [min(cands)[3]] if cands else []
+    return [min(cands)[-1]] if cands else []
 
 
 def flow_view(g: nx.MultiDiGraph, max_nodes: int = 80,
