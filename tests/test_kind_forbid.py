@@ -339,3 +339,52 @@ class HostConnector(KVConnectorBase_V1):
     assert [(f.file, f.line, f.function.rpartition(".")[2]) for f in found] == [
         ("adapterpkg/adapter.py", adapter.splitlines().index("        return fut.result()") + 1,
          "lookup")]
+
+
+HELPERS = """
+
+def ensure_send(socket, data):
+    socket.send(data)
+
+
+def ensure_recv(socket):
+    return socket.recv()
+
+
+class Puller:
+    def __init__(self):
+        self._ctx = zmq.Context()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _socket(self):
+        sock = self._ctx.socket(zmq.REQ)
+        SETUP
+        return sock
+
+    def _run(self):
+        while True:
+            sock = self._socket()
+            ensure_send(sock, b"ping")
+            ensure_recv(sock)
+
+
+class C(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._puller = Puller()
+"""
+BACKGROUND = dict(background=True, calls=["*.recv"],
+                  only_after={"*.recv*": ["send"]},
+                  timeout_setters={"*.recv*": ["setsockopt:RCVTIMEO"]})
+
+
+def test_a_reply_awaited_through_helpers_is_judged_at_the_callers(tree):
+    """The send and the recv are each in a helper given the socket: the
+    caller sends first, so the helper's recv waits for a reply, bounded only
+    if the socket's factory sets a receive timeout (named in the path)."""
+    bare = HELPERS.replace("SETUP", "pass")
+    found = check(tree, bare, **BACKGROUND)
+    assert [(f.line, f.function.rpartition(".")[2]) for f in found] == [
+        (line_of(bare, "return socket.recv()"), "ensure_recv")]
+    assert found[0].path[-1].function.endswith("Puller._socket")
+    bounded = HELPERS.replace("SETUP", "sock.setsockopt(zmq.RCVTIMEO, 5000)")
+    assert check(tree, bounded, **BACKGROUND) == []

@@ -60,6 +60,10 @@ def calls_from(ctx: CheckContext, opts: Options, start: str) -> list[Finding]:
             name, pat = hit
             shown = f"{call.callee}()" + (f" ({name})" if name != call.callee else "")
             path = (*chain, ctx.step(fqn, call.line, f"calls {shown}"))
+            if any(fnmatch.fnmatchcase(name, p) for p in opts.timeout_setters):
+                # where to set the timeout: the factories the receiver came from
+                path += tuple(ctx.step(m, ctx.function(m).line, "makes the receiver; "
+                                       "sets no timeout on it") for m in made_by(ctx, fqn, call))
             out.append(ctx.finding(fqn, call.line, f"{shown} matches forbidden '{pat}' and is "
                                    f"reachable from {short(start)}", column=call.col,
                                    path=path, anchor=f"call:{name}:{call.callee}"))
@@ -136,11 +140,21 @@ def _bounded(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFa
 
 def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
     """A timeout set on the receivers by a call in the same class (or function),
-    or by the analysed factory the receiver was made by."""
+    or by the analysed factory the receiver was made by; for a receiver that
+    is a parameter (``def ensure_recv(sock): sock.recv()``), on what every
+    analysed caller passes in."""
     setters = [m for p, ms in opts.timeout_setters.items()
                if fnmatch.fnmatchcase(name, p) for m in ms]
     if not setters:
         return False
+    receiver = (call.callee or "").rpartition(".")[0]
+    passed = _passed_in(ctx, fqn, receiver)
+    if passed:
+        return all(_configured_on(ctx, setters, g, arg) for g, _, arg in passed)
+    return _configured_on(ctx, setters, fqn, receiver)
+
+
+def _configured_on(ctx: CheckContext, setters: list[str], fqn: str, receiver: str) -> bool:
     fn = ctx.function(fqn)
     scope = fn.class_qualname or fn.qualname
     mine = [c for c in ctx.facts(fqn).calls
@@ -149,17 +163,57 @@ def _configured(ctx: CheckContext, opts: Options, fqn: str, name: str, call: Cal
         return True
     # ``self.sock = make_socket_with_timeout(...)``: a factory of the analysed
     # code that sets the timeout on what it returns
-    receiver = (call.callee or "").rpartition(".")[0]
+    return any(any(_sets(x, setters) for x in ctx.calls_in(t)) for t in _makers(ctx, fqn, receiver))
+
+
+def _makers(ctx: CheckContext, fqn: str, receiver: str) -> list[str]:
+    """The analysed functions whose result ``receiver`` is assigned from in
+    ``fqn``'s class (or function): ``sock = self._get_socket(...)``."""
+    fn = ctx.function(fqn)
+    scope = fn.class_qualname or fn.qualname
     module = ctx.definition(fqn).module
     made = {a.line for a in ctx.facts(fqn).assigns if a.target == receiver and
             (a.scope == scope or a.scope.startswith(scope + "."))}
-    for c in mine:
-        if c.line in made:
-            for t in ctx.resolve_call(f"{module}.{c.scope}", c):
-                if t.fqn in ctx.model.defs and any(_sets(x, setters)
-                                                   for x in ctx.calls_in(t.fqn)):
-                    return True
-    return False
+    return sorted({t.fqn for c in ctx.facts(fqn).calls if c.line in made and c.callee and
+                   (c.scope == scope or c.scope.startswith(scope + "."))
+                   for t in ctx.resolve_call(f"{module}.{c.scope}", c)
+                   if t.fqn in ctx.model.defs and not ctx.model.defs[t.fqn].is_class})
+
+
+def made_by(ctx: CheckContext, fqn: str, call: CallFact) -> list[str]:
+    """Where the receiver of ``call`` comes from: the analysed factories it
+    (or, for a parameter, what every caller passes in) was made by."""
+    receiver = (call.callee or "").rpartition(".")[0]
+    passed = _passed_in(ctx, fqn, receiver)
+    if passed:
+        return sorted({m for g, _, arg in passed for m in _makers(ctx, g, arg)})
+    return _makers(ctx, fqn, receiver)
+
+
+def _passed_in(ctx: CheckContext, fqn: str, receiver: str) -> list[tuple[str, int, str]]:
+    """(caller, line, argument text) for every analysed call of ``fqn`` when
+    ``receiver`` is one of its parameters; empty otherwise (or when a caller
+    passes something that is not a plain name chain)."""
+    params = [p.name for p in ctx.function(fqn).params]
+    if receiver not in params:
+        return []
+    pos = [p for p in params if p not in ("self", "cls")].index(receiver) \
+        if receiver not in ("self", "cls") else -1
+    out = []
+    for caller, _, data in sorted(ctx.graph.in_edges(fqn, data=True), key=lambda e: e[0]):
+        if data.get("kind") != "call" or caller not in ctx.model.defs or \
+                ctx.model.defs[caller].is_class:
+            continue
+        for c in ctx.calls_in(caller):
+            if c.line != data.get("line") or not any(
+                    t.fqn == fqn for t in ctx.resolve_call(caller, c)):
+                continue
+            arg = dict(c.kwargs).get(receiver) or (c.args[pos] if 0 <= pos < len(c.args)
+                                                  else None)
+            if not arg:
+                return []
+            out.append((caller, c.line, arg))
+    return out
 
 
 def _sets(c: CallFact, setters: list[str]) -> bool:
@@ -176,15 +230,44 @@ def _after(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact
     """The call comes after what ``only_after`` asks for (or nothing is asked):
     one of its methods called on the same receiver by a statement that runs
     before it on every way there (an earlier statement of its own block or of
-    an enclosing one; not one in a sibling branch)."""
+    an enclosing one; not one in a sibling branch). For a receiver that is a
+    parameter, in every analysed caller, before the call that passes it in
+    (directly, or through a helper given it that calls the method on it:
+    ``ensure_send(sock, data); ensure_recv(sock)``)."""
     wanted = {m for p, ms in opts.only_after.items() if fnmatch.fnmatchcase(name, p) for m in ms}
     if not wanted:
         return True
     receiver = (call.callee or "").rpartition(".")[0]
-    lines = {c.line for c in ctx.calls_in(fqn) if c.line < call.line and
-             (c.callee or "").rpartition(".")[0] == receiver and
-             (c.callee or "").rpartition(".")[2] in wanted}
-    return bool(lines) and _dominated(ctx.function(fqn).body, call.line, lines)
+    if _after_on(ctx, wanted, fqn, receiver, call.line):
+        return True
+    passed = _passed_in(ctx, fqn, receiver)
+    return bool(passed) and all(_after_on(ctx, wanted, g, arg, line, helpers=True)
+                                for g, line, arg in passed)
+
+
+def _after_on(ctx: CheckContext, wanted: set[str], fqn: str, receiver: str, line: int,
+              helpers: bool = False) -> bool:
+    lines = {c.line for c in ctx.calls_in(fqn) if c.line < line and (
+        ((c.callee or "").rpartition(".")[0] == receiver and
+         (c.callee or "").rpartition(".")[2] in wanted) or
+        (helpers and receiver in c.args and _calls_on_param(ctx, fqn, c, receiver, wanted)))}
+    return bool(lines) and _dominated(ctx.function(fqn).body, line, lines)
+
+
+def _calls_on_param(ctx: CheckContext, fqn: str, call: CallFact, arg: str,
+                    wanted: set[str]) -> bool:
+    """``call`` passes ``arg`` to an analysed function that calls one of
+    ``wanted`` on the parameter it lands in."""
+    pos = call.args.index(arg)
+    for t in ctx.resolve_call(fqn, call):
+        if t.fqn not in ctx.model.defs or ctx.model.defs[t.fqn].is_class:
+            continue
+        params = [p.name for p in ctx.function(t.fqn).params if p.name not in ("self", "cls")]
+        if pos < len(params) and any(
+                (c.callee or "").rpartition(".")[0] == params[pos] and
+                (c.callee or "").rpartition(".")[2] in wanted for c in ctx.calls_in(t.fqn)):
+            return True
+    return False
 
 
 def _dominated(block: tuple[Stmt, ...], line: int, lines: set[int]) -> bool:
