@@ -274,7 +274,7 @@ BUGS = (
              _vllm("0.22.0"),
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.scheduler"
-             ".MooncakeStoreScheduler.build_connector_meta"),
+             ".MooncakeStoreScheduler.request_finished"),
     # vLLM's LMCache MP connector answered get_block_ids_with_load_errors with
     # a constant set() while its worker adapter only logged a failed retrieve
     # (``if not all(r_result): logger.error``) and reported the request loaded.

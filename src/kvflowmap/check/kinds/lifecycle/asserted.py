@@ -35,20 +35,42 @@ class Options:
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
-    """One finding per assert of an entry another function removes."""
+    """Per assert of an entry another function removes, one finding at the
+    assert and one at each removal: a fix keeps the entry where it is
+    removed, or lets the asserting code handle its absence, and either
+    place is where a reader starts."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    by_fn: dict[str, list[Asserted]] = {}
-    for a in lc.asserted(opts.teardown_methods):
+    by_fn: dict[str, list[tuple[str, Asserted]]] = {}
+    found = lc.asserted(opts.teardown_methods)
+    for a in found:
         if a.remover in wanted:
-            by_fn.setdefault(a.remover, []).append(a)
+            by_fn.setdefault(a.remover, []).append(("remover", a))
+    for a in {(a.fqn, a.line): a for a in found}.values():
+        if a.fqn in wanted:
+            by_fn.setdefault(a.fqn, []).append(("assert", a))
 
     def one(f: str) -> list[Finding]:
         out = []
-        for a in by_fn[f]:
+        for role, a in by_fn[f]:
             label = a.container.label
-            # reported where the entry goes: the removal is what the fixes change
-            # (keep the entry, or stop reporting the request), the assert its symptom
+            if role == "assert":
+                removers = sorted({(r.remover, r.remover_line) for r in found
+                                   if (r.fqn, r.line) == (a.fqn, a.line)})
+                where = ", ".join(f"{short(g)} (line {ln})" for g, ln in removers)
+                out.append(ctx.finding(
+                    f, a.line,
+                    f"{short(f)} asserts that the request's entry in {label} is there, but "
+                    f"{where} takes entries out of it: for a request that went that way the "
+                    "assert fails, and the AssertionError ends the hook and the engine with "
+                    "every request on it. Handle the missing entry (skip it, or report the "
+                    "request failed) instead of asserting it.",
+                    path=steps(ctx, f, [(a.fetch_line, f"reads the entry of {label}"),
+                                        (a.line, "asserts it is there")]) +
+                    tuple(s for g, ln in removers
+                          for s in steps(ctx, g, [(ln, f"removes entries of {label}")])),
+                    anchor=f"asserted:{label}"))
+                continue
             out.append(ctx.finding(
                 f, a.remover_line,
                 f"{short(f)} takes a request's entry out of {label} here, but "
@@ -60,7 +82,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 path=steps(ctx, f, [(a.remover_line, f"removes the entry from {label}")]) +
                 steps(ctx, a.fqn, [(a.fetch_line, f"reads the entry of {label}"),
                                    (a.line, "asserts it is there")]),
-                anchor=f"asserted:{label}:{short(a.fqn)}"))
+                anchor=f"asserted-removal:{label}:{short(a.fqn)}"))
         return out
 
     return each_function(ctx, sorted(by_fn), one)
