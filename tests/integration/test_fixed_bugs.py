@@ -287,6 +287,15 @@ BUGS = (
              "kvc-failed-blocks-reported",
              "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration"
              ".multi_process_adapter.LMCacheMPWorkerAdapter.get_finished"),
+    # MoRIIO's read poll let a request go only when status_list[-1].Succeeded():
+    # a failed RDMA read stayed in _recving_transfers and its request waited
+    # forever. 0.23.0 adds a Failed() arm that notifies and removes it.
+    FixedBug("vllm moriio poll lets only succeeded transfers go",
+             _vllm("0.22.1"),
+             _vllm("0.23.0"),
+             "kvc-polled-failures-handled",
+             "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
+             ".MoRIIOConnectorWorker._pop_done_transfers"),
 )
 
 

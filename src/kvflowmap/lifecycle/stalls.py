@@ -10,6 +10,7 @@ a clock, so no arm ever gives up on it and reports it failed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
@@ -29,14 +30,21 @@ class Stall:
     walked: str
 
 
-def stalls(fn: FnView, ids: set[str], finished: tuple[str, ...] = ()) -> list[Stall]:
+def stalls(fn: FnView, ids: set[str], finished: tuple[str, ...] = (),
+           success_only: bool = False,
+           saves: Callable[[str], bool] = lambda chain: False) -> list[Stall]:
     """Walks of ``fn`` over a ``self`` container or a parameter whose entries
     leave (are removed from it, or their id is added to what is reported)
     only under a test that queries an item's status, when no test of ``fn``
     reads a clock. ``ids``: the names that hold request ids in ``fn``;
     ``finished``: parameters of requests that have ended (``finished_req_ids``),
-    whose walk waits for nothing."""
-    if _age_arm(fn):
+    whose walk waits for nothing. With ``success_only``, clock or not, the
+    walks whose one way out is a single status test with no other arm and
+    no look at the outcome inside (``if status.Succeeded(): done.add(rid)``):
+    a transfer that fails never satisfies it, and its request waits forever.
+    ``saves(chain)``: the ``self`` chain names save state (walking it, or
+    testing it, is about saves, whose failures owe vLLM no failed blocks)."""
+    if _age_arm(fn) and not success_only:
         return []
     out = []
     for loop in fn.stmts:
@@ -46,12 +54,37 @@ def stalls(fn: FnView, ids: set[str], finished: tuple[str, ...] = ()) -> list[St
         if not targets or base in finished or not (
                 base.startswith("self.") or base in fn.param_names):
             continue
+        if saves(base) or _fed_by(fn, base, finished):
+            continue
         items = _item_data(fn, loop, set(targets))
-        tests = [s for s in walk(loop.body) if s.kind == "if" and _queries(fn, s, items)]
+        tests = [s for s in walk(loop.body) if s.kind == "if" and _queries(fn, s, items, base)
+                 and not any(saves(n) for n in s.names if n.startswith("self."))]
         leaving = [s for s in tests if _lets_go(fn, s, base, set(targets) | ids)]
+        if success_only and not (len(leaving) == 1 and _only_success(fn, leaving[0], items)):
+            continue
         if leaving:
             out.append(Stall(fn.fqn, loop.line, leaving[0].line, base))
     return out
+
+
+def _fed_by(fn: FnView, chain: str, finished: tuple[str, ...]) -> bool:
+    """``fn`` fills ``chain`` with the ids of finished requests
+    (``self._acc.update(finished_req_ids)``): a walk of it waits for their
+    saves, not for loads."""
+    return any(op.container == chain and op.op in ADD_OPS and
+               set(finished) & {n.partition(".")[0] for n in st.names}
+               for st in fn.stmts for op in fn.containers(st))
+
+
+def _only_success(fn: FnView, test: Stmt, items: set[str]) -> bool:
+    """``test`` has no other arm (no ``else``/``elif``) and its arm asks
+    nothing more about the item (``if not ok:``): it lets go only the
+    transfers whose status says they succeeded."""
+    if test.orelse:
+        return False
+    return not any(s.kind == "if" and (_queries(fn, s, items) or
+                                       items & {n.partition(".")[0] for n in s.names})
+                   for s in walk(test.body))
 
 
 def _age_arm(fn: FnView) -> bool:
@@ -81,12 +114,15 @@ def _item_data(fn: FnView, loop: Stmt, names: set[str]) -> set[str]:
     return out
 
 
-def _queries(fn: FnView, s: Stmt, items: set[str]) -> bool:
+def _queries(fn: FnView, s: Stmt, items: set[str], walked: str = "") -> bool:
     """The test calls a method on an item's data (``state.is_ready()``,
-    ``status.Succeeded()``, ``check_state(handle)``)."""
+    ``status.Succeeded()``, ``check_state(handle)``, and, walking the keys of
+    ``walked``, ``self._futures[rid].done()``)."""
     for c in fn.calls(s):
         callee = c.callee or ""
-        head = callee.partition(".")[0]
+        if walked and callee.startswith(walked + "[]."):
+            return True
+        head = callee.partition(".")[0].partition("[")[0]  # ``status_list[-1].Succeeded()``
         if ("." in callee and head in items) or {(a or "").partition(".")[0]
                                                  for a in c.args} & items:
             return True

@@ -11,12 +11,14 @@ timeout``: report it finished with its blocks failed) bounds it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.containers import container_of
 from kvflowmap.lifecycle.load_path import load_paths
 from kvflowmap.lifecycle.stalls import stalls
 
@@ -33,6 +35,8 @@ class Options:
 
     channel: str = option("finished_recving", "the report channel whose hooks poll pending "
                                               "loads")
+    success_only: bool = option(False, "report instead the walks whose one way out is a "
+                                       "single status test with no arm for a failed transfer")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -48,11 +52,15 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     out = []
     for p in paths:
         for fqn in sorted(p.reached - background):
-            for s in stalls(lc.functions[fqn], lc.state.of(fqn).request_names(),
-                            lc.spec.finished_params):
+            fn = lc.functions[fqn]
+            for s in stalls(fn, lc.state.of(fqn).request_names(), lc.spec.finished_params,
+                            opts.success_only, functools.partial(_saves, lc, fn)):
                 if (fqn, s.loop_line) in seen:
                     continue
                 seen.add((fqn, s.loop_line))
+                if opts.success_only:
+                    out.append(_success_only(ctx, fqn, s))
+                    continue
                 out.append(ctx.finding(
                     fqn, s.loop_line,
                     f"{short(fqn)} lets a request go from {s.walked} only when its transfer's "
@@ -64,3 +72,23 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                           (s.test_line, "the only way out: the status turns")]),
                     anchor=f"stalled:{s.walked}"))
     return out
+
+
+def _success_only(ctx: CheckContext, fqn: str, s) -> Finding:
+    return ctx.finding(
+        fqn, s.test_line,
+        f"{short(fqn)} lets a request go from {s.walked} only under this status test, "
+        "with no other arm and no look at the outcome: if it asks for success, a transfer "
+        "that fails never passes it and its request stays in WAITING_FOR_REMOTE_KVS for "
+        "good; if it asks for completion, a failed load is reported as loaded. Add an arm "
+        "for the failed status: take the entry out, put its blocks in the failed-blocks "
+        "set and report the request finished",
+        path=steps(ctx, fqn, [(s.loop_line, f"walks the pending {s.walked}"),
+                              (s.test_line, "the only way out, the outcome never read")]),
+        anchor=f"success-only:{s.walked}")
+
+
+def _saves(lc, fn, chain: str) -> bool:
+    """``chain`` is a container only save code fills (``self._save_futures``)."""
+    c = container_of(chain, fn, lc.effects.values)
+    return c is not None and c in lc.save_only_containers()
