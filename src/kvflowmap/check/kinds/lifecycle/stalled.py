@@ -24,9 +24,11 @@ from kvflowmap.lifecycle.stalls import stalls
 
 READS = ("Reads: per connector class, the functions its load-report hooks make run (calls, "
          "threads, queue hand-offs; not code only a background thread runs), their `for` "
-         "loops over a `self` container or a parameter, the tests in them that query an "
+         "loops over a `self` container or a parameter (not one only save code fills, nor "
+         "one the function fills with finished ids), the tests in them that query an "
          "item's status, what those tests' arms remove or report, and whether the function "
-         "reads a clock.")
+         "reads a clock; with `success_only`, whether the one test that lets an entry go "
+         "has another arm or looks at the outcome.")
 
 
 @dataclass(frozen=True)
