@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effects
+from kvflowmap.lifecycle.locks import SETUP
 from kvflowmap.lifecycle.view import FnView
 
-_SETUP = frozenset({"__init__", "__post_init__", "__new__"})
 _FETCH = frozenset({"get", "pop"})
 
 
@@ -65,7 +65,7 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
     removals: dict[Container, list[tuple[str, int]]] = {}
     for f in sorted(judged):
         fn = fns.get(f)
-        if fn is None or fn.name in _SETUP or f in ending:
+        if fn is None or fn.name in SETUP or f in ending:
             continue
         ops = [_Op(s.line, op.op, c, op.key, loop, handler)
                for s, loop, handler in _alive(fn.fact.body, finished_params, flags)
@@ -77,7 +77,7 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
     out = []
     for f in sorted(judged):
         fn = fns.get(f)
-        if fn is None or fn.name in _SETUP:
+        if fn is None or fn.name in SETUP:
             continue
         fetched: dict[str, tuple[Container, int]] = {}
         for s in fn.stmts:
@@ -155,7 +155,7 @@ def _end_flags(fns: dict[str, FnView], judged: Collection[str], ending: Collecti
                 visit(fn, part, inner)
 
     for f in judged:
-        if (fn := fns.get(f)) is not None and fn.name not in _SETUP:
+        if (fn := fns.get(f)) is not None and fn.name not in SETUP:
             visit(fn, fn.fact.body, f in ending)
     return out
 
@@ -165,7 +165,7 @@ def _filled_by_callers(fns: dict[str, FnView], eff: Effects, target: str, c: Con
     """Every analysed call of ``target`` follows, in its caller, an add to
     ``c`` (made there or by a function called before): ``submit(rid);
     check(rid)``, where ``check`` asserts what ``submit`` just put in."""
-    sites = [(g, call.line) for g, fn in fns.items() for s in fn.stmts for call in fn.calls(s)
+    sites = [(g, call.line) for g, fn in fns.items() for call in fn.all_calls
              if any(t.fqn == target for t in eff.calls.resolve(fn.ctx, call))]
     return bool(sites) and all(_adds_before(fns, eff, g, line, c, keyed) for g, line in sites)
 

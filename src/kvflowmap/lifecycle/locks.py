@@ -32,7 +32,8 @@ from kvflowmap.lifecycle.view import FnView
 
 _CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _CHANGES = ADD_OPS | REMOVE_OPS | RESET_OPS
-_SETUP = frozenset({"__init__", "__post_init__", "__new__"})
+# constructors run before any thread exists (and before any request)
+SETUP = frozenset({"__init__", "__post_init__", "__new__"})
 # changes that act on the whole container (not atomic against a locked walk or swap)
 _WHOLE = frozenset({"=", "clear"})
 _VIEWS = frozenset({"items", "keys", "values", "copy"})
@@ -77,7 +78,7 @@ class Unlocked:
 
 def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
              judged: Collection[str], roots: dict[str, frozenset[str]],
-             overrides: Callable[[str], list[str]] = lambda f: []) -> list[Unlocked]:
+             held: dict[str, Locks]) -> list[Unlocked]:
     """Changes of request-keyed containers (``keyed``) in the ``judged``
     functions that hold no lock, where a change of the same container on
     another thread (``roots``: function -> the threads it runs on) holds one,
@@ -86,15 +87,13 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
     between its copy and its clear is lost). (A lone ``add`` or ``pop`` of
     one key is atomic in CPython; racing a locked check-then-act or a swap
     ``done, self._d = self._d, set()``, it behaves as some serial order
-    would.) ``overrides(fqn)``: the overrides
-    of a method, which a base class's ``self.m()`` may run."""
-    held = _held_by_callers(fns, eff, overrides)
+    would.) ``held``: the locks every caller holds (``held_by_callers``)."""
     by_container: dict[Container, list[Change]] = {}
     walks: dict[Container, set[str]] = {}
     bare_walks: list[Change] = []
     for f in sorted(judged):
         fn = fns.get(f)
-        if fn is None or fn.name in _SETUP:
+        if fn is None or fn.name in SETUP:
             continue
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
             holding = locks | held.get(f, frozenset())
@@ -125,7 +124,7 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
 
 def copy_then_clear(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
                     judged: Collection[str], roots: dict[str, frozenset[str]],
-                    overrides: Callable[[str], list[str]] = lambda f: []) -> list[CopyClear]:
+                    held: dict[str, Locks]) -> list[CopyClear]:
     """Containers no change of which holds a lock, read whole (a walk, a
     copy, ``out.update(c)``, ``x = c``) and then cleared or rebound by a
     later statement of the same function, while a function on another thread
@@ -133,14 +132,14 @@ def copy_then_clear(fns: dict[str, FnView], eff: Effects, keyed: Collection[Cont
     what was read nor left in the container (a done-callback adding to
     ``self._failed`` while ``get_finished`` does ``done.update(self._failed);
     self._failed.clear()``). The one-statement swap ``out, self._c = self._c,
-    set()`` reads and rebinds at once and is left alone."""
-    held = _held_by_callers(fns, eff, overrides)
+    set()`` reads and rebinds at once and is left alone. ``held``: the locks
+    every caller holds (``held_by_callers``)."""
     adds: dict[Container, list[Change]] = {}
     locked: set[Container] = set()
     clears: list[tuple[Change, int]] = []
     for f in sorted(judged):
         fn = fns.get(f)
-        if fn is None or fn.name in _SETUP:
+        if fn is None or fn.name in SETUP:
             continue
         reads: dict[Container, int] = {}
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
@@ -260,7 +259,7 @@ def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> 
     return {c for c in found if c is not None and c in keyed}
 
 
-def _held_by_callers(fns: dict[str, FnView], eff: Effects,
+def held_by_callers(fns: dict[str, FnView], eff: Effects,
                      overrides: Callable[[str], list[str]]) -> dict[str, Locks]:
     """Locks every analysed call of a function is made with, a few calls
     deep; a call resolved to a method also calls its overrides (a base

@@ -26,7 +26,8 @@ from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
-from kvflowmap.lifecycle.locks import CopyClear, Unlocked, copy_then_clear, unlocked
+from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
+                                       held_by_callers, unlocked)
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
@@ -99,6 +100,8 @@ class Lifecycle:
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
     _background_code: frozenset[str] | None = None
+    _save_only_containers: frozenset[Container] | None = None
+    _held: dict[str, Locks] | None = None
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -280,12 +283,17 @@ class Lifecycle:
             self._handed = {f: [*gs, *handed.get(f, ())] for f, gs in self._runs.items()}
         return _reach(self._handed, starts, avoid)
 
-    def save_only_containers(self) -> frozenset[Container]:
-        """Request-keyed containers every add of which is in code only the
-        save hooks reach (``store_futures``): walking one is about saves."""
-        return frozenset(c for c, info in self.containers.items()
-                         if (adds := info.of_kind("add")) and
-                         all(site.fqn in self.save_only for site in adds))
+    def save_state(self, fn: FnView, chain: str) -> bool:
+        """``chain`` in ``fn`` names a request-keyed container every add of
+        which is in code only the save hooks reach (``self.store_futures``):
+        walking or testing it is about saves, which owe vLLM no failed blocks."""
+        if self._save_only_containers is None:
+            self._save_only_containers = frozenset(
+                c for c, info in self.containers.items()
+                if (adds := info.of_kind("add")) and
+                all(site.fqn in self.save_only for site in adds))
+        c = container_of(chain, fn, self.effects.values) if chain else None
+        return c is not None and c in self._save_only_containers
 
     def background_code(self) -> set[str]:
         """What the functions the subject runs in the background make run
@@ -359,14 +367,20 @@ class Lifecycle:
         with another thread (``locks``). Methods named like a ``teardown``
         glob are left out on both sides (they run when the threads stop)."""
         return unlocked(self.functions, self.effects, self.containers, self._judged(teardown),
-                        self.thread_roots(), self.classes.overrides)
+                        self.thread_roots(), self._held_by_callers())
 
     def copy_clears(self, teardown: tuple[str, ...] = ()) -> list[CopyClear]:
         """Containers with no lock that connected code reads whole and then
         clears while another thread adds to them (``locks.copy_then_clear``)."""
         return copy_then_clear(self.functions, self.effects, self.containers,
                                self._judged(teardown), self.thread_roots(),
-                               self.classes.overrides)
+                               self._held_by_callers())
+
+    def _held_by_callers(self) -> dict[str, Locks]:
+        """``locks.held_by_callers``, once for both lock checks."""
+        if self._held is None:
+            self._held = held_by_callers(self.functions, self.effects, self.classes.overrides)
+        return self._held
 
     def asserted(self, teardown: tuple[str, ...] = ()) -> list[Asserted]:
         """Asserts in connected code that a request's entry is still in a

@@ -19,7 +19,6 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
-from kvflowmap.lifecycle.containers import container_of
 from kvflowmap.lifecycle.ids import unwrap
 from kvflowmap.lifecycle.model import Lifecycle
 from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
@@ -217,7 +216,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
             continue
         for fqn, line in load_failures(lc.functions, set(p.reached),
                                        lambda f: lc.state.of(f).own_request_names(),
-                                       lambda fn, it: _walks_saves(lc, fn, it)):
+                                       lambda fn, it: lc.save_state(fn, unwrap(it))):
             if (fqn, line) in seen:
                 continue
             seen.add((fqn, line))
@@ -238,8 +237,3 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
                 anchor=f"no-channel:{cls.rpartition('.')[2]}"))
     return out
 
-
-def _walks_saves(lc: Lifecycle, fn, iterable: str) -> bool:
-    """A loop over a container only save code fills (``self.store_futures``)."""
-    c = container_of(unwrap(iterable), fn, lc.effects.values) if unwrap(iterable) else None
-    return c is not None and c in lc.save_only_containers()

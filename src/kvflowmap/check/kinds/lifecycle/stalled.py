@@ -18,7 +18,6 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
-from kvflowmap.lifecycle.containers import container_of
 from kvflowmap.lifecycle.load_path import load_paths
 from kvflowmap.lifecycle.stalls import stalls
 
@@ -56,7 +55,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         for fqn in sorted(p.reached - background):
             fn = lc.functions[fqn]
             for s in stalls(fn, lc.state.of(fqn).request_names(), lc.spec.finished_params,
-                            opts.success_only, functools.partial(_saves, lc, fn)):
+                            opts.success_only, functools.partial(lc.save_state, fn)):
                 if (fqn, s.loop_line) in seen:
                     continue
                 seen.add((fqn, s.loop_line))
@@ -88,9 +87,3 @@ def _success_only(ctx: CheckContext, fqn: str, s) -> Finding:
         path=steps(ctx, fqn, [(s.loop_line, f"walks the pending {s.walked}"),
                               (s.test_line, "the only way out, the outcome never read")]),
         anchor=f"success-only:{s.walked}")
-
-
-def _saves(lc, fn, chain: str) -> bool:
-    """``chain`` is a container only save code fills (``self._save_futures``)."""
-    c = container_of(chain, fn, lc.effects.values)
-    return c is not None and c in lc.save_only_containers()
