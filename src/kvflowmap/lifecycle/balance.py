@@ -13,9 +13,15 @@ to, so a sibling subclass's removal does not count for it. For each
   returned, or named through another object). Every request leaves an entry
   behind for the life of the process, and an id reused after preemption
   still looks pending.
-- ``never-filled``: ids are taken out of ``self.X`` or a report reads it, yet
-  nothing can put one in (same escape rules). The hook that should record the
-  request does not, and whatever waits on ``self.X`` waits forever.
+- ``never-filled``: ids are taken out of ``self.X``, a report reads it, or
+  the metadata builder hands it to the workers (``meta.reqs_in_batch =
+  self._reqs_in_batch``), yet nothing can put one in (same escape rules). The
+  hook that should record the request does not, and whatever waits on
+  ``self.X`` (a report, the worker's transfer) waits forever.
+
+A reassignment to an empty container outside ``__init__`` (``self.X =
+set()`` after handing the old one on) empties it; any other reassignment
+may fill it and counts as a hand-off.
 
 Only containers the class initialises itself with an empty builtin
 container (``{}``, ``set()``, ``defaultdict(list)``, an unbounded ``deque()``)
@@ -28,6 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvflowmap.facts import AssignFact
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, READ_METHODS,
                                            REMOVE_OPS, RESET_OPS, self_attr)
 from kvflowmap.lifecycle.effects import is_logging
@@ -50,7 +57,7 @@ class Use:
 
     fqn: str
     line: int
-    what: str  # add | remove | clear | read | init | escape
+    what: str  # add | remove | clear | read | init | escape | forward
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,8 @@ class Unbalanced:
 
 def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owed_attrs: set[str],
                id_removals: dict[tuple[str, str], int],
-               live: Callable[[str], bool] = lambda fqn: True) -> list[Unbalanced]:
+               live: Callable[[str], bool] = lambda fqn: True,
+               builder: str = "build_connector_meta") -> list[Unbalanced]:
     """Every unbalanced container of every leaf class of the subject.
 
     ``keyed``: attribute names ids enter by key or element (``IdState.keyed_attrs``);
@@ -74,7 +82,8 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     (function, attribute), removals keyed by an id (a container whose only fill
     was lost still shows them); ``live(fqn)``: the function runs for the
     connector (a removal, or a hand-off of the container, in a method nothing
-    calls takes nothing out)."""
+    calls takes nothing out); ``builder``: the hook whose returned metadata
+    carries containers to the workers."""
     by_cls: dict[str, list[FnView]] = {}
     for fn in fns.values():
         if fn.cls:
@@ -94,7 +103,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
         alive = any(live(m.fqn) for m in members)
         uses = {attr: [u for u in us if not alive or u.what not in ("remove", "clear", "escape")
                        or live(u.fqn)]
-                for attr, us in _uses(members).items()}
+                for attr, us in _uses(members, builder).items()}
         per_leaf[leaf] = (members, uses)
         for attr, us in uses.items():
             if any(u.what == "add" for u in us):
@@ -137,8 +146,9 @@ def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[
     # removals keyed by an id first
     taken = sorted((u for u in us if u.what == "remove"),
                    key=lambda u: ((u.fqn, attr) not in id_removals, u.line))
-    if not adds and (taken or (attr in owed_attrs and "read" in kinds)):
-        first = taken[0] if taken else next(u for u in us if u.what == "read")
+    forwards = [u for u in us if u.what == "forward"]
+    if not adds and (taken or forwards or (attr in owed_attrs and "read" in kinds)):
+        first = (taken or forwards or [u for u in us if u.what == "read"])[0]
         return Unbalanced(cls, attr, "never-filled", first, steps)
     return None
 
@@ -191,7 +201,7 @@ def _nested(fns: dict[str, FnView]) -> dict[str, list[FnView]]:
     return out
 
 
-def _uses(members: list[FnView]) -> dict[str, list[Use]]:
+def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
     """Per attribute, every use of ``self.X`` by the members, in source order."""
     out: dict[str, list[Use]] = {}
 
@@ -200,6 +210,8 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
 
     for fn in members:
         init = is_init(fn.name)
+        # where the metadata builder puts what it returns: the workers read it
+        handed = _metadata_lines(fn) if fn.name == builder else frozenset()
         for s in fn.stmts:
             attrs = {n.split(".")[1] for n in s.names if n.startswith("self.")
                      and n.count(".") >= 1 and n.split(".")[1]}
@@ -223,17 +235,22 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
                 attr = self_attr(a.target) if a.target.count(".") == 1 else None
                 if attr is not None:
                     handled.add(attr)
-                    use(attr, fn, a.line, "init" if init and not a.aug else "escape")
+                    use(attr, fn, a.line, "init" if init and not a.aug else
+                        "clear" if not a.aug and _empty(a) else "escape")
                 if a.value and (attr := self_attr(a.value)) is not None and \
                         a.value == f"self.{attr}":
-                    use(attr, fn, a.line, "escape")  # aliased: ``done = self._done``
+                    # ``meta.reqs = self._reqs``: handed to the workers, or aliased
+                    use(attr, fn, a.line, "forward" if a.line in handed and
+                        a.target.partition(".")[0] in _returned(fn) else "escape")
             for c in fn.calls(s):
                 callee = c.callee or ""
                 for arg in (*c.args, *(v for _, v in c.kwargs)):
                     attr = self_attr(arg or "")
                     if attr is not None and arg == f"self.{attr}" and not (
                             is_logging(callee) or callee in PURE):
-                        use(attr, fn, c.line, "escape")
+                        # ``return Meta(reqs=self._reqs)``: the metadata carries it
+                        use(attr, fn, c.line, "forward" if c.line in handed and
+                            not callee.startswith(("self.", "super()")) else "escape")
                 attr = self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
                 meth = callee.rpartition(".")[2]
                 if attr is not None and meth in _LEAVE_METHODS and attr not in handled:
@@ -247,6 +264,28 @@ def _uses(members: list[FnView]) -> dict[str, list[Use]]:
             for attr in sorted(attrs - handled):
                 use(attr, fn, s.line, "read")
     return out
+
+
+def _empty(a: AssignFact) -> bool:
+    """``self.X = set()``: a fresh empty builtin container (a display, which
+    may hold items, is not told apart from ``{}`` and counts as a hand-off)."""
+    return (a.value or "").replace(" ", "") in EMPTY_CONTAINERS
+
+
+def _returned(fn: FnView) -> set[str]:
+    """Locals the function returns (``return meta``)."""
+    return {(r.value or "").strip() for r in fn.all_returns}
+
+
+def _metadata_lines(fn: FnView) -> frozenset[int]:
+    """Lines of the metadata builder that put something into what it returns:
+    assignments to a returned local's fields, the constructor call bound to
+    a returned local, and the return statements."""
+    back = _returned(fn)
+    lines = {r.line for r in fn.all_returns}
+    lines |= {a.line for a in fn.all_assigns
+              if a.target.partition(".")[0] in back and ("." in a.target or a.value)}
+    return frozenset(lines)
 
 
 def _empty_builtin(members: list[FnView], attr: str) -> bool:

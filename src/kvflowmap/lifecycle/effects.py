@@ -37,6 +37,15 @@ _SAFE_METHODS = ADD_OPS | RESET_OPS | frozenset({"discard", "difference_update",
                                                  "intersection_update"})
 
 
+def _safe_call(c: CallFact) -> bool:
+    """Logging, a pure builtin, a clock read or a container update: nothing a
+    caller has to survive. ``d.pop(k, default)`` cannot raise ``KeyError``."""
+    callee = c.callee or ""
+    meth = callee.rpartition(".")[2]
+    return (is_logging(callee) or callee in PURE or callee in _NO_RAISE
+            or meth in _SAFE_METHODS or (meth == "pop" and len(c.args) >= 2))
+
+
 @dataclass(frozen=True)
 class Effect:
     """One thing a statement does with an id."""
@@ -136,10 +145,8 @@ class Effects:
     def may_raise(fn: FnView, s: Stmt) -> bool:
         """A statement whose calls may raise: logging and container updates
         are taken not to (an ``except`` that logs is not itself a failure)."""
-        callees = [c.callee or "" for c in fn.calls(s)]
-        return bool(callees) and not all(
-            is_logging(c) or c in PURE or c in _NO_RAISE or c.rpartition(".")[2] in _SAFE_METHODS
-            for c in callees)
+        calls = fn.calls(s)
+        return bool(calls) and not all(_safe_call(c) for c in calls)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
         """What ``s`` does with the ids it mentions (resets need no id)."""

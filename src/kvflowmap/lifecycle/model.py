@@ -198,7 +198,8 @@ class Lifecycle:
             removals = {(s.fqn, c.attr): s.line for c, info in self.containers.items()
                         for s in info.sites if s.kind == "remove"}
             self._unbalanced = unbalanced(self.functions, self.classes, self.state.keyed_attrs,
-                                          {c.attr for c in self.owed}, removals, self._runs_at_all)
+                                          {c.attr for c in self.owed}, removals, self._runs_at_all,
+                                          self.spec.metadata_builder)
         return self._unbalanced
 
     def _runs_at_all(self, fqn: str) -> bool:

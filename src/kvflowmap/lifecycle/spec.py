@@ -52,6 +52,7 @@ class LifecycleSpec:
     probe: str = "get_num_new_matched_tokens"
     async_element: int = 1
     commit: str = "update_state_after_alloc"
+    metadata_builder: str = "build_connector_meta"
     delay_free: str = "request_finished"
     delay_element: int = 0
     channels: tuple[Channel, ...] = ()
@@ -93,6 +94,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         probe=str(probe.get("method", "get_num_new_matched_tokens")),
         async_element=int(probe.get("async_element", 1)),
         commit=str(raw.get("commit", "update_state_after_alloc")),
+        metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
         channels=channels,

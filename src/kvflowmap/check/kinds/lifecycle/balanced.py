@@ -25,7 +25,8 @@ READS = ("Reads: the lifecycle model's request-keyed containers per leaf class (
          "read, and how `__init__` creates each container.")
 
 _WHAT = {"add": "ids enter here", "remove": "ids leave here", "clear": "emptied here",
-         "read": "read here", "init": "created here"}
+         "read": "read here", "init": "created here",
+         "forward": "handed to the workers in the step's metadata here"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
                "the container is not handed to other code): one entry per request stays "
                "for the life of the process, and a reused id still looks pending. Remove "
                "the entry where the request completes, fails or is aborted.")
+    elif u.site.what == "forward":
+        msg = (f"self.{u.attr} of {cls} is handed to the workers in the step's metadata in "
+               f"{where}, but no member of {cls} ever puts a request id into it: the "
+               "workers never learn of the requests it should carry, so whatever they do "
+               "for them (track, send, release) never happens.")
     else:
         msg = (f"self.{u.attr} of {cls} is read or drained in {where}, but no member of "
                f"{cls} ever puts a request id into it: the hook that should record the "

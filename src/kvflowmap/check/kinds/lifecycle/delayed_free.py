@@ -10,6 +10,7 @@ request's worth each time.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -60,18 +61,26 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
         return []
     to_handle = reaching(cfg, handles)
     out = []
-    parent: dict[int, int | None] = {cfg.entry: None}
-    queue = deque([cfg.entry])
+    # a state is a node and the locals known truthy on the way to it
+    # (``if delay: ...`` then ``return delay, params``)
+    State = tuple[int, frozenset[str]]
+    start: State = (cfg.entry, frozenset())
+    parent: dict[State, State | None] = {start: None}
+    queue = deque([start])
+    reported: set[int] = set()
     while queue:
-        n = queue.popleft()
+        state = queue.popleft()
+        n, known = state
         node = cfg.nodes[n]
         rets = fn.returns(node.stmt) if node.stmt is not None and node.kind == "stmt" else []
         for r in rets:
             first = r.elements[idx].strip() if r.elements and idx < len(r.elements) else None
-            if first in opts.true_values:
-                lines = _lines(cfg, parent, n)
+            if (first in opts.true_values or first in known) and r.line not in reported:
+                reported.add(r.line)
+                lines = _lines(cfg, parent, state)
+                said = first if first in opts.true_values else f"{first} (true here)"
                 out.append(ctx.finding(
-                    fqn, r.line, f"{short(fqn)} answers {first} (delay freeing the blocks) on a "
+                    fqn, r.line, f"{short(fqn)} answers {said}: delay freeing the blocks, on a "
                     "path that records the request for no save or send: nothing will report "
                     "it in finished_sending, so its blocks are never freed",
                     path=steps(ctx, fqn, [(ln, "") for ln in lines[:-1]] +
@@ -79,15 +88,18 @@ def _check(ctx: CheckContext, lc, fqn: str, opts: Options) -> list[Finding]:
                     anchor=f"delay:{first}"))
         if n in handles:
             continue
-        succ = [d for d, _ in cfg.successors(n)]
+        succ = cfg.successors(n)
         if node.stmt is not None and node.stmt.kind == "if" and config_test(fn, node.stmt):
             # ``if self.connector_scheduler is not None``: the role is fixed,
             # so follow the branch that records when one does.
-            succ = [d for d in succ if d in to_handle] or succ
-        for d in succ:
-            if d not in parent:
-                parent[d] = n
-                queue.append(d)
+            succ = [(d, lab) for d, lab in succ if d in to_handle] or succ
+        tested = _truthy_test(node.stmt) if node.stmt is not None and \
+            node.stmt.kind == "if" else None
+        for d, lab in succ:
+            nxt: State = (d, known | {tested} if tested and lab == "true" else known)
+            if nxt not in parent:
+                parent[nxt] = state
+                queue.append(nxt)
     return out
 
 
@@ -174,11 +186,18 @@ def _reads(fn, s, param: str, methods: tuple[str, ...]) -> bool:
                                for c in forwards)
 
 
-def _lines(cfg, parent: dict[int, int | None], n: int) -> list[int]:
+def _truthy_test(s) -> str | None:
+    """The local an ``if`` tests for truth (``if delay:``, ``if delay and x:``):
+    on its true arm the local is true."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)(?:\s+and\b.*)?", (s.text or "").strip(), re.S)
+    return m.group(1) if m else None
+
+
+def _lines(cfg, parent: dict, state) -> list[int]:
     out = []
-    cur: int | None = n
+    cur = state
     while cur is not None:
-        if cfg.nodes[cur].line:
-            out.append(cfg.nodes[cur].line)
+        if cfg.nodes[cur[0]].line:
+            out.append(cfg.nodes[cur[0]].line)
         cur = parent[cur]
     return out[::-1]
