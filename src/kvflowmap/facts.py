@@ -136,6 +136,10 @@ class AssignFact(NamedTuple):
     # a simple statement directly in its scope's body (no branch, loop, try or
     # with around it): it runs whenever the scope does, and rebinds the name
     straight: bool = False
+    # the source text of a value that is a truth test (``bool(x)``, ``not x``,
+    # ``a and b``, a comparison) bound to a plain name: where the name is
+    # tested later, a rule can evaluate what it stands for
+    test: str | None = None
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s

@@ -233,8 +233,11 @@ class DataFactsMixin:
             return
         name = chain(target)
         if name:
+            test = _test_text(self, node) if "." not in name and isinstance(
+                target, cst.Name) else None
             self._add_assign(AssignFact(self._scope, name, value, annotation, line, col,
-                                        literal=literal, key=key, origin=origin, position=position))
+                                        literal=literal, key=key, origin=origin, position=position,
+                                        test=test))
 
     def _container_write(self, target: cst.Subscript, op: str, node) -> None:
         container = chain(target.value)
@@ -412,6 +415,18 @@ def _walked(comp: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
         target = target.elements[0].value
     if isinstance(elt, cst.Name) and isinstance(target, cst.Name) and elt.value == target.value:
         return inner.iter
+    return None
+
+
+def _test_text(walker: DataFactsMixin, node: cst.CSTNode) -> str | None:
+    """The source of an assignment's value when it is a truth test
+    (``AssignFact.test``): a boolean operation, ``not``, a comparison, or
+    ``bool(...)``."""
+    value = getattr(node, "value", None) if isinstance(node, (cst.Assign, cst.AnnAssign)) \
+        else None
+    if isinstance(value, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison)) or (
+            isinstance(value, cst.Call) and chain(value.func) == "bool"):
+        return walker._code(value)
     return None
 
 

@@ -25,6 +25,7 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
+from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
@@ -390,6 +391,13 @@ class Lifecycle:
                                        if fn.name == self.spec.delay_free))
         return asserted_entries(self.functions, self.effects, self.containers,
                                 self._judged(teardown), ending, self.spec.finished_params)
+
+    def unannounced(self) -> list[Unannounced]:
+        """Returns of the delay-free hook that end a request the commit hook
+        announced to the workers without telling them (``announced``)."""
+        sp = self.spec
+        return unannounced(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
+                           sp.metadata_builder, sp.delay_element)
 
     def _judged(self, teardown: tuple[str, ...]) -> list[str]:
         return [f for f in self.functions if f in self._connected and not any(

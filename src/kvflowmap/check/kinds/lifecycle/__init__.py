@@ -15,12 +15,13 @@
 - ``completed``: a future a function is handed is completed on every way out;
 - ``counted``: pending state a request can enter twice before it completes counts;
 - ``stalled``: pending loads polled by the report hooks can give up (an age arm);
-- ``asserted``: no assert that an entry is still where another path removes it.
+- ``asserted``: no assert that an entry is still where another path removes it;
+- ``announced``: a request announced to the workers is announced again on every way it finishes.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (asserted, balanced, completed, counted, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left,
                                              reset_forwards, stalled,
@@ -46,6 +47,7 @@ MODES: dict[str, KindSpec] = {
     "counted": KindSpec(counted.Options, counted.check, counted.READS),
     "stalled": KindSpec(stalled.Options, stalled.check, stalled.READS),
     "asserted": KindSpec(asserted.Options, asserted.check, asserted.READS),
+    "announced": KindSpec(announced.Options, announced.check, announced.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,68 @@
+"""``lifecycle`` mode ``announced``: a request the commit hook announced to
+the workers is announced again on every way ``request_finished`` ends it
+(``kvflowmap.lifecycle.announced``).
+
+A P/D scheduler that tells its workers about a request in
+``update_state_after_alloc`` (they start tracking it) and again when
+``request_finished`` delays the free (they pair the two and send) must tell
+them something on the paths that end the request without delaying (an
+abort, an unexpected status): otherwise the worker's entry is never removed
+and a peer that pulls the request waits for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.model import Finding
+from kvflowmap.lifecycle.announced import Unannounced
+
+READS = ("Reads: per class, the protocol's commit hook (`lifecycle.commit`), metadata "
+         "builder (`lifecycle.metadata_builder`) and delay-free hook (`lifecycle.delay_free`); "
+         "the `self` containers the builder puts into the metadata it returns; the adds of "
+         "request ids to them in the commit hook with the tests they sit under; and the paths "
+         "of the delay-free hook, its tests evaluated three-valued against those (locals bound "
+         "to a test are expanded).")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``announced`` (the hook names come
+    from the protocol's lifecycle section)."""
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per return of the delay-free hook that ends an announced
+    request without a word to the workers."""
+    lc = lifecycle(ctx)
+    wanted = set(functions(ctx, lc))
+    by_fn: dict[str, list[Unannounced]] = {}
+    for u in lc.unannounced():
+        if u.fqn in wanted:
+            by_fn.setdefault(u.fqn, []).append(u)
+
+    def one(f: str) -> list[Finding]:
+        out = []
+        for u in by_fn[f]:
+            out.append(ctx.finding(
+                f, u.line,
+                f"{short(f)} ends the request here without delaying the free and without "
+                f"telling the workers, although {short(u.commit)} announced it to them "
+                f"(self.{u.attr}, handed over by {short(u.builder)}) and the delaying path "
+                f"announces it again (line {u.paired_line}): the workers' entry for it is "
+                "never paired, never removed, and a peer that pulls this request waits for "
+                "it. Tell the workers on this path too (a not-processed set in the metadata "
+                "they remove the request by).",
+                path=steps(ctx, u.commit, [(u.commit_line,
+                                            f"announces the request to the workers: self.{u.attr}")])
+                + (ctx.step(u.builder, ctx.function(u.builder).line,
+                            f"hands self.{u.attr} to the workers in the step's metadata"),)
+                + steps(ctx, f, [(u.paired_line, "the delaying path announces it again"),
+                                 (u.line, "this path ends it and tells the workers nothing")]),
+                anchor=f"unannounced:{u.attr}"))
+        return out
+
+    return each_function(ctx, sorted(by_fn), one)
