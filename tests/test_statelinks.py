@@ -87,3 +87,80 @@ def test_sibling_subclass_and_constructor_are_not_readers(graph) -> None:
     assert {s.node for s in found.get("producers")} == {f"{MOD}.PullWorker._read"}
     result = paths.find_paths(graph, "PullWorker._read", "PushWorker.report")
     assert isinstance(result, paths.NoPath)
+
+
+FAILURES = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class BaseWorker:
+    def __init__(self):
+        self._failures = set()
+
+    def _handle_failed(self, req_id, failed_req_ids):
+        failed_req_ids.add(req_id)
+
+    def get_finished(self, finished_req_ids):
+        self._failures.update(finished_req_ids & set())
+        failed = set()
+        for req_id in tuple(self._failures):
+            failed.add(req_id)
+        return set(), failed
+
+
+class PullWorker(BaseWorker):
+    def start_load_kv(self, requests):
+        for request in requests:
+            self._read(request)
+
+    def _read(self, request):
+        self._handle_failed(request.request_id, self._failures)
+
+
+class PushWorker(BaseWorker):
+    def start_load_kv(self, requests):
+        for request in requests:
+            self._handle_failed(request.request_id, self._failures)
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = PullWorker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata().requests)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+@pytest.fixture(scope="module")
+def failures_graph(tmp_path_factory):
+    root: Path = tmp_path_factory.mktemp("statelinks_failures") / "conn"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "worker.py").write_text(textwrap.dedent(FAILURES))
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())], use_cache=False))
+    return with_state_links(a.linker)
+
+
+def test_a_set_filled_through_a_parameter_is_the_callers_state(failures_graph) -> None:
+    # ``_handle_failed`` adds to the set ``_read`` hands it: the failure
+    # reaches the report that reads ``self._failures`` (at the loop, not at
+    # the ``update`` that writes it), on each concrete worker's object
+    result = paths.find_paths(failures_graph, "BaseWorker._handle_failed",
+                              "BaseWorker.get_finished")
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert [s.kind for s in first] == ["produces", "consumes"]
+    assert first[0].dst in {f"{MOD}.PullWorker._failures", f"{MOD}.PushWorker._failures"}
+    assert first[0].line == 10 and first[1].line == 15
+
+
+def test_a_field_is_defined_where_the_base_constructor_binds_it(failures_graph) -> None:
+    found = where(failures_graph, "PullWorker._failures")
+    assert isinstance(found, WhereResult)
+    assert found.line == 7
+    # the passing call writes the set: the caller is no reader of it
+    assert f"{MOD}.PullWorker._read" not in {s.node for s in found.get("consumers")}

@@ -10,21 +10,26 @@ returns them to vLLM. The call graph has no edge between the two, so
 The lifecycle model (``kvflowmap.lifecycle``) knows which containers are
 request-keyed (their keys or elements come from request ids, never by
 name) and where ids enter them. Here each such container becomes a
-``field`` node, with a ``produces`` edge from every function that puts an id
-in and a ``consumes`` edge to every function that reads it through ``self``
-on the same object: a method of the owner class, of one of its bases or of
-one of its subclasses (a sibling subclass is another object at run time, so
-the Push worker never reads what the Pull worker stored). Queues count like
-containers (``put`` in the producer thread, ``get`` in the consumer).
+``field`` node per concrete class whose objects hold it (a class nothing
+derives from): NIXL's Pull and Push workers inherit ``_recving_transfers``
+from their base, and each object has its own. A node has a ``produces`` edge
+from every function that puts an id in (the class's methods and those it
+inherits; a helper that fills a set it was handed, ``failed_req_ids.add``,
+fills the caller's ``self.<attr>``) and a ``consumes`` edge to every one
+that reads it through ``self`` on such an object, so a path never crosses
+from one sibling's object to another's. Queues count like containers
+(``put`` in the producer thread, ``get`` in the consumer). The node is
+defined where a constructor binds the attribute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import networkx as nx
 
-from kvflowmap.lifecycle.containers import Container
+from kvflowmap.lifecycle.balance import is_init
+from kvflowmap.lifecycle.containers import ADD_OPS
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 from kvflowmap.lifecycle.view import FnView
 
@@ -43,52 +48,124 @@ def with_state_links(linker) -> nx.MultiDiGraph:
 def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
     """Add a ``field`` node per request-keyed container that some function
     fills, and its ``produces``/``consumes`` edges (see the module docstring).
-    ``where(module)`` gives the ``file``/``root`` of a module."""
+    ``where(module)`` gives the ``file``/``root`` of a module.
+
+    A container lives on an object, so it is one node per concrete (leaf)
+    class whose instances hold it: ``NixlPullConnectorWorker._recving_transfers``
+    gathers the writes and reads of the Pull worker's methods and of the
+    base-class methods it inherits, and the Push worker's object gets a node
+    of its own. The node is defined where a constructor of the class or a
+    base first binds ``self.<attr>``."""
+    writes: dict[tuple[str, str], dict[str, int]] = {}  # (leaf, attr) -> writer -> line
+    # lines that write rather than read: (function, attr) -> lines
+    written: dict[tuple[str, str], set[int]] = {}
     for c, info in lc.containers.items():
-        adds = sorted({(s.fqn, s.line) for s in info.of_kind("add")})
-        if not adds or not lc.classes.is_class(c.owner):
+        if not lc.classes.is_class(c.owner):
             continue
-        writers: dict[str, int] = {}
-        for fqn, line in adds:
-            writers.setdefault(fqn, line)
-        readers = {f: line for f, line in _readers(lc, c) if f not in writers}
+        for site in sorted(info.of_kind("add"), key=lambda x: (x.fqn, x.line)):
+            written.setdefault((site.fqn, c.attr), set()).add(site.line)
+            for leaf in _leaves(lc, c.owner):
+                writes.setdefault((leaf, c.attr), {}).setdefault(site.fqn, site.line)
+    for leaf, attr, fqn, line, caller, call_line in _param_fills(lc):
+        writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
+        written.setdefault((caller, attr), set()).add(call_line)
+    defined = _definitions(lc)
+    for (leaf, attr), writers in sorted(writes.items()):
+        readers = dict(_readers(lc, leaf, attr, written))
         if not readers:
             continue
-        node = f"{c.owner}.{c.attr}"
+        node = f"{leaf}.{attr}"
+        label = f"{leaf.rpartition('.')[2]}.{attr}"
         if node not in g:
-            first = lc.functions[adds[0][0]]
-            g.add_node(node, kind="field", line=adds[0][1], flow=True,
-                       package=node.split(".")[0], subject=True, **where(first.module))
+            at = next((defined[(k, attr)] for k in reversed(lc.classes.mro(leaf))
+                       if (k, attr) in defined), None)
+            first_fqn, first_line = at or min(writers.items(), key=lambda w: (w[1], w[0]))
+            g.add_node(node, kind="field", line=first_line, flow=True,
+                       package=node.split(".")[0], subject=True,
+                       **where(lc.functions[first_fqn].module))
         for fqn, line in sorted(writers.items()):
-            _edge(g, lc, fqn, node, "produces", line, where, f"puts ids into {c.label}")
+            _edge(g, lc, fqn, node, "produces", line, where, f"puts ids into {label}")
         for fqn, line in sorted(readers.items()):
-            _edge(g, lc, node, fqn, "consumes", line, where, f"reads ids from {c.label}")
+            _edge(g, lc, node, fqn, "consumes", line, where, f"reads ids from {label}")
 
 
-def _readers(lc: Lifecycle, c: Container) -> Iterable[tuple[str, int]]:
-    """(function, first line) of every subject function that reads ``self.<attr>``
-    on an object of the container's class."""
-    chain = f"self.{c.attr}"
-    for fqn, fn in lc.functions.items():
-        if fn.cls is None or not _same_object(lc, fn, c.owner):
+def _leaves(lc: Lifecycle, cls: str) -> list[str]:
+    """The analysed classes without subclasses whose instances run ``cls``'s
+    methods: ``cls`` itself when nothing derives from it."""
+    subs = [k for k in lc.classes.all_subclasses(cls) if not lc.classes.subclasses.get(k)]
+    return sorted(subs) or [cls]
+
+
+def _definitions(lc: Lifecycle) -> dict[tuple[str, str], tuple[str, int]]:
+    """(class, attr) -> (constructor, line) where a constructor of the class
+    binds ``self.<attr>`` first."""
+    out: dict[tuple[str, str], tuple[str, int]] = {}
+    for fqn, fn in sorted(lc.functions.items()):
+        if fn.cls is None or not is_init(fn.name):
             continue
-        line = _first_use(fn, chain)
+        for a in sorted(fn.all_assigns, key=lambda a: a.line):
+            if a.target.startswith("self.") and a.target.count(".") == 1 and not a.aug:
+                key = (fn.cls, a.target[5:])
+                if key not in out or a.line < out[key][1]:
+                    out[key] = (fqn, a.line)
+    return out
+
+
+def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]:
+    """``(leaf, attr, function, line, caller, call line)`` for a function
+    that adds ids to a container it was handed as a parameter, called with
+    ``self.<attr>`` (``self._handle_failed_transfer(req_id, self._recv_failures)``
+    then ``failed_req_ids.add(req_id)``): the add goes into the caller's
+    state, and the call writes it, it does not read it."""
+    fills: dict[str, dict[str, int]] = {}  # function -> parameter -> first add line
+    for fqn, fn in lc.functions.items():
+        params = set(fn.param_names) - {"self", "cls"}
+        for op in fn.all_containers:
+            head = op.container.partition(".")[0].partition("[")[0]
+            if head in params and op.op in ADD_OPS and op.container == head:
+                fills.setdefault(fqn, {}).setdefault(head, op.line)
+    if not fills:
+        return
+    for fqn, fn in lc.functions.items():
+        if fn.self_cls is None:
+            continue
+        for call in fn.all_calls:
+            for t in lc.effects.calls.resolve(fn.ctx, call):
+                filled = fills.get(t.fqn)
+                if not filled:
+                    continue
+                names = [n for n in lc.functions[t.fqn].param_names if n not in ("self", "cls")]
+                given = dict(zip(names, call.args, strict=False)) | dict(call.kwargs)
+                for param, line in filled.items():
+                    arg = given.get(param) or ""
+                    if arg.startswith("self.") and arg.count(".") == 1:
+                        for leaf in _leaves(lc, fn.self_cls):
+                            yield leaf, arg[5:], t.fqn, line, fqn, call.line
+
+
+def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str], set[int]]
+             ) -> Iterable[tuple[str, int]]:
+    """(function, first line) of every subject function that reads ``self.<attr>``
+    on an object of class ``leaf``: its own methods and those it inherits. A
+    line that only writes it (``written``) is no read; a writer that also
+    reads it elsewhere (takes the ids back out) is a reader."""
+    chain = f"self.{attr}"
+    mro = set(lc.classes.mro(leaf))
+    for fqn, fn in lc.functions.items():
+        if fn.self_cls is None or fn.self_cls not in mro:
+            continue
+        line = _first_use(fn, chain, written.get((fqn, attr), set()))
         if line is not None:
             yield fqn, line
 
 
-def _same_object(lc: Lifecycle, fn: FnView, owner: str) -> bool:
-    """``fn``'s ``self`` can be an instance of ``owner``: its class is the
-    owner, a base of it, or a subclass of it."""
-    return lc.classes.related(fn.cls or "", owner)
-
-
-def _first_use(fn: FnView, chain: str) -> int | None:
+def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None:
     """The first line of ``fn`` whose statement reads ``chain`` (or a part of
-    it); a statement that binds it (``self._x = set()`` in a constructor) is
-    no read."""
+    it); a statement that binds it (``self._x = set()`` in a constructor) or
+    only writes it (a line in ``skip``) is no read."""
     for s in fn.stmts:
-        if any(k == "assign" and fn.facts.assigns[i].target == chain for k, i in s.events):
+        if s.line in skip or any(k == "assign" and fn.facts.assigns[i].target == chain
+                                 for k, i in s.events):
             continue
         if any(n == chain or n.startswith(chain + ".") or n.startswith(chain + "[")
                for n in s.names):
