@@ -307,6 +307,14 @@ BUGS = (
              "kvc-thread-loop-survives",
              "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_engine"
              ".MoRIIOWriter._write_worker_loop"),
+    # LMCache's wait_for_save unpinned, for every request of the step, what
+    # the scheduler's lookup pinned, but a consumer returned before that
+    # loop: its pins leaked. 0.4.3 unpins them before returning.
+    FixedBug("lmcache consumer wait_for_save returns before unpinning the step's requests",
+             _lmcache("0.4.2"),
+             _lmcache("0.4.3"),
+             "kvc-step-releases-on-every-exit",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.wait_for_save"),
     # NIXL's scheduler put every prefill-for-remote-decode request in
     # reqs_in_batch (the P worker tracks it in _reqs_to_process) but an
     # aborted one returned (False, None) from request_finished and told the

@@ -27,6 +27,7 @@ from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
+from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
 from kvflowmap.lifecycle.paths import Drop, drops
@@ -398,6 +399,12 @@ class Lifecycle:
         sp = self.spec
         return unannounced(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
                            sp.metadata_builder, sp.delay_element)
+
+    def skipped_releases(self, fqn: str) -> list[SkippedRelease]:
+        """Early returns of ``fqn`` before every loop that releases something
+        per request of the step (``step_releases``)."""
+        return skipped_releases(fqn, self.functions[fqn], self.cfg(fqn), self.state,
+                                self.spec.releases)
 
     def _judged(self, teardown: tuple[str, ...]) -> list[str]:
         return [f for f in self.functions if f in self._connected and not any(

@@ -53,6 +53,7 @@ class LifecycleSpec:
     async_element: int = 1
     commit: str = "update_state_after_alloc"
     metadata_builder: str = "build_connector_meta"
+    releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
     delay_free: str = "request_finished"
     delay_element: int = 0
     channels: tuple[Channel, ...] = ()
@@ -95,6 +96,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         async_element=int(probe.get("async_element", 1)),
         commit=str(raw.get("commit", "update_state_after_alloc")),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
+        releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
         channels=channels,

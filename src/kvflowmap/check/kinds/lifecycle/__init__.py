@@ -16,7 +16,8 @@
 - ``counted``: pending state a request can enter twice before it completes counts;
 - ``stalled``: pending loads polled by the report hooks can give up (an age arm);
 - ``asserted``: no assert that an entry is still where another path removes it;
-- ``announced``: a request announced to the workers is announced again on every way it finishes.
+- ``announced``: a request announced to the workers is announced again on every way it finishes;
+- ``step_released``: a per-request release of the step's requests runs on every exit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left,
-                                             reset_forwards, stalled,
+                                             reset_forwards, stalled, step_released,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
@@ -48,6 +49,8 @@ MODES: dict[str, KindSpec] = {
     "stalled": KindSpec(stalled.Options, stalled.check, stalled.READS),
     "asserted": KindSpec(asserted.Options, asserted.check, asserted.READS),
     "announced": KindSpec(announced.Options, announced.check, announced.READS),
+    "step_released": KindSpec(step_released.Options, step_released.check,
+                              step_released.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,143 @@
+"""Step releases: a hook that releases something per request of the step on
+its way out owes that release on its early exits too.
+
+``for request in metadata.requests: engine.lookup_unpin(request.req_id)``
+in ``wait_for_save`` releases, for every request of the step, what another
+hook (the scheduler's lookup) took for it: a pin, a lease, a lock on the
+server. An early ``return`` before that loop (``if self.kv_role ==
+"kv_consumer": return``, LMCache 0.4.2; fixed in 0.4.3) skips the release
+for every request of every step that takes it, and the pinned chunks leak
+until the cache fills.
+
+A release is a call matching the protocol's ``lifecycle.releases`` patterns
+whose argument is a request id taken from the loop's element, on every turn
+of the loop (before anything that can skip the rest of the turn): the loop
+releases every request of the step it walks. An early exit is a ``return``
+reached from the entry without passing the head of such a loop. A
+``return`` under a test that reads the walked collection (``if not
+metadata.requests: return``: nothing to release) or the release's receiver
+(``if self.engine is None: return``: nothing to release with) is no skip; a
+return inside the loop is the loop's business.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.ids import IdState, loop_targets
+from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.model.cfg import CFG
+
+
+@dataclass(frozen=True)
+class SkippedRelease:
+    """``fqn`` returns at ``line`` before the loop at ``loop_line`` that
+    releases ``call`` (at ``release_line``) for each request it walks."""
+
+    fqn: str
+    line: int
+    loop_line: int
+    release_line: int
+    call: str
+    walked: str
+
+
+def release_loops(fn: FnView, state: IdState, releases: Collection[str]
+                  ) -> list[tuple[Stmt, Stmt, str]]:
+    """``(loop, statement, callee)`` per ``for`` loop of ``fn`` whose body
+    releases, with a request id of the loop's element, something matching
+    ``releases``."""
+    out = []
+    for s in fn.stmts:
+        if s.kind != "for":
+            continue
+        targets, iterable = loop_targets(s.text)
+        if not targets or not iterable:
+            continue
+        for t in _every_turn(s.body):
+            for c in fn.calls(t):
+                name = (c.callee or "").rpartition(".")[2]
+                if not any(fnmatch.fnmatch(name, p) for p in releases):
+                    continue
+                args = (*c.args, *(v for _, v in c.kwargs))
+                if any(a and a.split(".")[0].split("[")[0] in targets and state.is_id(fn, a)
+                       for a in args):
+                    out.append((s, t, c.callee or ""))
+                    break
+            else:
+                continue
+            break
+    return out
+
+
+def _every_turn(body: tuple[Stmt, ...]) -> list[Stmt]:
+    """The statements of a loop body that run on every turn: its top level,
+    up to the first one that can skip the rest (``continue``, ``break``,
+    ``return``, or a branch holding one)."""
+    out = []
+    for s in body:
+        if s.kind in ("continue", "break", "return", "raise"):
+            break
+        out.append(s)
+        if any(x.kind in ("continue", "break", "return") for x in walk((s,))):
+            break
+    return out
+
+
+def skipped_releases(fqn: str, fn: FnView, cfg: CFG, state: IdState,
+                     releases: Collection[str]) -> list[SkippedRelease]:
+    """The early returns of ``fn`` that skip every loop releasing per request."""
+    loops = release_loops(fn, state, releases)
+    if not loops:
+        return []
+    heads = {n for loop, _, _ in loops for n in cfg.stmt_nodes(loop)}
+    inside = {id(x) for loop, _, _ in loops for x in walk(loop.body)}
+    walked = [loop_targets(loop.text)[1] for loop, _, _ in loops]
+    guarded = _guards(fn.fact.body, ())
+    seen, queue = {cfg.entry}, deque([cfg.entry])
+    out = []
+    loop, stmt, callee = loops[0]
+    while queue:
+        n = queue.popleft()
+        node = cfg.nodes[n]
+        st = node.stmt
+        if st is not None and node.kind == "stmt" and st.kind == "return" and \
+                id(st) not in inside and not _about(guarded.get(id(st), ()), walked):
+            if not _about(guarded.get(id(st), ()), [c.rpartition(".")[0] for _, _, c in loops]):
+                out.append(SkippedRelease(fqn, st.line, loop.line, stmt.line, callee, walked[0]))
+        for d, lab in cfg.successors(n):
+            if lab in ("exception", "raise", "assert") or d in heads or d in seen:
+                continue
+            seen.add(d)
+            queue.append(d)
+    return sorted(set(out), key=lambda x: x.line)
+
+
+def _guards(body: tuple[Stmt, ...], tests: tuple[str, ...]) -> dict[int, tuple[str, ...]]:
+    """id(statement) -> the texts of the ``if`` tests around it."""
+    out: dict[int, tuple[str, ...]] = {}
+    for s in body:
+        out[id(s)] = tests
+        inner = tests + ((s.text or ""),) if s.kind == "if" else tests
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            out.update(_guards(part, inner))
+    return out
+
+
+def _about(tests: tuple[str, ...], walked: list[str]) -> bool:
+    """A test reads a walked collection (or the object holding it): the
+    return is for a step with nothing to release."""
+    for w in walked:
+        while w.endswith(")") and "(" in w and not w.startswith("self."):
+            w = w[w.index("(") + 1:-1]  # ``enumerate(metadata.requests)``
+        base = w.rsplit(".", 1)[0] if "." in w else w
+        base = base.partition("(")[0]
+        if base in ("self", "cls"):
+            base = w  # ``self.engine``: the attribute itself, not every ``self.``
+        if any(w in t or (base and base in t) for t in tests):
+            return True
+    return False
