@@ -315,6 +315,16 @@ BUGS = (
              _lmcache("0.4.3"),
              "kvc-step-releases-on-every-exit",
              "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.wait_for_save"),
+    # Mooncake's sender coroutine deleted reqs_need_send[transfer_id] after
+    # awaiting the transfer, while expiry and reqs_not_processed removed
+    # entries too: a KeyError ended the sender task before it answered the
+    # decode side. 0.19.0 pops with a default.
+    FixedBug("vllm mooncake sender deletes an entry another path removed",
+             _vllm("0.18.1"),
+             _vllm("0.19.0"),
+             "kvc-asserted-entry-may-be-gone",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
+             ".MooncakeConnectorWorker.send_kv_to_decode"),
     # NIXL's scheduler put every prefill-for-remote-decode request in
     # reqs_in_batch (the P worker tracks it in _reqs_to_process) but an
     # aborted one returned (False, None) from request_finished and told the

@@ -50,6 +50,7 @@ class Asserted:
     container: Container
     remover: str
     remover_line: int
+    claim: str = "assert"  # assert | del (``del c[k]``: a KeyError where it is gone)
 
 
 def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
@@ -80,15 +81,105 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
         if fn is None or fn.name in SETUP:
             continue
         fetched: dict[str, tuple[Container, int]] = {}
+        claims: list[tuple[int, Container, int, str]] = []
         for s in fn.stmts:
             fetched.update(_fetches(fn, eff, s, keyed))
-            if s.kind != "assert":
-                continue
-            for c, at in _asserted(fn, eff, s.text or "", fetched, keyed, s.line):
-                others = [(g, ln) for g, ln in removals.get(c, ()) if g != f]
-                if others and not _filled_by_callers(fns, eff, f, c, keyed):
-                    out += [Asserted(f, s.line, at, c, g, ln) for g, ln in others]
+            if s.kind == "assert":
+                claims += [(s.line, c, at, "assert") for c, at in
+                           _asserted(fn, eff, s.text or "", fetched, keyed, s.line)]
+        # ``del c[k]`` asserts the entry too: a KeyError where it is gone
+        claims += [(line, c, line, "del") for line, c in _bare_dels(fn, eff, keyed)]
+        for line, c, at, how in sorted(claims, key=lambda x: (x[0], x[1].label)):
+            others = [(g, ln) for g, ln in removals.get(c, ()) if g != f]
+            if others and not _filled_by_callers(fns, eff, f, c, keyed):
+                out += [Asserted(f, line, at, c, g, ln, how) for g, ln in others]
     return out
+
+
+def _bare_dels(fn: FnView, eff: Effects, keyed: Collection[Container]
+               ) -> list[tuple[int, Container]]:
+    """``del c[k]`` of a request's entry with nothing that says it is there:
+    no ``k in c`` test around it, not in a loop over ``c`` itself, not in a
+    ``try`` that handles the ``KeyError``."""
+    out: list[tuple[int, Container]] = []
+
+    def visit(body: tuple[Stmt, ...], context: tuple[str, ...]) -> None:
+        for s in body:
+            for op in fn.containers(s) if s.kind not in _COMPOUND else ():
+                if op.op != "delitem":
+                    continue
+                c = container_of(op.container, fn, eff.values)
+                chain = op.container.replace("[]", "")
+                if c is None or c not in keyed or any(chain in t for t in context):
+                    continue
+                out.append((op.line, c))
+            inner = context + ((s.text or ""),) if s.kind in ("if", "while", "for") else context
+            visit(s.body, inner)
+            visit(s.orelse, inner)
+            visit(s.final, context)
+            for h in s.handlers:
+                visit(h.body, context)
+
+    visit(fn.fact.body, ())
+    sure = _present(fn, eff)
+    # in a ``try`` with handlers: the KeyError is caught
+    return [(ln, c) for ln, c in out
+            if c not in sure and not _in_handled_try(fn.fact.body, ln)]
+
+
+def _present(fn: FnView, eff: Effects) -> set[Container]:
+    """Containers whose deleted keys ``fn`` knows are there: it walks the
+    container (``[k for k, v in c.items() if ...]``, then ``del c[k]``), or,
+    with no ``await`` to let other code in, it touches the entry before (a
+    ``c[k]`` read would have raised first, a ``c.get(k)`` was tested, it put
+    the entry in itself)."""
+    out: set[Container] = set()
+    for s in fn.stmts:
+        for n in s.names:
+            chain, _, last = n.rpartition(".")
+            if last in ("items", "keys", "values") and chain:
+                c = container_of(chain, fn, eff.values)
+                if c is not None:
+                    out.add(c)
+        if s.kind == "for":
+            c = container_of((s.text or "").partition(" in ")[2].strip(), fn, eff.values)
+            if c is not None:
+                out.add(c)
+    if not fn.fact.is_async:
+        for s in fn.stmts:
+            ops = fn.containers(s)
+            dels = {op.container for op in ops if op.op == "delitem"}
+            for n in s.names:
+                if n in dels:
+                    continue
+                c = container_of(n, fn, eff.values)
+                if c is not None:
+                    out.add(c)
+            for op in ops:
+                c = container_of(op.container, fn, eff.values)
+                if c is not None and op.op != "delitem":
+                    out.add(c)
+    return out
+
+
+_COMPOUND = frozenset({"if", "for", "while", "try", "with", "match", "case", "def", "class"})
+
+
+def _in_handled_try(body: tuple[Stmt, ...], line: int) -> bool:
+    for s in body:
+        if s.kind == "try" and s.handlers and any(x.line == line for x in _all(s.body)):
+            return True
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            if _in_handled_try(part, line):
+                return True
+    return False
+
+
+def _all(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    for s in body:
+        yield s
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            yield from _all(part)
 
 
 @dataclass(frozen=True)

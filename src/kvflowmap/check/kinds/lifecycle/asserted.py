@@ -54,19 +54,26 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out = []
         for role, a in by_fn[f]:
             label = a.container.label
+            if a.claim == "del":
+                claims, error = f"deletes the request's entry from {label}, assuming it", \
+                    "KeyError"
+                step, other = "deletes it, assuming it is there", \
+                    "deletes that entry without checking it is there"
+            else:
+                claims, error = f"asserts that the request's entry in {label}", "AssertionError"
+                step, other = "asserts it is there", "asserts that entry is still there"
             if role == "assert":
                 removers = sorted({(r.remover, r.remover_line) for r in found
                                    if (r.fqn, r.line) == (a.fqn, a.line)})
                 where = ", ".join(f"{short(g)} (line {ln})" for g, ln in removers)
                 out.append(ctx.finding(
                     f, a.line,
-                    f"{short(f)} asserts that the request's entry in {label} is there, but "
-                    f"{where} takes entries out of it: for a request that went that way the "
-                    "assert fails, and the AssertionError ends the hook and the engine with "
-                    "every request on it. Handle the missing entry (skip it, or report the "
-                    "request failed) instead of asserting it.",
-                    path=steps(ctx, f, [(a.fetch_line, f"reads the entry of {label}"),
-                                        (a.line, "asserts it is there")]) +
+                    f"{short(f)} {claims} is there, but "
+                    f"{where} takes entries out of it: for a request that went that way this "
+                    f"fails, and the {error} ends the hook (or the thread or task running it, "
+                    "and every request it would serve). Handle the missing entry (skip it, "
+                    "`pop(k, None)`, or report the request failed) instead of assuming it.",
+                    path=steps(ctx, f, _claim_steps(a, label, step)) +
                     tuple(s for g, ln in removers
                           for s in steps(ctx, g, [(ln, f"removes entries of {label}")])),
                     anchor=f"asserted:{label}"))
@@ -74,15 +81,20 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             out.append(ctx.finding(
                 f, a.remover_line,
                 f"{short(f)} takes a request's entry out of {label} here, but "
-                f"{short(a.fqn)} asserts that entry is still there (line {a.line}): for a "
-                "request that went this way the assert fails, and the AssertionError ends "
-                "that hook and the engine with every request on it. Keep the entry until "
+                f"{short(a.fqn)} {other} (line {a.line}): for a "
+                f"request that went this way that fails, and the {error} ends that hook (or "
+                "the thread or task running it). Keep the entry until "
                 "the asserting code is done with it (read it with .get() here), or make "
                 "that code handle a missing entry instead of asserting it.",
                 path=steps(ctx, f, [(a.remover_line, f"removes the entry from {label}")]) +
-                steps(ctx, a.fqn, [(a.fetch_line, f"reads the entry of {label}"),
-                                   (a.line, "asserts it is there")]),
+                steps(ctx, a.fqn, _claim_steps(a, label, step)),
                 anchor=f"asserted-removal:{label}:{short(a.fqn)}"))
         return out
 
     return each_function(ctx, sorted(by_fn), one)
+
+
+def _claim_steps(a: Asserted, label: str, step: str) -> list[tuple[int, str]]:
+    """The read of the entry (when apart from the claim) and the claim."""
+    read = [(a.fetch_line, f"reads the entry of {label}")] if a.fetch_line != a.line else []
+    return [*read, (a.line, step)]
