@@ -108,6 +108,14 @@ class BaseWorker:
         return set(), failed
 
 
+class Metadata:
+    def __init__(self):
+        self.reqs = {}
+
+    def add_req(self, request):
+        self.reqs[request.request_id] = request
+
+
 class PullWorker(BaseWorker):
     def start_load_kv(self, requests):
         for request in requests:
@@ -115,6 +123,10 @@ class PullWorker(BaseWorker):
 
     def _read(self, request):
         self._handle_failed(request.request_id, self._failures)
+
+    def bind(self, metadata: Metadata):
+        for req_id in metadata.reqs:
+            self._handle_failed(req_id, self._failures)
 
 
 class PushWorker(BaseWorker):
@@ -164,3 +176,12 @@ def test_a_field_is_defined_where_the_base_constructor_binds_it(failures_graph) 
     assert found.line == 7
     # the passing call writes the set: the caller is no reader of it
     assert f"{MOD}.PullWorker._read" not in {s.node for s in found.get("consumers")}
+
+
+def test_a_field_read_through_a_typed_object_is_read_there(failures_graph) -> None:
+    # ``metadata.reqs`` where ``metadata: Metadata``: the worker reads what
+    # the metadata's own method filled
+    found = where(failures_graph, "Metadata.reqs")
+    assert isinstance(found, WhereResult)
+    assert {s.node for s in found.get("producers")} == {f"{MOD}.Metadata.add_req"}
+    assert {s.node for s in found.get("consumers")} == {f"{MOD}.PullWorker.bind"}

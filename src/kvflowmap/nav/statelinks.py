@@ -70,8 +70,11 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         written.setdefault((caller, attr), set()).add(call_line)
     defined = _definitions(lc)
+    foreign = _foreign_uses(lc)
     for (leaf, attr), writers in sorted(writes.items()):
         readers = dict(_readers(lc, leaf, attr, written))
+        for fqn, line in _foreign_readers(lc, leaf, foreign.get(attr, ())):
+            readers.setdefault(fqn, line)
         if not readers:
             continue
         node = f"{leaf}.{attr}"
@@ -156,6 +159,36 @@ def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str],
             continue
         line = _first_use(fn, chain, written.get((fqn, attr), set()))
         if line is not None:
+            yield fqn, line
+
+
+def _foreign_uses(lc: Lifecycle) -> dict[str, list[tuple[str, int, str]]]:
+    """attr -> ``(function, line, object chain)`` for every read of
+    ``<obj>.<attr>`` through an object other than ``self`` (first per
+    function and chain)."""
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    for fqn, fn in lc.functions.items():
+        seen: set[str] = set()
+        for st in fn.stmts:
+            for n in st.names:
+                base, _, attr = n.rpartition(".")
+                if not base or base.split(".")[0] in ("self", "cls") or n in seen:
+                    continue
+                seen.add(n)
+                out.setdefault(attr, []).append((fqn, st.line, base))
+    return out
+
+
+def _foreign_readers(lc: Lifecycle, leaf: str, uses: Iterable[tuple[str, int, str]]
+                     ) -> Iterable[tuple[str, int]]:
+    """The functions reading the field through another object whose type is
+    ``leaf`` or one of its bases (``metadata.reqs_to_recv`` where ``metadata``
+    is a ``NixlConnectorMetadata``)."""
+    mro = set(lc.classes.mro(leaf))
+    for fqn, line, base in uses:
+        fn = lc.functions[fqn]
+        if any(kind == "inst" and (t == leaf or t in mro)
+               for kind, t in lc.effects.values.eval(fn.ctx, base)):
             yield fqn, line
 
 
