@@ -15,6 +15,20 @@ from kvflowmap.nav import paths
 from kvflowmap.nav.statelinks import with_state_links
 from kvflowmap.nav.where import WhereResult, where
 
+# the facade both fixtures share: vLLM reaches the Pull worker through it
+CONNECTOR = '''
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = PullWorker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata().requests)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
 SOURCE = '''
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
@@ -42,28 +56,22 @@ class PushWorker(BaseWorker):
     def report(self):
         return list(self._done)
 
-
-class Connector(KVConnectorBase_V1):
-    def __init__(self, vllm_config, role, kv_cache_config=None):
-        self.worker = PullWorker()
-
-    def start_load_kv(self, forward_context, **kwargs):
-        self.worker.start_load_kv(self._get_connector_metadata().requests)
-
-    def get_finished(self, finished_req_ids):
-        return self.worker.get_finished(finished_req_ids)
-'''
+''' + CONNECTOR
 
 MOD = "conn.worker"
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory):
-    root: Path = tmp_path_factory.mktemp("statelinks") / "conn"
+def _analysed(tmp_path_factory, name: str, source: str):
+    root: Path = tmp_path_factory.mktemp(name) / "conn"
     root.mkdir()
     (root / "__init__.py").write_text("")
-    (root / "worker.py").write_text(textwrap.dedent(SOURCE))
-    a = analyse(Request(sources=[str(root)], context=[str(stub_root())], use_cache=False))
+    (root / "worker.py").write_text(textwrap.dedent(source))
+    return analyse(Request(sources=[str(root)], context=[str(stub_root())], use_cache=False))
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    a = _analysed(tmp_path_factory, "statelinks", SOURCE)
     assert f"{MOD}.PullWorker._read" in a.graph
     assert f"{MOD}.PullWorker._done" not in a.graph  # the analysis graph is unchanged
     return with_state_links(a.linker)
@@ -134,27 +142,12 @@ class PushWorker(BaseWorker):
         for request in requests:
             self._handle_failed(request.request_id, self._failures)
 
-
-class Connector(KVConnectorBase_V1):
-    def __init__(self, vllm_config, role, kv_cache_config=None):
-        self.worker = PullWorker()
-
-    def start_load_kv(self, forward_context, **kwargs):
-        self.worker.start_load_kv(self._get_connector_metadata().requests)
-
-    def get_finished(self, finished_req_ids):
-        return self.worker.get_finished(finished_req_ids)
-'''
+''' + CONNECTOR
 
 
 @pytest.fixture(scope="module")
 def failures_graph(tmp_path_factory):
-    root: Path = tmp_path_factory.mktemp("statelinks_failures") / "conn"
-    root.mkdir()
-    (root / "__init__.py").write_text("")
-    (root / "worker.py").write_text(textwrap.dedent(FAILURES))
-    a = analyse(Request(sources=[str(root)], context=[str(stub_root())], use_cache=False))
-    return with_state_links(a.linker)
+    return with_state_links(_analysed(tmp_path_factory, "statelinks_failures", FAILURES).linker)
 
 
 def test_a_set_filled_through_a_parameter_is_the_callers_state(failures_graph) -> None:
