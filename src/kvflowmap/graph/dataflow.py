@@ -88,11 +88,33 @@ def add_fields(lk: Linker) -> list[Store]:
                         stores.append(Store(module, call.scope, call.line, c.field, value or ""))
         for s in stores[first:]:
             _field_edge(lk, lk.scope_node(module, s.scope), s.field, "produces", module, s.line)
-        for r in ff.reads:
+        for r in _loads(ff):
             for c in by_attr.get(r.attr, ()):
                 if _is_owner(lk, (module, r.scope), r.base, c.owner):
                     _field_edge(lk, c.field, lk.scope_node(module, r.scope), "consumes", module, r.line)
     return stores
+
+
+def _loads(ff) -> list:
+    """The attribute reads of a file that load a value: the facts record the
+    target of ``o.field = value`` as a read of ``o.field`` too, which reads
+    nothing (``output.finished_recving = results.finished_recving`` consumes
+    ``results``' field, not ``output``'s). One read per plain assignment of
+    the same target on its line is dropped, so ``o.f = o.f or set()`` still
+    reads ``o.f`` once; ``o.f += x`` reads it."""
+    stored: dict[tuple[str, int, str], int] = {}
+    for a in ff.assigns:
+        if not a.aug and "." in a.target:
+            key = (a.scope, a.line, a.target)
+            stored[key] = stored.get(key, 0) + 1
+    out = []
+    for r in ff.reads:
+        key = (r.scope, r.line, f"{r.base}.{r.attr}")
+        if stored.get(key):
+            stored[key] -= 1
+            continue
+        out.append(r)
+    return out
 
 
 def _is_owner(lk: Linker, ctx, base: str, owner: str) -> bool:
@@ -143,12 +165,15 @@ def add_bridges(lk: Linker) -> None:
 
     Sources are the implementations of the protocol's source methods that the
     analysed vLLM takes the field from: when the field has producers through
-    return values (``graph.returnflow``), only those (a class overriding
-    ``get_transfer_results`` gets no bridge from its ``get_finished``, which
-    vLLM 0.33 never calls). A target that is a method of the source's own
-    class hierarchy is that class's implementation (the metadata one
-    connector built reaches its own ``start_load_kv``, not every
-    connector's); other targets (vLLM's scheduler) are the declared ones."""
+    return values (``graph.returnflow``), only those; and in any case only
+    the implementations vLLM's calls reach for a class that runs them
+    (``_Reach``): a class overriding ``get_transfer_results`` without calling
+    ``get_finished`` gets no bridge from its ``get_finished``, which vLLM 0.33
+    never calls. A target that is a method of the source's own class
+    hierarchy is that class's implementation (the metadata one connector
+    built reaches its own ``start_load_kv``, not every connector's); other
+    targets (vLLM's scheduler) are the declared ones."""
+    reach = _Reach(lk)
     for c in lk.protocol.carriers:
         targets = [t for t in c.targets if t in lk.model.defs]
         sources = _with_overrides(lk, c.sources)
@@ -157,20 +182,127 @@ def add_bridges(lk: Linker) -> None:
             if c.field in lk.graph else set()
         if returned:
             sources = [s for s in sources if s in returned]
+        sources = [s for s in sources if reach.runs(s)]
         for src in sources:
             d = lk.model.defs[src]
             for dst in targets:
-                for own in _own(lk, src, dst):
+                for own in _own(lk, src, dst, reach):
                     lk.add_edge(src, own, "bridge", d.module, d.fact.line, carrier=c.field)
 
 
-def _own(lk: Linker, src: str, dst: str) -> list[str]:
+class _Reach:
+    """Which hook implementations vLLM's calls reach, per connector class.
+
+    vLLM *enters* hook ``h`` of class ``C`` when code outside the connector
+    classes (the protocol base and its subclasses) calls ``D.h`` for a class
+    ``D`` along ``C``'s MRO (the model runner calling the base's
+    ``get_transfer_results``). A hook ``s`` runs for ``C`` when vLLM enters it,
+    or when the implementation ``C`` has of a hook vLLM enters calls ``s`` on
+    the same object (``self.s()``, ``super().s()``, through other methods of
+    ``self``): the base's ``get_transfer_results`` calls ``self.get_finished``,
+    NIXL's override of it does not, so NIXL's ``get_finished`` never runs.
+    When vLLM's calls into the hooks are not among the analysed code at all,
+    every implementation counts as run (nothing to decide by)."""
+
+    DEPTH = 6
+
+    def __init__(self, lk: Linker) -> None:
+        self.lk = lk
+        self.base = lk.protocol.base_class
+        self.family = {self.base, *lk.classes.all_subclasses(self.base)}
+        self.hooks = [m for ms in lk.protocol.methods.values() for m in ms]
+        # hook name -> the classes whose method of that name vLLM calls
+        self.entered: dict[str, set[str]] = {}
+        g = lk.graph
+        for h in self.hooks:
+            for k in self.family:
+                m = f"{k}.{h}"
+                if m not in g or lk.model.defs.get(m) is None:
+                    continue
+                if any(d.get("kind") == "call" and self._outside(u)
+                       for u, _, d in g.in_edges(m, data=True)):
+                    self.entered.setdefault(h, set()).add(k)
+        self._memo: dict[tuple[str, str], bool] = {}
+
+    def _outside(self, fqn: str) -> bool:
+        """``fqn`` is not code of a connector class (nor nested in one)."""
+        head = fqn
+        while "." in head:
+            head = head.rpartition(".")[0]
+            if head in self.family:
+                return False
+        return True
+
+    def runs(self, method: str) -> bool:
+        """Some class that has ``method`` as its implementation runs it."""
+        cls, _, name = method.rpartition(".")
+        if not self.entered or cls not in self.family or name not in self.hooks:
+            return True
+        return any(self.runs_for(k, name) for k in self._runners(cls, name, method))
+
+    def _runners(self, cls: str, name: str, method: str) -> list[str]:
+        return [cls] + [sub for sub in self.lk.classes.all_subclasses(cls)
+                        if self.lk.classes.find_member(sub, name) == method]
+
+    def runs_for(self, cls: str, name: str) -> bool:
+        """vLLM's calls reach hook ``name`` of an object of class ``cls``."""
+        if not self.entered or name not in self.hooks:
+            return True
+        key = (cls, name)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._entered(cls, name) or any(
+                self._entered(cls, h) and self._calls_on_self(cls, h, name)
+                for h in self.hooks if h != name)
+        return found
+
+    def _entered(self, cls: str, name: str) -> bool:
+        mro = self.lk.classes.mro(cls)
+        return any(k in mro for k in self.entered.get(name, ()))
+
+    def _calls_on_self(self, cls: str, hook: str, name: str) -> bool:
+        """The implementation of ``hook`` that ``cls`` runs calls ``name`` on
+        ``self``, directly or through other methods of ``self``."""
+        start = self.lk.classes.find_member(cls, hook)
+        seen: set[str] = set()
+        frontier = [start] if start else []
+        for _ in range(self.DEPTH):
+            nxt = []
+            for fqn in frontier:
+                if fqn in seen:
+                    continue
+                seen.add(fqn)
+                d = self.lk.model.defs.get(fqn)
+                if d is None or d.is_class:
+                    continue
+                owner = fqn.rpartition(".")[0]
+                ctx = (d.module, d.fact.qualname)
+                for call in self.lk.model.scope_calls(*ctx):
+                    head, _, rest = (call.callee or "").partition(".")
+                    if not rest or "." in rest:
+                        continue
+                    if head == "super()":
+                        target = self.lk.classes.find_member(cls, rest, after=owner)
+                    elif self.lk.values.is_self(ctx, head):
+                        target = self.lk.classes.find_member(cls, rest)
+                    else:
+                        continue
+                    if rest == name:
+                        return True
+                    if target is not None:
+                        nxt.append(target)
+            frontier = nxt
+        return False
+
+
+def _own(lk: Linker, src: str, dst: str, reach: _Reach) -> list[str]:
     """``dst`` as the classes that run method ``src`` resolve it, when both
     are methods of one hierarchy; else ``[dst]``. The class of ``src`` itself
     when it has its own ``dst``; when it only inherits the base's (NIXL's
     ``NixlBaseConnector.build_connector_meta``, whose ``start_load_kv`` lives
     in the Pull and Push subclasses), each subclass that still runs ``src``,
-    with its own ``dst``."""
+    with its own ``dst``. Only where vLLM's calls reach that ``dst`` for the
+    class (``_Reach``)."""
     cls, dst_cls = src.rpartition(".")[0], dst.rpartition(".")[0]
     if not (lk.classes.is_class(cls) and lk.classes.is_class(dst_cls)) or \
             dst_cls not in lk.classes.mro(cls):
@@ -178,11 +310,11 @@ def _own(lk: Linker, src: str, dst: str) -> list[str]:
     name, src_name = dst.rpartition(".")[2], src.rpartition(".")[2]
     mine = lk.classes.find_member(cls, name) or dst
     if mine != dst:
-        return [mine]
-    subs = [lk.classes.find_member(sub, name) for sub in lk.classes.all_subclasses(cls)
+        return [mine] if reach.runs_for(cls, name) else []
+    subs = [(sub, lk.classes.find_member(sub, name)) for sub in lk.classes.all_subclasses(cls)
             if lk.classes.find_member(sub, src_name) == src]
-    found = sorted({m for m in subs if m and m != dst})
-    return found or [dst]
+    found = sorted({m for sub, m in subs if m and m != dst and reach.runs_for(sub, name)})
+    return found or ([dst] if reach.runs_for(cls, name) else [])
 
 
 def check_protocol(lk: Linker, version: str | None) -> None:

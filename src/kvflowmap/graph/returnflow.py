@@ -124,7 +124,10 @@ def _targets(lk: Linker, module: str, scope: str, call: CallFact) -> list[str]:
     docstring for how the receiver decides which)."""
     caller = lk.model.defs.get(f"{module}.{scope}")
     owner = caller.fqn.rpartition(".")[0] if caller is not None else ""
-    on_self = (call.callee or "").startswith("self.") and lk.classes.is_class(owner)
+    # ``self.m()``, not ``self.worker.m()`` (a call on another object)
+    head, _, rest = (call.callee or "").partition(".")
+    on_self = bool(rest) and "." not in rest and lk.values.is_self((module, scope), head) \
+        and lk.classes.is_class(owner)
     out: set[str] = set()
     for t in lk.calls.resolve((module, scope), call):
         if t.external or t.fqn not in lk.model.defs:

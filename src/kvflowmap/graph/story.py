@@ -241,7 +241,7 @@ def _place_handovers(sg: nx.MultiDiGraph, p: _Placement, chosen: set[str],
     reach = {n: _reach(sg, n, subclasses) for n in mine}
     found = []
     for c, d in sg.nodes(data=True):
-        if d.get("kind") != "field" or c in p.at:
+        if d.get("kind") != "field" or c in p.at or _sibling(sg, c.rpartition(".")[0], owned):
             continue
         ins = [(u, e) for u, _, e in sg.in_edges(c, data=True) if e.get("via") == "state"]
         outs = [(v, e) for _, v, e in sg.out_edges(c, data=True) if e.get("via") == "state"]
@@ -289,6 +289,20 @@ def _via(e: dict, fn: str, drawn: str) -> str:
         return note
     return f"{note} (in {fn.rpartition('.')[0].rpartition('.')[2]}.{fn.rpartition('.')[2]}, " \
            f"line {e.get('line')})"
+
+
+def _sibling(g: nx.MultiDiGraph, cls: str, owned: set[str]) -> bool:
+    """``cls`` is a sibling of a class the connector constructs (it shares a
+    base with it but is neither it nor one of its bases): its objects, and
+    the state on them, belong to another connector (the Push worker's
+    ``_recv_failures`` in the Pull connector's story)."""
+    mros = g.graph.get("mro", {})
+    if not owned or cls in owned or cls not in mros:
+        return False
+    if any(cls in mros.get(o, ()) for o in owned):
+        return False
+    bases = set(mros[cls][1:]) & set(mros)  # analysed bases: ``object`` is shared by all
+    return any(bases & set(mros.get(o, ())[1:]) for o in owned)
 
 
 def _owned_classes(g: nx.MultiDiGraph, chosen: set[str]) -> set[str]:

@@ -6,9 +6,11 @@ class), ``inst`` (an instance of an analysed or external class), ``ext``
 (something outside the analysed code, by dotted name), ``extattr`` (an
 attribute of an external instance: callable as a method of that name, but
 with nothing known about its own members, so no ``<Base>.<attr>.<method>``
-name is ever made up) and ``elems`` (a
+name is ever made up), ``elems`` (a
 container whose elements are known: ``fqn`` is the key of what was put into
-it, see ``elements``; a subscript, ``get``/``pop`` or a loop reads them). Evaluation unions all
+it, see ``elements``; a subscript, ``get``/``pop`` or a loop reads them) and ``super`` (the
+``super()`` of a method of class ``fqn``, only ever the base of a member: ``super().m()`` is
+what the first ``m`` after that class returns). Evaluation unions all
 possibilities: ``self._worker`` assigned a ``WorkerConnector`` in ``__init__``
 and annotated ``WorkerConnector | None`` is ``{("inst", "...WorkerConnector")}``.
 """
@@ -125,10 +127,21 @@ class Evaluator:
 
     def _eval(self, ctx: Ctx, chain: str, depth: int) -> tuple[Value, ...]:
         parts = chain.split(".")
-        values = self._eval_part(ctx, parts[0], depth, first=True)
+        if parts[0] == "super()" and len(parts) > 1:
+            # ``super().m(...)``: ``m`` looked up after the method's class
+            values = self._eval_part(ctx, parts[1], depth, base=self._super(ctx))
+            parts = parts[1:]
+        else:
+            values = self._eval_part(ctx, parts[0], depth, first=True)
         for part in parts[1:]:
             values = self._eval_part(ctx, part, depth, base=values)
         return tuple(dict.fromkeys(values))
+
+    def _super(self, ctx: Ctx) -> tuple[Value, ...]:
+        """``super()`` in method ``ctx``: a proxy whose members are looked up
+        along the MRO after the method's class (nothing outside a method)."""
+        info = self._self_class(ctx)
+        return (("super", info[1]),) if info is not None else ()
 
     def _eval_part(self, ctx: Ctx, part: str, depth: int, *, first: bool = False,
                    base: tuple[Value, ...] = ()) -> tuple[Value, ...]:
@@ -446,7 +459,25 @@ class Evaluator:
             return self._class_member(fqn, attr, kind == "inst", depth)
         if kind == "ext":
             return (("ext", f"{fqn}.{attr}"),)
+        if kind == "super":
+            return self._super_member(fqn, attr, depth)
         return ()
+
+    def _super_member(self, cls: str, attr: str, depth: int) -> tuple[Value, ...]:
+        """``super().attr`` in a method of ``cls``: the first definition after
+        ``cls`` along its MRO (as ``CallResolver`` resolves the call), else
+        the attribute of its first external base."""
+        found = self.classes.find_member(cls, attr, after=cls)
+        if found is None:
+            ext = [k for k in self.classes.mro(cls)[1:] if not self.classes.is_class(k)]
+            return (("extattr", f"{ext[0]}.{attr}"),) if ext and _builtin_has(ext[0], attr) \
+                else ()
+        d = self.model.defs[found]
+        if d.is_class:
+            return (("class", found),)
+        if _is_property(d.fact):
+            return self.returns_of(found, depth)
+        return (("func", found),)
 
     def _class_member(self, cls: str, attr: str, instance: bool, depth: int) -> tuple[Value, ...]:
         found = self.classes.find_member(cls, attr)

@@ -6,6 +6,16 @@ consumes; sets a state that another reads). They are listed shortest first;
 ties in order of node ids. Each step shows the edge that makes it (its kind,
 file and line; control edges are preferred over data edges when a pair has
 both). When there is no path, :class:`NoPath` says what A does reach.
+
+A step ``X --produces via its return value--> F`` (``graph.returnflow``)
+says that what X returns ends up in carrier F when X is called on vLLM's
+way to F. A path that reaches X by a call from W hands X's return value to
+W, so the step is taken only when W stores F itself or hands its own return
+value on to F in the same way (the runner's call of ``get_transfer_results``
+does; NIXL's legacy ``get_finished`` wrapper, which calls the worker's
+``get_transfer_results`` and that nobody in vLLM calls, does not). A
+dispatch from a base method to an override keeps the caller of the base
+method; any other step (a bridge, a data step) starts afresh.
 """
 
 from __future__ import annotations
@@ -13,7 +23,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+from collections import deque
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import networkx as nx
 
@@ -25,6 +37,7 @@ DATA_KINDS = ("produces", "consumes", "sets_state", "reads_state")
 ALL_KINDS = CONTROL_KINDS + DATA_KINDS
 _SRC, _DST = "\0source", "\0target"  # virtual ends: one search for many matches
 _EXTRA_TIES = 50  # paths looked at beyond --max so that ties sort by name
+_MAX_TRIED = 500  # candidate paths looked at in all (some repeat a node)
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,9 @@ class NoPath:
     # paths exist only through a dispatch into a sibling class of A's or B's
     # (another connector object): left out as impossible
     switched: bool = False
+    # paths exist only through a return value handed to a caller that does
+    # not pass it on to the field (see the module docstring): left out
+    returned: bool = False
 
 
 def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
@@ -84,11 +100,19 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
-    for p in nx.shortest_simple_paths(simple, _SRC, _DST):
-        if len(found) >= max_paths and (len(p) > len(found[max_paths - 1])
-                                        or len(found) >= max_paths + _EXTRA_TIES):
-            break
-        found.append(p[1:-1])
+    expanded = _ReturnContexts(g, simple, kinds).graph(sources, targets)
+    if _DST in expanded and nx.has_path(expanded, _SRC, _DST):
+        for tried, p in enumerate(nx.shortest_simple_paths(expanded, _SRC, _DST)):
+            # ``p`` has the virtual ends; those found do not
+            if (len(found) >= max_paths and (len(p) - 2 > len(found[max_paths - 1])
+                                             or len(found) >= max_paths + _EXTRA_TIES)) \
+                    or tried >= _MAX_TRIED:
+                break
+            nodes = [n for n, _ in p[1:-1]]
+            if len(set(nodes)) == len(nodes):  # a node twice: not a simple path
+                found.append(nodes)
+    if not found:
+        return _no_path(simple, a, b, sources, targets, expanded=expanded)
     found.sort(key=lambda p: (len(p), p))
     paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
                   for p in found[:max_paths])
@@ -116,6 +140,111 @@ def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[t
     return out
 
 
+# What a node of the path remembers of the way the path came: for a function,
+# the carrier fields its return value may still reach (None: any); for a
+# field or state, the function that wrote it on the path (or None).
+Live = frozenset[str] | str | None
+State = tuple[str, Live]
+
+
+class _ReturnContexts:
+    """The path graph with each node paired with its ``Live`` (see the
+    module docstring): a ``produces via its return value`` step into a field
+    the function's return value does not reach on the way the path came is
+    not taken. Only the functions whose return value may end up in such a
+    step through calls and dispatch tell their ways apart; every other node
+    is one node, as in the plain graph."""
+
+    def __init__(self, g: nx.MultiDiGraph, simple: nx.DiGraph, kinds: tuple[str, ...]) -> None:
+        self.g, self.simple, self.kinds = g, simple, kinds
+        self.returns: dict[str, set[str]] = {}  # function -> fields its return value fills
+        self.stores: dict[str, set[str]] = {}  # function -> fields it fills otherwise
+        if "produces" in kinds:
+            for u, v, d in g.edges(data=True):
+                if d.get("kind") == "produces":
+                    into = self.returns if d.get("via") == "return" else self.stores
+                    into.setdefault(u, set()).add(v)
+        self.fields = frozenset(f for fs in self.returns.values() for f in fs)
+        self.relevant: set[str] = set()
+        todo = list(self.returns)
+        while todo:
+            n = todo.pop()
+            if n not in self.relevant:
+                self.relevant.add(n)
+                todo += [u for u, _, k in g.in_edges(n, data="kind")
+                         if k in ("call", "dispatch") and k in kinds]
+
+    def graph(self, sources: list[str], targets: list[str]) -> nx.DiGraph:
+        """The expanded graph from the virtual source to the virtual target:
+        nodes are ``State``s, the ends ``_SRC`` and ``_DST``."""
+        starts: list[State] = [(s, None) for s in sources]
+        inner: list[tuple[State, State]] = []
+        ends: list[State] = []
+        seen = set(starts)
+        queue = deque(starts)
+        while queue:
+            node = queue.popleft()
+            u, live = node
+            if u in targets:
+                ends.append(node)
+            for v in self.simple.successors(u):
+                if v == _DST or (isinstance(live, str) and v == live):
+                    continue  # (back into the function that wrote the field: a cycle)
+                nxt = self._step(u, v, live)
+                if nxt is False:
+                    continue
+                state: State = (v, nxt)
+                inner.append((node, state))
+                if state not in seen:
+                    seen.add(state)
+                    queue.append(state)
+        # in the order ``find_paths`` builds the plain graph (sorted, then the
+        # virtual ends as the names matched): the path search meets the same
+        # nodes in the same order
+        out = nx.DiGraph()
+        out.add_nodes_from(sorted(seen, key=_order))
+        out.add_edges_from(sorted(inner, key=lambda e: (_order(e[0]), _order(e[1]))))
+        out.add_edges_from((_SRC, n) for n in starts)
+        out.add_edges_from((n, _DST) for n in sorted(
+            ends, key=lambda n: (targets.index(n[0]), _order(n))))
+        return out
+
+    def _step(self, u: str, v: str, live: Live) -> Live | Literal[False]:
+        """The ``Live`` of ``v`` when the path steps ``u -> v`` with ``u``'s
+        ``live``; False when the step is not taken."""
+        if not self.fields:
+            return None
+        edges = [d for d in self.g[u][v].values() if d.get("kind") in self.kinds]
+        kinds = {d.get("kind") for d in edges}
+        if self.g.nodes[v].get("kind") != "function":
+            if v in self.fields and kinds == {"produces"} and \
+                    all(d.get("via") == "return" for d in edges) and \
+                    isinstance(live, frozenset) and v not in live:
+                return False
+            # a field or state remembers who wrote it: no path goes back into
+            # the writer with its return value free again
+            return u if u in self.relevant else None
+        if v not in self.relevant:
+            return None
+        if "dispatch" in kinds:
+            # the override returns to the base method's caller
+            return live if isinstance(live, frozenset) else None
+        if any(d.get("kind") == "call" and not d.get("ref") for d in edges):
+            mine = self.returns.get(u, set())
+            reach = (mine & live if isinstance(live, frozenset) else mine) | \
+                (self.stores.get(u, set()) & self.fields)
+            return None if reach >= self.fields else frozenset(reach)
+        return None
+
+
+def _order(node: State) -> tuple:
+    """Sort key of an expanded node: by the node, then its ``Live`` (None first)."""
+    n, live = node
+    if live is None:
+        return (n, ())
+    return (n, (2, live) if isinstance(live, str) else (1, *sorted(live)))
+
+
 def _simple(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> nx.DiGraph:
     """A DiGraph of the chosen edge kinds, built in sorted order so that the
     path search (and its tie order) is deterministic."""
@@ -138,11 +267,19 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
 
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
-             targets: list[str], switched: bool = False) -> NoPath:
-    hops = nx.single_source_shortest_path_length(simple, _SRC)
+             targets: list[str], switched: bool = False,
+             expanded: nx.DiGraph | None = None) -> NoPath:
+    """``expanded``: the graph of return contexts the paths were looked for
+    in, when only it has none (what A reaches is counted there)."""
     # Hops from A (the virtual source is one hop before it); A itself and
     # externals (leaves outside the analysed code) are not useful hints.
-    reached = {n: h - 1 for n, h in hops.items() if n not in (_SRC, _DST) and h > 1}
+    reached: dict[str, int] = {}
+    for n, h in nx.single_source_shortest_path_length(
+            simple if expanded is None else expanded, _SRC).items():
+        node = n if expanded is None or n in (_SRC, _DST) else n[0]
+        # B itself, reached in a return context no path can use, is no hint
+        if node not in (_SRC, _DST) and h > 1 and node not in sources and node not in targets:
+            reached[node] = min(h - 1, reached.get(node, h))
     inside = {n: h for n, h in reached.items() if simple.nodes[n].get("kind") != "external"}
     want = b.rsplit(".", 1)[-1].lower()
 
@@ -156,7 +293,7 @@ def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
     reverse = any(nx.has_path(back, t, s) for t, s in itertools.product(targets, sources)
                   if t != s)
     return NoPath(a, b, len(reached), tuple((n, reached[n]) for n in ranked[:5]),
-                  tuple(into[:8]), reverse, switched)
+                  tuple(into[:8]), reverse, switched, expanded is not None)
 
 
 def paths_text(result: PathResult | NoPath) -> str:
@@ -179,6 +316,10 @@ def paths_text(result: PathResult | NoPath) -> str:
 def _no_path_text(r: NoPath) -> str:
     lines = [f"no path from {r.src!r} to {r.dst!r} over calls, dispatch, bridges and data "
              f"steps; {r.src!r} reaches {r.reachable} nodes."]
+    if r.returned:
+        lines.append("the only paths take a function's return value into the field through a "
+                     "caller that does not hand it on there (a return value goes back to the "
+                     "caller on the path): left out")
     if r.nearest:
         lines.append(f"reachable from {r.src!r}, closest to {r.dst!r} by name:")
         lines += [f"  {n}  ({h} step{'s' if h != 1 else ''})" for n, h in r.nearest]

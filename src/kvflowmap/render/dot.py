@@ -313,6 +313,20 @@ def _edge_lines(g: nx.MultiDiGraph, link_template: Templates | str | None, roots
     return out
 
 
+def _write_anchors(g: nx.MultiDiGraph) -> list[str]:
+    """An invisible ``field -> writer`` edge per field vLLM's own code
+    assigns (``output.finished_sending = ...`` in the model runner, not a
+    return value): the field is ranked next to the vLLM code that fills it
+    instead of being pushed a column further by every consumer. Without
+    them the flow pictures of PegaFlow, NIXL and LMCache are 2500-2900 pt
+    wide instead of about 1900, too wide for their text at 1600 px."""
+    pairs = sorted({(v, u) for u, v, d in g.edges(data=True)
+                    if d.get("kind") == "produces" and d.get("via") != "return"
+                    and g.nodes[v].get("kind") == "field"
+                    and not g.nodes[u].get("subject", False)})
+    return [f'  "{esc(f)}" -> "{esc(w)}" [style="invis", arrowhead="none"];' for f, w in pairs]
+
+
 LEGEND_GLYPHS = {"call": "───▶", "call_ref": "───&gt;", "hook_call": "<B>───▶</B>", "dispatch": "───▷", "bridge": "<B>╍╍╍▶</B>",
                  "sets_state": "━━━▶", "reads_state": "───&gt;", "produces": "┈┈┈▶",
                  "consumes": "┈┈┈▶", "other": "┈┈┈&gt;"}
@@ -371,6 +385,7 @@ def to_dot(g: nx.MultiDiGraph, *, link_template: Templates | str | None = None,
     lines += _stage_lines(g) if story else _hook_columns(g)
     lines += _legend_lines(g)
     lines += _edge_lines(g, link_template, roots, outside=not story)
+    lines += _write_anchors(g)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
