@@ -35,6 +35,10 @@ def _lmcache(version: str) -> Corpus:
     return Corpus(f"lmcache {version}", f"lmcache=={version}", "lmcache/integration/vllm")
 
 
+def _ascend(version: str) -> Corpus:
+    return Corpus(f"vllm-ascend {version}", f"vllm-ascend=={version}", "vllm_ascend/distributed")
+
+
 def _vllm(version: str) -> Corpus:
     return Corpus(f"vllm {version} connectors", f"vllm=={version}",
                   "vllm/distributed/kv_transfer/kv_connector/v1", f"vllm=={version}")
@@ -325,6 +329,17 @@ BUGS = (
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
              ".MooncakeConnectorWorker.send_kv_to_decode"),
+    # vllm-ascend's Mooncake task tracker reported a DONE_RECVING request
+    # whether or not it was still delayed: after the expiry had force-freed
+    # and reported it, a late completion reported it again and parked it in
+    # record_finished_requests for good. 0.13.0 reports only ids still being
+    # processed.
+    FixedBug("vllm-ascend mooncake late completion reports a force-freed request again",
+             _ascend("0.11.0"),
+             _ascend("0.13.0"),
+             "kvc-reported-once",
+             "vllm_ascend.distributed.mooncake_connector.KVCacheTaskTracker"
+             ".update_done_task_count"),
     # NIXL's scheduler put every prefill-for-remote-decode request in
     # reqs_in_batch (the P worker tracks it in _reqs_to_process) but an
     # aborted one returned (False, None) from request_finished and told the

@@ -28,6 +28,7 @@ from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
+from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
 from kvflowmap.lifecycle.paths import Drop, drops
@@ -405,6 +406,11 @@ class Lifecycle:
         per request of the step (``step_releases``)."""
         return skipped_releases(fqn, self.functions[fqn], self.cfg(fqn), self.state,
                                 self.spec.releases)
+
+    def reported_twice(self) -> list[ReportedTwice]:
+        """Reports of an id made whether or not it is still pending, while
+        another function reports the pending ones (``reported_twice``)."""
+        return reported_twice(self.functions, self.effects, self.owed, self._judged(()))
 
     def _judged(self, teardown: tuple[str, ...]) -> list[str]:
         return [f for f in self.functions if f in self._connected and not any(

@@ -17,14 +17,15 @@
 - ``stalled``: pending loads polled by the report hooks can give up (an age arm);
 - ``asserted``: no assert that an entry is still where another path removes it;
 - ``announced``: a request announced to the workers is announced again on every way it finishes;
-- ``step_released``: a per-request release of the step's requests runs on every exit.
+- ``step_released``: a per-request release of the step's requests runs on every exit;
+- ``reported_once``: an id is reported only while still pending when another path reports too.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
-                                             parked_recorded, removed_together, reported_left,
+                                             parked_recorded, removed_together, reported_left, reported_once,
                                              reset_forwards, stalled, step_released,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
@@ -51,6 +52,8 @@ MODES: dict[str, KindSpec] = {
     "announced": KindSpec(announced.Options, announced.check, announced.READS),
     "step_released": KindSpec(step_released.Options, step_released.check,
                               step_released.READS),
+    "reported_once": KindSpec(reported_once.Options, reported_once.check,
+                              reported_once.READS),
 }
 
 __all__ = ["MODES"]
