@@ -96,6 +96,43 @@ def add_definitions(lk: Linker) -> None:
         for f in ff.functions:
             g.add_node(f"{module}.{f.qualname}", kind="function", line=f.line, doc=f.doc,
                        signature=_signature(f), is_async=f.is_async, **base)
+    _add_aliases(lk)
+
+
+def member_line(model: Model, module: str, cls_qualname: str, name: str) -> int:
+    """The line of the class body of ``cls_qualname`` that binds ``name`` (an
+    enum member, a declared field), 0 when the body does not."""
+    return next((a.line for a in model.facts[module].assigns
+                 if a.scope == cls_qualname and a.target == name), 0)
+
+
+def _add_aliases(lk: Linker) -> None:
+    """``aliases`` on a class node: every other module-level name bound to it
+    (``NixlConnectorWorker = NixlPullConnectorWorker``; ``from m import A as
+    B``; ``from m import A`` with ``A`` in the module's ``__all__``), each as
+    ``{"id", "file", "line", "root"}`` sorted by id, so navigation finds the
+    class by the name code imports it as."""
+    g = lk.graph
+    found: dict[str, dict[str, dict]] = {}
+    for module in sorted(lk.model.facts):
+        ff = lk.model.facts[module]
+        binds = [(a.target, a.value, a.line) for a in ff.assigns
+                 if a.scope == "" and not a.aug and a.target.isidentifier() and a.value
+                 and all(p.isidentifier() for p in a.value.split("."))]
+        exported = set(ff.dunder_all or ())
+        binds += [(i.asname or i.name, i.asname or i.name, i.line) for i in ff.imports
+                  if i.scope == "" and i.name and i.name != "*"
+                  and ((i.asname and i.asname != i.name) or (i.asname or i.name) in exported)]
+        for local, value, line in binds:
+            alias = f"{module}.{local}"
+            if alias in g:
+                continue  # the name of a node of its own (the class itself)
+            for kind, cls in lk.values.eval((module, ""), value):
+                if kind == "class" and cls != alias and g.nodes.get(cls, {}).get("kind") == "class":
+                    found.setdefault(cls, {}).setdefault(
+                        alias, {"id": alias, "line": line, **lk.where(module)})
+    for cls, aliases in found.items():
+        g.nodes[cls]["aliases"] = [aliases[a] for a in sorted(aliases)]
 
 
 def _signature(f) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from kvflowmap.graph.build import Linker
+from kvflowmap.graph.build import Linker, member_line
 
 
 def state_member(lk: Linker, ctx: tuple[str, str], chain: str) -> str | None:
@@ -45,10 +45,12 @@ def add_state_node(lk: Linker, state: str) -> None:
     """The node of a request state (made once)."""
     if state in lk.graph and lk.graph.nodes[state].get("kind") == "state":
         return
-    enum = state.rpartition(".")[0]
+    enum, _, member = state.rpartition(".")
     d = lk.model.defs.get(enum)
     where = lk.where(d.module) if d else {"file": "", "root": ""}
-    lk.graph.add_node(state, kind="state", line=d.fact.line if d else 0, flow=True,
+    # defined where the enum's body binds the member, not at the ``class`` line
+    line = (member_line(lk.model, d.module, d.fact.qualname, member) or d.fact.line) if d else 0
+    lk.graph.add_node(state, kind="state", line=line, flow=True,
                       package=state.split(".")[0], subject=False, **where)
 
 

@@ -8,8 +8,9 @@ deterministic) and never modifies its input.
 Symbol names given by a user are matched with :func:`match_nodes`: a full node
 id matches itself; otherwise a name matches every node whose id ends with
 ``"." + name`` (``get_finished`` matches ``...Worker.get_finished`` and
-``...Connector.get_finished``); ``Class.member`` for an inherited member is
-the definition the class's MRO finds.
+``...Connector.get_finished``), and so does a module-level alias of a class
+(its ``aliases``); ``Class.member`` for an inherited member is the
+definition the class's MRO finds.
 """
 
 from __future__ import annotations
@@ -39,11 +40,25 @@ def match_nodes(g: nx.MultiDiGraph, name: str) -> list[str]:
     if name in g:
         return [name]
     suffix = "." + name.lstrip(".")
-    found = sorted(n for n in g if n.endswith(suffix))
+    # a class also answers to the module-level names bound to it
+    # (``NixlConnectorWorker = NixlPullConnectorWorker``: ``aliases``)
+    found = sorted({n for n in g if n.endswith(suffix)} | {
+        n for n, aliases in g.nodes(data="aliases") if aliases
+        and any(a["id"] == name or a["id"].endswith(suffix) for a in aliases)})
     # the name vLLM's factory knows a connector by (``NixlConnector``, an
     # alias of ``NixlPullConnector``)
     return found or sorted(n for n, names in g.nodes(data="registered_names")
                            if names and name in names) or _inherited(g, name)
+
+
+def aliases_named(g: nx.MultiDiGraph, node: str, name: str) -> list[dict]:
+    """The module-level aliases of class ``node`` that ``name`` designates
+    (its full id or the end of one); empty when ``name`` names the node itself."""
+    if name == node or node.endswith("." + name.lstrip(".")):
+        return []
+    suffix = "." + name.lstrip(".")
+    return [a for a in g.nodes[node].get("aliases") or ()
+            if a["id"] == name or a["id"].endswith(suffix)]
 
 
 def _inherited(g: nx.MultiDiGraph, name: str) -> list[str]:

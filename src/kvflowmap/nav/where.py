@@ -1,18 +1,28 @@
 """``kvflowmap where NAME``: where a symbol is defined and what touches it.
 
 A name is a full node id or the end of one (``get_finished``,
-``Worker.get_finished``, ``finished_recving``). When several nodes match and
-exactly one of them is analysed code (not an ``external`` node), that one is
-meant; otherwise the caller gets an :class:`Ambiguous` listing the candidates.
+``Worker.get_finished``, ``finished_recving``), or a module-level alias of a
+class (``NixlConnectorWorker``). When several nodes match and exactly one of
+them is analysed code (not an ``external`` node), that one is meant; otherwise
+the caller gets an :class:`Ambiguous` listing the candidates.
+
+Given the model, attributes declared in the body of an analysed class count
+as candidates too, node or not: ``finished_recving`` is a field node of
+``KVConnectorOutput`` but also declared by ``KVConnectorTransferResults``,
+so the short name is ambiguous rather than silently the node's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
 from kvflowmap.graph import select
+
+if TYPE_CHECKING:
+    from kvflowmap.model.core import Model
 
 FLOW_KINDS = ("call", "dispatch", "bridge")
 
@@ -64,6 +74,9 @@ class WhereResult:
     doc: str
     relations: tuple[tuple[str, tuple[Site, ...]], ...]
     members: tuple[Site, ...] = ()
+    # the module-level aliases of this class the queried name designates
+    # (``kind`` "alias", ``node`` the alias's id)
+    aliases: tuple[Site, ...] = ()
 
     def get(self, relation: str) -> tuple[Site, ...]:
         """The sites of one relation (empty when it has none)."""
@@ -89,36 +102,87 @@ class Ambiguous:
     candidates: tuple[Candidate, ...]
 
 
-def lookup(g: nx.MultiDiGraph, name: str) -> list[str]:
-    """Nodes ``name`` designates, preferring analysed code over externals.
+def lookup(g: nx.MultiDiGraph, name: str, declared: dict[str, Candidate] | None = None
+           ) -> list[str]:
+    """Nodes ``name`` designates, preferring analysed code over externals;
+    with ``declared`` (:func:`declared_attributes`), also the ids of the
+    declared class attributes it designates that are no node.
 
     Raises :class:`~kvflowmap.graph.select.SelectError` (with close matches)
     when nothing matches."""
-    hits = select.resolve(g, [name])
-    inside = [n for n in hits if g.nodes[n].get("kind") != "external"]
+    extra = sorted(a for a in declared or {} if a not in g)
+    if name in g or name in extra:
+        return [name]  # an exact id
+    try:
+        hits = select.resolve(g, [name])
+    except select.SelectError:
+        if not extra:
+            raise
+        hits = []
+    hits = sorted(set(hits) | set(extra))
+    inside = [n for n in hits if n not in g or g.nodes[n].get("kind") != "external"]
     return inside if len(inside) == 1 else hits
 
 
-def where(g: nx.MultiDiGraph, name: str) -> WhereResult | Ambiguous:
+def declared_attributes(model: "Model", name: str) -> dict[str, Candidate]:
+    """The attributes bound in the body of an analysed class
+    (``finished_recving: set[str] | None = None``, an enum member) that
+    ``name`` designates (the full id or the end of one), by id."""
+    suffix = "." + name.lstrip(".")
+    short = suffix.rpartition(".")[2]
+    out: dict[str, Candidate] = {}
+    for module, ff in model.facts.items():
+        classes = {c.qualname for c in ff.classes}
+        for a in ff.assigns:
+            if a.target != short or a.scope not in classes:
+                continue
+            fqn = f"{module}.{a.scope}.{a.target}"
+            if (fqn == name or fqn.endswith(suffix)) and fqn not in out:
+                sf = model.source(module)
+                out[fqn] = Candidate(fqn, "attribute", sf.rel if sf else "", a.line,
+                                     sf.root.label if sf else "")
+    return out
+
+
+def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None
+          ) -> WhereResult | Ambiguous:
     """Definition, callers, callees and data relations of the node ``name``
-    designates, or the candidates when the name is ambiguous."""
-    hits = lookup(g, name)
+    designates, or the candidates when the name is ambiguous (with ``model``,
+    class attributes declared under the same name count, see the module
+    docstring)."""
+    declared = declared_attributes(model, name) if model is not None else {}
+    hits = lookup(g, name, declared)
     if len(hits) > 1:
-        return Ambiguous(name, tuple(_candidate(g, n) for n in hits))
-    return describe(g, hits[0])
+        return Ambiguous(name, tuple(_candidate(g, n) if n in g else declared[n]
+                                     for n in hits))
+    if hits[0] not in g:
+        return _attribute(declared[hits[0]])
+    return describe(g, hits[0], name)
 
 
-def describe(g: nx.MultiDiGraph, node: str) -> WhereResult:
-    """The :class:`WhereResult` of a node id known to be in ``g``."""
+def describe(g: nx.MultiDiGraph, node: str, name: str = "") -> WhereResult:
+    """The :class:`WhereResult` of a node id known to be in ``g`` (``name``:
+    what the user asked for, to say which alias of a class it is)."""
     d = g.nodes[node]
     relations = tuple((rel, sites) for rel, direction, kinds in RELATIONS
                       if (sites := edge_sites(g, node, direction, kinds)))
+    aliases = tuple(Site(str(a["id"]), "alias", str(a.get("file") or ""), int(a.get("line") or 0),
+                         str(a.get("root") or ""))
+                    for a in select.aliases_named(g, node, name)) if name else ()
     return WhereResult(
         node=node, kind=str(d.get("kind", "")), file=str(d.get("file") or ""),
         line=int(d.get("line") or 0), root=str(d.get("root") or ""),
         side=str(d.get("side") or ""), subject=bool(d.get("subject")),
         signature=str(d.get("signature") or ""), doc=str(d.get("doc") or "").strip(),
-        relations=relations, members=_members(g, node) if d.get("kind") == "class" else ())
+        relations=relations, members=_members(g, node) if d.get("kind") == "class" else (),
+        aliases=aliases)
+
+
+def _attribute(c: Candidate) -> WhereResult:
+    """A declared class attribute that is no node of the graph: where it is
+    declared, and no relations (the graph does not follow it)."""
+    return WhereResult(node=c.node, kind=c.kind, file=c.file, line=c.line, root=c.root,
+                       side="", subject=False, signature="", doc="", relations=())
 
 
 def edge_sites(g: nx.MultiDiGraph, node: str, direction: str,

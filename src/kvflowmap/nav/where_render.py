@@ -20,8 +20,15 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     if isinstance(result, Ambiguous):
         return _ambiguous_text(result)
     r = result
-    head = [r.node, f"  {r.kind}" + (f" ({'subject' if r.subject else 'context'})"
-                                      if r.kind != "external" else "")]
+    if r.kind == "attribute":
+        head = [r.node, "  attribute declared in a class body (no node of the graph: "
+                "nothing here follows it)"]
+    else:
+        head = [r.node, f"  {r.kind}" + (f" ({'subject' if r.subject else 'context'})"
+                                          if r.kind != "external" else "")]
+    for a in r.aliases:
+        head.append(f"  {a.node.rpartition('.')[2]} is an alias of it: {a.node}"
+                    + (f" at {a.file}:{a.line}" if a.file else ""))
     if r.file:
         head.append(f"  defined at {r.file}:{r.line}" + (f"  [{r.root}]" if r.root else ""))
     if r.side:
@@ -34,7 +41,7 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     groups = list(r.relations) + ([("members", r.members)] if r.members else [])
     for rel, sites in groups:
         blocks.append(_sites_block(TITLES.get(rel, rel), sites))
-    if not groups:
+    if not groups and r.kind != "attribute":
         blocks.append("  nothing calls it, and it calls or touches nothing in the graph")
     return "\n\n".join(blocks) + "\n"
 
@@ -54,9 +61,10 @@ def _ambiguous_text(a: Ambiguous) -> str:
     lines = [f"{a.name!r} matches {len(a.candidates)} nodes; give more of the name, "
              "e.g. 'Class.method', or the full id:"]
     width = max(len(c.node) for c in a.candidates)
+    kwidth = max(8, *(len(c.kind) for c in a.candidates))
     for c in a.candidates:
         loc = f"{c.file}:{c.line}" if c.file else ""
-        lines.append(f"  {c.node:<{width}}  {c.kind:<8}  {loc}".rstrip())
+        lines.append(f"  {c.node:<{width}}  {c.kind:<{kwidth}}  {loc}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -66,5 +74,7 @@ def where_json(result: WhereResult | Ambiguous) -> str:
         data: dict = {"name": result.name, "ambiguous": [asdict(c) for c in result.candidates]}
     else:
         data = asdict(result)
+        if not result.aliases:
+            del data["aliases"]  # the usual case: the name is the node's own
         data["relations"] = {rel: [asdict(s) for s in sites] for rel, sites in result.relations}
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
