@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.lifecycle.announced import Unannounced
 
@@ -38,11 +38,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per return of the delay-free hook that ends an announced
     request without a word to the workers."""
     lc = lifecycle(ctx)
-    wanted = set(functions(ctx, lc))
-    by_fn: dict[str, list[Unannounced]] = {}
-    for u in lc.unannounced():
-        if u.fqn in wanted:
-            by_fn.setdefault(u.fqn, []).append(u)
+    by_fn: dict[str, list[Unannounced]] = by_function(ctx, lc, lc.unannounced())
 
     def one(f: str) -> list[Finding]:
         out = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
+from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.lifecycle.reported_twice import ReportedTwice
 
@@ -31,11 +31,7 @@ class Options:
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per unconditional report of a possibly no longer pending id."""
     lc = lifecycle(ctx)
-    wanted = set(functions(ctx, lc))
-    by_fn: dict[str, list[ReportedTwice]] = {}
-    for r in lc.reported_twice():
-        if r.fqn in wanted:
-            by_fn.setdefault(r.fqn, []).append(r)
+    by_fn: dict[str, list[ReportedTwice]] = by_function(ctx, lc, lc.reported_twice())
 
     def one(f: str) -> list[Finding]:
         return [ctx.finding(
