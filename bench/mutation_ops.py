@@ -1167,6 +1167,52 @@ def rewrite_silent_load_errors(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(body=cst.IndentedBlock(body=[_stmt("return set()")]))
 
 
+def find_finish_no_forward(module: cst.Module) -> Iterator[Ctx]:
+    """In ``request_finished``, a statement adding to a ``self`` container in
+    a block that ends with ``return False, ...``: the path that ends the
+    request without delaying tells the workers about it
+    (``reqs_not_processed``)."""
+    parents = {id(c.node): c for c in walk(module)}
+    for c in walk(module):
+        if not (isinstance(c.node, cst.IndentedBlock) and c.func is not None
+                and c.func.name.value == "request_finished"):
+            continue
+        body = list(c.node.body)
+        last = _single(body[-1]) if body else None
+        if not (isinstance(last, cst.Return) and last.value is not None
+                and code(last.value).startswith("False")):
+            continue
+        for stmt in body[:-1]:
+            found = container_add(stmt)
+            if found and found[0].startswith("self."):
+                yield parents[id(stmt)]
+
+
+def find_pop_to_del(module: cst.Module) -> Iterator[Ctx]:
+    """``self.X.pop(k, None)`` as a statement in a class's methods: the
+    removal that tolerates an entry another path took out already."""
+    for c in walk(module):
+        small = _single(c.node) if isinstance(c.node, cst.SimpleStatementLine) else None
+        if not (small is not None and isinstance(small, cst.Expr) and _in_class_method(c)):
+            continue
+        call = small.value
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                and call.func.attr.value == "pop" and code(call.func.value).startswith("self.") \
+                and len(call.args) == 2 and code(call.args[1].value) == "None":
+            yield c
+
+
+def rewrite_pop_to_del(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """``del self.X[k]``: a KeyError where the entry is gone."""
+    small = _single(node)
+    assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+    call = small.value
+    assert isinstance(call.func, cst.Attribute)
+    target = f"{code(call.func.value)}[{code(call.args[0].value)}]"
+    return _stmt(f"del {target}\n").with_changes(
+        leading_lines=getattr(node, "leading_lines", ()))
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1201,6 +1247,10 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_unchecked_callback, _to_pass),
     Operator("silent-load-errors", "the failed-blocks hook reports nothing",
              find_silent_load_errors, rewrite_silent_load_errors),
+    Operator("finish-no-forward", "request_finished ends a request, telling the workers nothing",
+             find_finish_no_forward, _to_pass),
+    Operator("pop-to-del", "a tolerant pop(k, None) becomes del c[k]", find_pop_to_del,
+             rewrite_pop_to_del),
 )}
 
 

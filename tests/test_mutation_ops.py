@@ -123,3 +123,38 @@ def test_wait_and_callback_operators_find_their_lines_and_stay_valid() -> None:
     assert "f.result()" not in mutate(HANDSHAKE, sites["unchecked-callback"][0])
     silent = mutate(HANDSHAKE, sites["silent-load-errors"][0])
     assert "    def get_block_ids_with_load_errors(self):\n        return set()\n" in silent
+
+
+FINISH = '''\
+class Scheduler:
+    def __init__(self):
+        self._not_processed = set()
+        self._need_send = {}
+
+    def request_finished(self, request, block_ids):
+        params = request.kv_transfer_params
+        if request.status != "LENGTH_CAPPED":
+            self._not_processed.add(request.request_id)
+            return False, None
+        self._need_send[request.request_id] = block_ids
+        return True, None
+
+    def get_finished(self, finished_req_ids):
+        self._need_send.pop(finished_req_ids, None)
+        return None, None
+'''
+
+
+def test_finish_and_pop_operators_find_their_lines_and_stay_valid() -> None:
+    sites = find_sites(["finish-no-forward", "pop-to-del"], FINISH, "s.py", "s")
+    # only the add right before the non-delaying return, not the delaying path's
+    assert [(s.function, s.line) for s in sites["finish-no-forward"]] == \
+        [("s.Scheduler.request_finished", 9)]
+    assert [(s.function, s.line) for s in sites["pop-to-del"]] == \
+        [("s.Scheduler.get_finished", 15)]
+    text = mutate(FINISH, sites["finish-no-forward"][0])
+    compile(text, "s.py", "exec")
+    assert "            pass\n            return False, None\n" in text
+    text = mutate(FINISH, sites["pop-to-del"][0])
+    compile(text, "s.py", "exec")
+    assert "        del self._need_send[finished_req_ids]\n" in text

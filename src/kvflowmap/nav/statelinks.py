@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable
 import networkx as nx
 
 from kvflowmap.lifecycle.balance import is_init
-from kvflowmap.lifecycle.containers import ADD_OPS
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 from kvflowmap.lifecycle.view import FnView
 
@@ -119,13 +119,18 @@ def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]
     that adds ids to a container it was handed as a parameter, called with
     ``self.<attr>`` (``self._handle_failed_transfer(req_id, self._recv_failures)``
     then ``failed_req_ids.add(req_id)``): the add goes into the caller's
-    state, and the call writes it, it does not read it."""
+    state, and the call writes it, it does not read it. A helper that also
+    removes from the container it is handed drains it: the caller reads."""
     fills: dict[str, dict[str, int]] = {}  # function -> parameter -> first add line
     for fqn, fn in lc.functions.items():
         params = set(fn.param_names) - {"self", "cls"}
+        drained = {op.container for op in fn.all_containers if op.op in REMOVE_OPS}
         for op in fn.all_containers:
             head = op.container.partition(".")[0].partition("[")[0]
-            if head in params and op.op in ADD_OPS and op.container == head:
+            # a helper that also takes entries out (``_pop_done_transfers``
+            # puts back the unfinished ones) drains the caller's state
+            if head in params and op.op in ADD_OPS and op.container == head \
+                    and head not in drained:
                 fills.setdefault(fqn, {}).setdefault(head, op.line)
     if not fills:
         return
@@ -194,11 +199,16 @@ def _foreign_readers(lc: Lifecycle, leaf: str, uses: Iterable[tuple[str, int, st
 
 def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None:
     """The first line of ``fn`` whose statement reads ``chain`` (or a part of
-    it); a statement that binds it (``self._x = set()`` in a constructor) or
-    only writes it (a line in ``skip``) is no read."""
+    it); a statement that binds it (``self._x = set()`` in a constructor),
+    adds to it or clears it, or only writes it otherwise (a line in
+    ``skip``) is no read."""
     for s in fn.stmts:
         if s.line in skip or any(k == "assign" and fn.facts.assigns[i].target == chain
                                  for k, i in s.events):
+            continue
+        # ``self._x.setdefault(k, [])``, ``self._x.clear()``: writes, not reads
+        if any(op.container == chain and op.op in ADD_OPS | RESET_OPS
+               for op in fn.containers(s)):
             continue
         if any(n == chain or n.startswith(chain + ".") or n.startswith(chain + "[")
                for n in s.names):
