@@ -178,3 +178,47 @@ def test_a_field_read_through_a_typed_object_is_read_there(failures_graph) -> No
     assert isinstance(found, WhereResult)
     assert {s.node for s in found.get("producers")} == {f"{MOD}.Metadata.add_req"}
     assert {s.node for s in found.get("consumers")} == {f"{MOD}.PullWorker.bind"}
+
+
+HANDED = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+ReqId = str
+
+
+class Meta:
+    def __init__(self):
+        self.to_send: dict[ReqId, float] = {}
+
+
+class Scheduler:
+    def __init__(self):
+        self._need_send: dict[ReqId, float] = {}
+
+    def request_finished(self, request, block_ids):
+        self._need_send[request.request_id] = 1.0
+        return True, None
+
+    def build_connector_meta(self, scheduler_output):
+        meta = Meta()
+        meta.to_send = self._need_send
+        self._need_send = {}
+        return meta
+
+
+class Worker:
+    def start_load_kv(self, metadata: Meta):
+        for req_id in metadata.to_send:
+            print(req_id)
+'''
+
+
+def test_a_field_handed_over_whole_is_written_there(tmp_path_factory) -> None:
+    # ``meta.to_send = self._need_send``: the metadata's field gets the ids
+    # the scheduler collected, and the worker reads them from it
+    g = with_state_links(_analysed(tmp_path_factory, "statelinks_handed", HANDED).linker)
+    found = where(g, "Meta.to_send")
+    assert isinstance(found, WhereResult)
+    assert {(s.node, s.line) for s in found.get("producers")} == \
+        {(f"{MOD}.Scheduler.build_connector_meta", 22)}
+    assert {s.node for s in found.get("consumers")} == {f"{MOD}.Worker.start_load_kv"}

@@ -69,12 +69,15 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
     for leaf, attr, fqn, line, caller, call_line in _param_fills(lc):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         written.setdefault((caller, attr), set()).add(call_line)
+    for leaf, attr, fqn, line in _handed_over(lc):
+        writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
     defined = _definitions(lc)
     foreign = _foreign_uses(lc)
     for (leaf, attr), writers in sorted(writes.items()):
         readers = dict(_readers(lc, leaf, attr, written))
         for fqn, line in _foreign_readers(lc, leaf, foreign.get(attr, ())):
-            readers.setdefault(fqn, line)
+            if writers.get(fqn) != line:  # ``meta.f = self._x`` writes ``meta.f``
+                readers.setdefault(fqn, line)
         if not readers:
             continue
         node = f"{leaf}.{attr}"
@@ -149,6 +152,32 @@ def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]
                     if arg.startswith("self.") and arg.count(".") == 1:
                         for leaf in _leaves(lc, fn.self_cls):
                             yield leaf, arg[5:], t.fqn, line, fqn, call.line
+
+
+def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
+    """``(leaf, attr, function, line)`` for ``obj.attr = self.X`` where
+    ``self.X`` is request-keyed state and ``obj`` an analysed object
+    (``meta.reqs_to_send = self._reqs_need_send`` in ``build_connector_meta``):
+    the ids move into ``obj``'s field whole."""
+    keyed = {(c.owner, c.attr) for c in lc.containers}
+    for fqn, fn in lc.functions.items():
+        mine = fn.self_cls
+        if mine is None:
+            continue
+        for a in fn.all_assigns:
+            base, _, attr = a.target.rpartition(".")
+            if not base or base.split(".")[0] in ("self", "cls") or a.aug:
+                continue
+            src = a.value or ""
+            if not (src.startswith("self.") and src.count(".") == 1):
+                continue
+            related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
+            if not any((k, src[5:]) in keyed for k in related):
+                continue
+            for kind, t in lc.effects.values.eval(fn.ctx, base):
+                if kind == "inst" and lc.classes.is_class(t):
+                    for leaf in _leaves(lc, t):
+                        yield leaf, attr, fqn, a.line
 
 
 def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str], set[int]]
