@@ -98,3 +98,38 @@ def test_path_from_the_worker_reaches_the_scheduler_through_returns(tmp_path: Pa
     assert first[0].kind == "produces" and first[0].note == "its return value"
     assert first[0].dst == FIELD
     assert "via its return value" in paths.paths_text(result)
+
+
+UNPACKED = '''
+from vllm.v1.outputs import KVConnectorOutput
+
+
+class Worker:
+    def _notifs(self):
+        return {"sent"}
+
+    def _done(self):
+        return {"received"}
+
+    def get_finished(self):
+        return self._notifs(), self._done()
+
+
+class Runner:
+    def step(self, worker: Worker):
+        out = KVConnectorOutput()
+        out.finished_sending, out.finished_recving = worker.get_finished()
+        return out
+'''
+
+
+def test_a_tuple_unpacked_into_fields_keeps_its_slots(tmp_path: Path) -> None:
+    # ``out.finished_sending, out.finished_recving = worker.get_finished()``:
+    # the second slot's producers fill finished_recving, not the first's
+    pkg = tmp_path / "unpacked"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(UNPACKED))
+    g = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False)).graph
+    assert "unpacked.Worker._done" in _producers(g, FIELD)
+    assert "unpacked.Worker._notifs" not in _producers(g, FIELD)
+    assert "unpacked.Worker._notifs" in _producers(g, SENDING)

@@ -65,6 +65,9 @@ class Store:
     line: int
     field: str
     value: str
+    # the place of the target in a tuple unpacking (``out.finished_sending,
+    # out.finished_recving = connector.get_finished(...)``: 1 for recving)
+    position: int | None = None
 
 
 def add_fields(lk: Linker) -> list[Store]:
@@ -81,7 +84,8 @@ def add_fields(lk: Linker) -> list[Store]:
             base, _, attr = a.target.rpartition(".")
             for c in by_attr.get(attr, ()):
                 if base and _is_owner(lk, (module, a.scope), base, c.owner):
-                    stores.append(Store(module, a.scope, a.line, c.field, a.origin or ""))
+                    stores.append(Store(module, a.scope, a.line, c.field, a.origin or "",
+                                        a.position))
         for call in ff.calls:
             for kw, value in call.kwargs:
                 for c in by_attr.get(kw, ()):

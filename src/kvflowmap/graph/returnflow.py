@@ -45,7 +45,7 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
     found: dict[tuple[str, str], int] = {}
     for s in stores:
         if s.value and s.field in lk.graph:
-            for fqn, line in _trace(lk, s.module, s.scope, s.value, Want(), 0, set()):
+            for fqn, line in _trace(lk, s.module, s.scope, s.value, Want(s.position), 0, set()):
                 found.setdefault((fqn, s.field), line)
     for (fqn, field), line in sorted(found.items()):
         d = lk.model.defs[fqn]
