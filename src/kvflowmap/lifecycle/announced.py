@@ -304,12 +304,15 @@ def unannounced(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commi
     with the first: into the same container (the worker completes its
     entry), or after a bare existence notice (the id alone, added to a set)."""
     out: set[Unannounced] = set()
+    handed: dict[str, set[str]] = {}  # builder -> forwarded attrs (subclasses share one)
     for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
         commit, finish, builder = (classes.find_member(cls, n)
                                    for n in (commit_name, finish_name, builder_name))
         if not (commit in fns and finish in fns and builder in fns):
             continue
-        attrs = forwarded_attrs(fns[builder])
+        if builder not in handed:
+            handed[builder] = forwarded_attrs(fns[builder])
+        attrs = handed[builder]
         tests = local_tests(fns[commit])
         for line, attr, op, guards in announcements(fns[commit], eff, attrs) if attrs else ():
             guards = tuple((expand(t, tests), arm) for t, arm in guards)

@@ -33,7 +33,7 @@ from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effects
 from kvflowmap.lifecycle.locks import SETUP
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.view import FnView, walk
 
 _FETCH = frozenset({"get", "pop"})
 
@@ -167,19 +167,12 @@ _COMPOUND = frozenset({"if", "for", "while", "try", "with", "match", "case", "de
 
 def _in_handled_try(body: tuple[Stmt, ...], line: int) -> bool:
     for s in body:
-        if s.kind == "try" and s.handlers and any(x.line == line for x in _all(s.body)):
+        if s.kind == "try" and s.handlers and any(x.line == line for x in walk(s.body)):
             return True
         for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
             if _in_handled_try(part, line):
                 return True
     return False
-
-
-def _all(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    for s in body:
-        yield s
-        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-            yield from _all(part)
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,6 @@ def _reporting_removers(fns: dict[str, FnView], eff: Effects, owed: Collection[C
             continue
         for op in fn.all_containers:
             c = container_of(op.container, fn, eff.values)
-            if c is not None and op.op in REMOVE_OPS | {"popitem"}:
+            if c is not None and op.op in REMOVE_OPS:
                 out.setdefault(c, []).append((f, op.line))
     return out
