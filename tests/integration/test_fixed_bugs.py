@@ -293,6 +293,21 @@ BUGS = (
              "kvc-failed-blocks-reported",
              "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration"
              ".multi_process_adapter.LMCacheMPWorkerAdapter.get_finished"),
+    # The same fix, at the hook the fix changed: a connector whose probe may
+    # answer load_kv_async=True with a failed-blocks hook that is a constant
+    # set() (a TODO) is reported at that hook too.
+    FixedBug("vllm lmcache mp failed-blocks hook is a stub in an async-loading connector",
+             _vllm("0.17.1"),
+             _vllm("0.18.0"),
+             "kvc-failed-blocks-reported",
+             "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_mp_connector"
+             ".LMCacheMPConnector.get_block_ids_with_load_errors"),
+    # PegaFlow 0.20.0's facade, the same shape at the hook.
+    FixedBug("pegaflow failed-blocks hook is a stub in an async-loading connector",
+             _pegaflow("0.20.0"),
+             _pegaflow("0.21.0"),
+             "kvc-failed-blocks-reported",
+             "pegaflow.connector.PegaKVConnector.get_block_ids_with_load_errors"),
     # MoRIIO's read poll let a request go only when status_list[-1].Succeeded():
     # a failed RDMA read stayed in _recving_transfers and its request waited
     # forever. 0.23.0 adds a Failed() arm that notifies and removes it.

@@ -74,3 +74,15 @@ def self_attr(chain: str, selfname: str = "self") -> str | None:
     """``self._x`` -> ``_x``; anything else -> None."""
     head, _, rest = chain.partition(".")
     return rest if head == selfname and rest and "." not in rest and "(" not in rest else None
+
+
+def async_answer(ctx: CheckContext, probe: str, index: int) -> tuple[str, int, str] | None:
+    """The first return of ``probe`` (or a same-named method it forwards to)
+    whose item ``index`` may be true: (function, line, returned text). The
+    probe's ``load_kv_async`` answer; None when every one is False or None."""
+    for d in delegates(ctx, probe):
+        for r in returns_of(ctx, d):
+            text = element(r, index)
+            if text is not None and text not in ("False", "None"):
+                return d, r.line, r.value or ""
+    return None

@@ -41,7 +41,7 @@ def async_reporter(ctx: CheckContext, opts: Options, cls: str) -> list[Finding]:
     probe = ctx.classes.find_member(cls, opts.probe_method)
     if probe is None or not _is_own(ctx, probe):
         return []
-    site = _async_return(ctx, opts, probe)
+    site = ff.async_answer(ctx, probe, opts.async_element)
     if site is None:
         return []
     fqn, line, text = site
@@ -73,16 +73,3 @@ def _is_own(ctx: CheckContext, method: str) -> bool:
     owner = method.rpartition(".")[0]
     return owner != ctx.protocol.base_class and owner not in ctx.classes.mro(
         ctx.protocol.base_class)[1:]
-
-
-def _async_return(ctx: CheckContext, opts: Options,
-                  probe: str) -> tuple[str, int, str] | None:
-    idx = opts.async_element
-    for d in ff.delegates(ctx, probe):
-        for r in ff.returns_of(ctx, d):
-            text = ff.element(r, idx)
-            if text is not None and text not in ("False", "None"):
-                return d, r.line, r.value or ""
-    return None
-
-

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvflowmap.check import flowfacts as ff
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
@@ -21,7 +22,7 @@ from kvflowmap.check.options import option
 from kvflowmap.lifecycle.blocks_dropped import dropped_blocks
 from kvflowmap.lifecycle.ids import unwrap
 from kvflowmap.lifecycle.model import Lifecycle
-from kvflowmap.lifecycle.failures import (Fill, block_channels, failure_sites, fill_sites,
+from kvflowmap.lifecycle.failures import (Fill, block_channels, empty_returns, failure_sites, fill_sites,
                                           unreported_failures, write_only)
 from kvflowmap.lifecycle.load_path import (LoadPath, empty_hook, load_failures, load_paths,
                                            raised_failures)
@@ -205,18 +206,29 @@ def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Fin
 
 def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Finding]:
     """Per connector class whose failed-blocks hook (its own override or the
-    protocol base's default) can only return nothing: the failure branches on
-    its load path. Each is a failed load vLLM never hears of."""
+    protocol base's default) can only return nothing: each failure branch on
+    its load path (a failed load vLLM never hears of) and, for an own
+    override in a class whose probe may answer ``load_kv_async=True``, the
+    hook itself (the stub to fix, failure branches visible or not)."""
     base = ctx.protocol.base_class
     seen: set[tuple[str, int]] = set()
+    stubs: set[str] = set()
     out = []
     for p in paths:
         cls, hook = p.cls, p.hook
         if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
             continue
-        for fqn, line in load_failures(lc.functions, set(p.reached),
-                                       lambda f: lc.state.of(f).own_request_names(),
-                                       lambda fn, it: lc.save_state(fn, unwrap(it))):
+        failures = load_failures(lc.functions, set(p.reached),
+                                 lambda f: lc.state.of(f).own_request_names(),
+                                 lambda fn, it: lc.save_state(fn, unwrap(it)))
+        probe = ctx.classes.find_member(cls, lc.spec.probe)
+        parks = (ff.async_answer(ctx, probe, lc.spec.async_element)
+                 if probe and hook in lc.functions and hook.rpartition(".")[0] != base
+                 else None)
+        if parks is not None and hook not in stubs:
+            stubs.add(hook)
+            out.append(_stub(ctx, lc, cls, hook, parks, failures))
+        for fqn, line in failures:
             if (fqn, line) in seen:
                 continue
             seen.add((fqn, line))
@@ -236,4 +248,26 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
                         if hook in lc.functions else ())),
                 anchor=f"no-channel:{cls.rpartition('.')[2]}"))
     return out
+
+
+def _stub(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
+          parks: tuple[str, int, str], failures: list[tuple[str, int]]) -> Finding:
+    """The analysed failed-blocks hook of a connector that loads
+    asynchronously can only return nothing: every failed load is a success."""
+    fn = lc.functions[hook]
+    line = empty_returns(fn)[0] if empty_returns(fn) else fn.fact.line
+    probe, probe_line, text = parks
+    return ctx.finding(
+        hook, line,
+        f"{short(hook)} can only return an empty collection, while {cls.rpartition('.')[2]} "
+        f"loads asynchronously ({short(probe)} may answer load_kv_async=True, line "
+        f"{probe_line}): a load that fails is never reported, so vLLM takes its blocks as "
+        "loaded and the request runs on whatever they held"
+        + (f"; {len(failures)} failure branch(es) on the load path say so" if failures else "")
+        + ". Record the blocks of each failed load in a container this hook returns and "
+        "clears (or return what a helper records)",
+        path=(ctx.step(probe, probe_line, f"returns {text}: an async load"),
+              *(ctx.step(f, ln, "a load fails here") for f, ln in failures[:MAX_SITES]),
+              ctx.step(hook, line, "the hook can only return nothing")),
+        anchor=f"stub:{cls.rpartition('.')[2]}")
 
