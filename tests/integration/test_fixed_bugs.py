@@ -241,6 +241,15 @@ BUGS = (
              "kvc-request-id-not-dropped",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter"
              ".submit_retrieve_request"),
+    # The same release pair: the connector's shutdown shut the worker adapter
+    # down and never the scheduler adapter, whose message-queue client (closed
+    # only on a failed start) kept its socket open. 0.5.0 gives the scheduler
+    # adapter a shutdown that closes it, called from the connector's.
+    FixedBug("lmcache shutdown leaves the scheduler adapter's client open",
+             _lmcache("0.4.7"),
+             _lmcache("0.5.0"),
+             "kvc-shutdown-closes-what-it-owns",
+             "lmcache.integration.vllm.lmcache_mp_connector.LMCacheMPConnector.shutdown"),
     # vLLM's Mooncake store sending thread: an exception from the store step
     # (batch_is_exist re-raised) skipped dec_stored_request, so the request's
     # in-flight count never reached 0 and it was never reported in

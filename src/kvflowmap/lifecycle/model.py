@@ -27,6 +27,7 @@ from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
+from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
@@ -406,6 +407,18 @@ class Lifecycle:
         per request of the step (``step_releases``)."""
         return skipped_releases(fqn, self.functions[fqn], self.cfg(fqn), self.state,
                                 self.spec.releases)
+
+    def unclosed(self, base: str) -> list[Unclosed]:
+        """Per connector class deriving from ``base`` that overrides the
+        shutdown hook: what its objects hold that the code closes somewhere
+        and the hook never closes (``shutdown``)."""
+        calls = self.effects.calls
+
+        def resolve(fn: FnView, c) -> list[str]:
+            return [t.fqn for t in calls.resolve(fn.ctx, c)]
+
+        return unclosed(self.functions, self.classes, base, self.spec.shutdown,
+                        self.spec.closes, resolve, lambda starts: self.runs_from(starts))
 
     def reported_twice(self) -> list[ReportedTwice]:
         """Reports of an id made whether or not it is still pending, while

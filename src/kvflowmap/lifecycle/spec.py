@@ -54,6 +54,10 @@ class LifecycleSpec:
     commit: str = "update_state_after_alloc"
     metadata_builder: str = "build_connector_meta"
     releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
+    # the hook that ends a connector's life, and the calls that give back a
+    # long-lived resource (a socket, a thread, a client): matched on the name
+    shutdown: str = "shutdown"
+    closes: tuple[str, ...] = ("close", "shutdown", "stop", "join", "terminate")
     delay_free: str = "request_finished"
     delay_element: int = 0
     channels: tuple[Channel, ...] = ()
@@ -97,6 +101,8 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         commit=str(raw.get("commit", "update_state_after_alloc")),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
+        shutdown=str(raw.get("shutdown", "shutdown")),
+        closes=tuple(raw.get("closes") or ("close", "shutdown", "stop", "join", "terminate")),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
         channels=channels,

@@ -18,7 +18,8 @@
 - ``asserted``: no assert that an entry is still where another path removes it;
 - ``announced``: a request announced to the workers is announced again on every way it finishes;
 - ``step_released``: a per-request release of the step's requests runs on every exit;
-- ``reported_once``: an id is reported only while still pending when another path reports too.
+- ``reported_once``: an id is reported only while still pending when another path reports too;
+- ``shutdown_closes``: the shutdown hook closes what the connector's objects hold.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from __future__ import annotations
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, removed_together, reported_left, reported_once,
-                                             reset_forwards, stalled, step_released,
+                                             reset_forwards, shutdown_closes, stalled,
+                                             step_released,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
@@ -54,6 +56,8 @@ MODES: dict[str, KindSpec] = {
                               step_released.READS),
     "reported_once": KindSpec(reported_once.Options, reported_once.check,
                               reported_once.READS),
+    "shutdown_closes": KindSpec(shutdown_closes.Options, shutdown_closes.check,
+                                shutdown_closes.READS),
 }
 
 __all__ = ["MODES"]
