@@ -1188,6 +1188,22 @@ def find_finish_no_forward(module: cst.Module) -> Iterator[Ctx]:
                 yield parents[id(stmt)]
 
 
+# -- a shutdown that forgets one of the objects it closes ----------------------
+
+SHUTDOWN_CLOSE_RE = re.compile(r"^self\.\w+\.(close|shutdown|stop|join|terminate)\(")
+
+
+def find_shutdown_no_close(module: cst.Module) -> Iterator[Ctx]:
+    """Statements ``self.X.close()`` (or shutdown/stop/join/terminate) in a
+    class's ``shutdown`` method: the mutant forgets to close that object."""
+    for c in walk(module):
+        if not isinstance(c.node, cst.SimpleStatementLine) or c.func is None \
+                or c.func.name.value != "shutdown" or len(c.funcs) != 1 or not _classes(c):
+            continue
+        if SHUTDOWN_CLOSE_RE.match(code(c.node).strip()):
+            yield c
+
+
 def find_pop_to_del(module: cst.Module) -> Iterator[Ctx]:
     """``self.X.pop(k, None)`` as a statement in a class's methods: the
     removal that tolerates an entry another path took out already."""
@@ -1251,6 +1267,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_finish_no_forward, _to_pass),
     Operator("pop-to-del", "a tolerant pop(k, None) becomes del c[k]", find_pop_to_del,
              rewrite_pop_to_del),
+    Operator("shutdown-no-close", "the shutdown hook forgets to close one object",
+             find_shutdown_no_close, _to_pass),
 )}
 
 

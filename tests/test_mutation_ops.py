@@ -158,3 +158,27 @@ def test_finish_and_pop_operators_find_their_lines_and_stay_valid() -> None:
     text = mutate(FINISH, sites["pop-to-del"][0])
     compile(text, "s.py", "exec")
     assert "        del self._need_send[finished_req_ids]\n" in text
+
+
+SHUTDOWN = '''\
+class Connector:
+    def __init__(self):
+        self.client = Client()
+        self.client.close()
+
+    def shutdown(self):
+        self.worker.shutdown()
+        if self.client is not None:
+            self.client.close()
+        log("bye")
+'''
+
+
+def test_shutdown_no_close_drops_one_close_of_the_hook_only() -> None:
+    sites = find_sites(["shutdown-no-close"], SHUTDOWN, "s.py", "s")
+    # the two closes in shutdown, not the one in __init__
+    assert [(s.function, s.line) for s in sites["shutdown-no-close"]] == \
+        [("s.Connector.shutdown", 7), ("s.Connector.shutdown", 9)]
+    text = mutate(SHUTDOWN, sites["shutdown-no-close"][1])
+    compile(text, "s.py", "exec")
+    assert "            pass\n        log" in text and "self.worker.shutdown()" in text
