@@ -222,3 +222,55 @@ def test_a_field_handed_over_whole_is_written_there(tmp_path_factory) -> None:
     assert {(s.node, s.line) for s in found.get("producers")} == \
         {(f"{MOD}.Scheduler.build_connector_meta", 22)}
     assert {s.node for s in found.get("consumers")} == {f"{MOD}.Worker.start_load_kv"}
+
+
+BLOCKS = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class RecvThread:
+    def __init__(self):
+        self.invalid_block_ids = set()
+
+    def _mark_failed(self, request_id, block_ids):
+        self.invalid_block_ids.update(block_ids)
+
+    def get_and_clear_invalid_block_ids(self):
+        invalid = self.invalid_block_ids
+        self.invalid_block_ids = set()
+        return invalid
+
+
+class Worker:
+    def __init__(self):
+        self.recv_thread = RecvThread()
+
+    def get_block_ids_with_load_errors(self):
+        return self.recv_thread.get_and_clear_invalid_block_ids()
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = Worker()
+
+    def get_block_ids_with_load_errors(self):
+        return self.worker.get_block_ids_with_load_errors()
+'''
+
+
+def test_failed_blocks_reach_the_hook_through_a_helpers_state(tmp_path_factory) -> None:
+    # blocks are not request ids, yet a failure's blocks reach vLLM through
+    # the container the failed-blocks hook drains (here a helper's)
+    g = with_state_links(_analysed(tmp_path_factory, "blocks", BLOCKS).linker)
+    found = where(g, "RecvThread.invalid_block_ids")
+    assert isinstance(found, WhereResult)
+    assert {s.node for s in found.get("producers")} == {f"{MOD}.RecvThread._mark_failed"}
+    assert {s.node for s in found.get("consumers")} == \
+        {f"{MOD}.RecvThread.get_and_clear_invalid_block_ids"}
+    result = paths.find_paths(g, "RecvThread._mark_failed",
+                              "RecvThread.get_and_clear_invalid_block_ids")
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert [s.kind for s in first] == ["produces", "consumes"]
+    assert first[0].line == 10 and first[1].line == 13
+    assert "puts failed blocks into RecvThread.invalid_block_ids" in first[0].note

@@ -87,7 +87,8 @@ def fill_sites(fns: dict[str, FnView]) -> dict[str, list[Fill]]:
     out: dict[str, list[Fill]] = {}
     for fqn, fn in sorted(fns.items()):
         for attr, line, own in sorted(_fills(fn), key=lambda t: t[1]):
-            out.setdefault(attr, []).append(Fill(attr, fqn, line, fn.cls if own else None))
+            # a done-callback nested in a method fills its ``self`` too
+            out.setdefault(attr, []).append(Fill(attr, fqn, line, fn.self_cls if own else None))
     return out
 
 

@@ -30,10 +30,12 @@ import networkx as nx
 
 from kvflowmap.lifecycle.balance import is_init
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
+from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 from kvflowmap.lifecycle.view import FnView
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
+FAILED_BLOCKS = "failed_blocks"  # the protocol's report channel of failed load blocks
 
 
 def with_state_links(linker) -> nx.MultiDiGraph:
@@ -71,6 +73,11 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
         written.setdefault((caller, attr), set()).add(call_line)
     for leaf, attr, fqn, line in _handed_over(lc):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
+    blocks: set[tuple[str, str]] = set()  # (leaf, attr) holding blocks, not ids
+    for leaf, attr, fqn, line in _failed_block_fills(lc):
+        written.setdefault((fqn, attr), set()).add(line)
+        writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
+        blocks.add((leaf, attr))
     defined = _definitions(lc)
     foreign = _foreign_uses(lc)
     for (leaf, attr), writers in sorted(writes.items()):
@@ -89,10 +96,11 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
             g.add_node(node, kind="field", line=first_line, flow=True,
                        package=node.split(".")[0], subject=True,
                        **where(lc.functions[first_fqn].module))
+        what = "failed blocks" if (leaf, attr) in blocks else "ids"
         for fqn, line in sorted(writers.items()):
-            _edge(g, lc, fqn, node, "produces", line, where, f"puts ids into {label}")
+            _edge(g, lc, fqn, node, "produces", line, where, f"puts {what} into {label}")
         for fqn, line in sorted(readers.items()):
-            _edge(g, lc, node, fqn, "consumes", line, where, f"reads ids from {label}")
+            _edge(g, lc, node, fqn, "consumes", line, where, f"reads {what} from {label}")
 
 
 def _leaves(lc: Lifecycle, cls: str) -> list[str]:
@@ -152,6 +160,35 @@ def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]
                     if arg.startswith("self.") and arg.count(".") == 1:
                         for leaf in _leaves(lc, fn.self_cls):
                             yield leaf, arg[5:], t.fqn, line, fqn, call.line
+
+
+def _failed_block_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
+    """``(leaf, attr, function, line)`` for each statement that puts blocks
+    into a container the failed-blocks hook drains (the protocol's
+    ``failed_blocks`` channel): a failed transfer's blocks reach vLLM
+    through that state (``_handle_failed_transfer`` fills
+    ``self._invalid_block_ids``, ``get_block_ids_with_load_errors`` swaps it
+    out). Blocks are not request ids, so the lifecycle's request-keyed
+    containers leave them out."""
+    chan = lc.spec.channel(FAILED_BLOCKS)
+    if chan is None or not chan.methods:
+        return
+    calls = lc.effects.calls
+
+    def resolve(fn: FnView, call) -> list[str]:
+        return [t.fqn for t in calls.resolve(fn.ctx, call) if not t.external]
+
+    sites = fill_sites(lc.functions)
+    for ch in block_channels(lc.functions, chan.methods, resolve):
+        for attr, drainer, _ in ch.drained:
+            # the object whose state is drained: the hook's, or a helper's
+            # (``self.kv_recv_thread.get_and_clear_invalid_block_ids()``)
+            owner = lc.functions[drainer].self_cls or ""
+            for f in sites.get(attr, ()):
+                if f.cls and lc.classes.related(owner, f.cls):
+                    for leaf in _leaves(lc, f.cls):
+                        if owner in lc.classes.mro(leaf):
+                            yield leaf, attr, f.fqn, f.line
 
 
 def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
