@@ -251,7 +251,11 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
                         # ``return Meta(reqs=self._reqs)``: the metadata carries it
                         use(attr, fn, c.line, "forward" if c.line in handed and
                             not callee.startswith(("self.", "super()")) else "escape")
-                attr = self_attr(callee.rpartition(".")[0]) if callee.count(".") == 2 else None
+                recv = callee.rpartition(".")[0]
+                # ``self._x[rid].extend(...)``: a method of an entry, not of
+                # the container (a read of it, not a hand-off)
+                attr = self_attr(recv) if callee.count(".") == 2 and not recv.endswith("]") \
+                    else None
                 meth = callee.rpartition(".")[2]
                 if attr is not None and meth in _LEAVE_METHODS and attr not in handled:
                     use(attr, fn, c.line, "remove")  # ``difference_update``: no container op
