@@ -27,6 +27,7 @@ from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
+from kvflowmap.lifecycle.polled import Unacted, unacted
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
@@ -407,6 +408,12 @@ class Lifecycle:
         per request of the step (``step_releases``)."""
         return skipped_releases(fqn, self.functions[fqn], self.cfg(fqn), self.state,
                                 self.spec.releases)
+
+    def unacted(self, fqn: str) -> list[Unacted]:
+        """Paths of ``fqn`` that see a polled transfer done and then neither
+        report, remove nor hand on its request (``polled``)."""
+        keyed = {c.attr for c in self.containers}
+        return unacted(self.functions[fqn], self.effects, keyed, self.spec.done_tests)
 
     def unclosed(self, base: str) -> list[Unclosed]:
         """Per connector class deriving from ``base`` that overrides the

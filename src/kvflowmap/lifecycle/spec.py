@@ -56,6 +56,9 @@ class LifecycleSpec:
     releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
     # the hook that ends a connector's life, and the calls that give back a
     # long-lived resource (a socket, a thread, a client): matched on the name
+    # methods whose call asks an in-flight transfer whether it is done
+    done_tests: tuple[str, ...] = ("done", "query", "is_ready", "ready", "is_done",
+                                   "is_finished", "completed")
     shutdown: str = "shutdown"
     closes: tuple[str, ...] = ("close", "shutdown", "stop", "join", "terminate")
     delay_free: str = "request_finished"
@@ -101,6 +104,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         commit=str(raw.get("commit", "update_state_after_alloc")),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
+        done_tests=tuple(raw.get("done_tests") or LifecycleSpec.done_tests),
         shutdown=str(raw.get("shutdown", "shutdown")),
         closes=tuple(raw.get("closes") or ("close", "shutdown", "stop", "join", "terminate")),
         delay_free=str(delay.get("method", "request_finished")),
