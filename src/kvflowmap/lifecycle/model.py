@@ -425,7 +425,8 @@ class Lifecycle:
             return [t.fqn for t in calls.resolve(fn.ctx, c)]
 
         return unclosed(self.functions, self.classes, base, self.spec.shutdown,
-                        self.spec.closes, resolve, lambda starts: self.runs_from(starts))
+                        self.spec.closes, resolve, lambda starts: self.runs_from(starts),
+                        self.spec.closeables)
 
     def reported_twice(self) -> list[ReportedTwice]:
         """Reports of an id made whether or not it is still pending, while

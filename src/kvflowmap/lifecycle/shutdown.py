@@ -88,9 +88,11 @@ def _closes(fn: FnView, closes: Collection[str]) -> list[tuple[str, int, str]]:
     return out
 
 
-def _constructed(fn: FnView, resolve: Resolve, classes) -> dict[str, str | None]:
+def _constructed(fn: FnView, resolve: Resolve, classes, external: Collection[str] = ()
+                 ) -> dict[str, str | None]:
     """Attributes ``fn`` stores a constructed object in: ``self.A = K(...)``
-    -> {A: K's FQN, or None when K is not analysed}."""
+    -> {A: K's FQN, or None when K is neither analysed nor one of the
+    ``external`` classes known to hold a resource}."""
     out: dict[str, str | None] = {}
     for s in fn.stmts:
         for a in fn.assigns(s):
@@ -104,7 +106,7 @@ def _constructed(fn: FnView, resolve: Resolve, classes) -> dict[str, str | None]
             kind = None
             for t in resolve(fn, call):
                 k = t[:-len(".__init__")] if t.endswith(".__init__") else t
-                if classes.is_class(k):
+                if classes.is_class(k) or k in external:
                     kind = k
                     break
             out[attr] = kind
@@ -113,11 +115,14 @@ def _constructed(fn: FnView, resolve: Resolve, classes) -> dict[str, str | None]
 
 def unclosed(fns: dict[str, FnView], classes, base: str, hook_name: str,
              closes: Collection[str], resolve: Resolve,
-             runs_from: Callable[[list[str]], set[str]]) -> list[Unclosed]:
+             runs_from: Callable[[list[str]], set[str]],
+             closeables: Collection[str] = ()) -> list[Unclosed]:
     """Per connector class (deriving from ``base``) that overrides
     ``hook_name`` in the analysed code: the owned attributes the code closes
-    somewhere (or whose class has a close method) that nothing the hook makes
-    run closes."""
+    somewhere (or whose class has a close method, or is one of the library
+    classes ``closeables`` names as ``module.Class.method``) that nothing the
+    hook makes run closes."""
+    external = {c.rpartition(".")[0]: c.rpartition(".")[2] for c in closeables}
     methods: dict[str, list[FnView]] = {}
     for fn in fns.values():
         if fn.cls:
@@ -126,7 +131,7 @@ def unclosed(fns: dict[str, FnView], classes, base: str, hook_name: str,
     closed_somewhere: dict[tuple[str, str], tuple[str, int]] = {}
     for k, ms in methods.items():
         for fn in ms:
-            owned[k].update(_constructed(fn, resolve, classes))
+            owned[k].update(_constructed(fn, resolve, classes, external))
             for attr, line, _ in _closes(fn, closes):
                 closed_somewhere.setdefault((k, attr), (fn.fqn, line))
     out = []
@@ -137,7 +142,7 @@ def unclosed(fns: dict[str, FnView], classes, base: str, hook_name: str,
         if hook is None or hook not in fns or hook.rpartition(".")[0] != cls:
             continue  # judged in the class that overrides the hook
         closed = _closed(hook, fns, classes, owned, closes, runs_from)
-        out += _walk(cls, hook, owned, closed, closed_somewhere, methods, closes)
+        out += _walk(cls, hook, owned, closed, closed_somewhere, methods, closes, external)
     return out
 
 
@@ -166,8 +171,11 @@ def _closed(hook: str, fns: dict[str, FnView], classes, owned: dict[str, dict[st
 
 
 def _closer(kind: str | None, methods: dict[str, list[FnView]],
-            closes: Collection[str]) -> str | None:
-    """The close method an analysed class defines itself, if any."""
+            closes: Collection[str], external: dict[str, str]) -> str | None:
+    """The close method an analysed class defines itself, or a known
+    library class has, if any."""
+    if kind in external:
+        return external[kind]
     for fn in methods.get(kind or "", ()):
         if _matches(fn.name, closes):
             return fn.name
@@ -176,7 +184,8 @@ def _closer(kind: str | None, methods: dict[str, list[FnView]],
 
 def _walk(cls: str, hook: str, owned: dict[str, dict[str, str | None]],
           closed: set[tuple[str, str]], somewhere: dict[tuple[str, str], tuple[str, int]],
-          methods: dict[str, list[FnView]], closes: Collection[str]) -> list[Unclosed]:
+          methods: dict[str, list[FnView]], closes: Collection[str],
+          external: dict[str, str]) -> list[Unclosed]:
     """Owned attributes from ``cls`` on, breadth first; the objects an
     unclosed attribute holds are not walked into (they go with it)."""
     out = []
@@ -187,7 +196,7 @@ def _walk(cls: str, hook: str, owned: dict[str, dict[str, str | None]],
         for owner, via in frontier:
             for attr, kind in sorted(owned.get(owner, {}).items()):
                 where = somewhere.get((owner, attr))
-                closer = _closer(kind, methods, closes)
+                closer = _closer(kind, methods, closes, external)
                 if (owner, attr) not in closed and (where or closer):
                     out.append(Unclosed(hook, cls, owner, attr, (*via, attr), kind, where,
                                         closer))

@@ -61,6 +61,9 @@ class LifecycleSpec:
                                    "is_finished", "completed")
     shutdown: str = "shutdown"
     closes: tuple[str, ...] = ("close", "shutdown", "stop", "join", "terminate")
+    # library classes whose objects hold a resource, with the method that frees it
+    closeables: tuple[str, ...] = ("concurrent.futures.ThreadPoolExecutor.shutdown",
+                                   "concurrent.futures.ProcessPoolExecutor.shutdown")
     delay_free: str = "request_finished"
     delay_element: int = 0
     channels: tuple[Channel, ...] = ()
@@ -106,7 +109,8 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
         done_tests=tuple(raw.get("done_tests") or LifecycleSpec.done_tests),
         shutdown=str(raw.get("shutdown", "shutdown")),
-        closes=tuple(raw.get("closes") or ("close", "shutdown", "stop", "join", "terminate")),
+        closes=tuple(raw.get("closes") or LifecycleSpec.closes),
+        closeables=tuple(raw.get("closeables") or LifecycleSpec.closeables),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
         channels=channels,
