@@ -1204,6 +1204,32 @@ def find_shutdown_no_close(module: cst.Module) -> Iterator[Ctx]:
             yield c
 
 
+# -- a REP serving loop that forgets one of its replies --------------------------
+
+REPLY_RE = re.compile(r"^(?:await\s+)?([\w.]+)\.send(?:_multipart|_pyobj|_json|_string)?\(")
+
+
+def find_drop_reply(module: cst.Module) -> Iterator[Ctx]:
+    """In a module that makes ``zmq.REP`` sockets, a reply ``sock.send(...)``
+    inside a loop whose function sends on the same socket more than once
+    (an error reply besides the normal one): the mutant drops it."""
+    if "zmq.REP" not in code(module):
+        return
+    sends: dict[tuple[int, str], int] = {}
+    hits = []
+    for c in walk(module):
+        if not isinstance(c.node, cst.SimpleStatementLine) or c.func is None:
+            continue
+        m = REPLY_RE.match(code(c.node).strip())
+        if m and any(isinstance(p, (cst.While, cst.For)) for p in c.parents):
+            key = (id(c.func), m.group(1))
+            sends[key] = sends.get(key, 0) + 1
+            hits.append((key, c))
+    for key, c in hits:
+        if sends[key] > 1:
+            yield c
+
+
 def find_pop_to_del(module: cst.Module) -> Iterator[Ctx]:
     """``self.X.pop(k, None)`` as a statement in a class's methods: the
     removal that tolerates an entry another path took out already."""
@@ -1269,6 +1295,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              rewrite_pop_to_del),
     Operator("shutdown-no-close", "the shutdown hook forgets to close one object",
              find_shutdown_no_close, _to_pass),
+    Operator("drop-reply", "a REP serving loop forgets one of its replies", find_drop_reply,
+             _to_pass),
 )}
 
 

@@ -182,3 +182,33 @@ def test_shutdown_no_close_drops_one_close_of_the_hook_only() -> None:
     text = mutate(SHUTDOWN, sites["shutdown-no-close"][1])
     compile(text, "s.py", "exec")
     assert "            pass\n        log" in text and "self.worker.shutdown()" in text
+
+
+REPLY = '''\
+import zmq
+
+
+class Server:
+    def __init__(self, ctx):
+        self.sock = ctx.socket(zmq.REP)
+
+    def serve(self):
+        while True:
+            msg = self.sock.recv()
+            try:
+                self.sock.send(self.handle(msg))
+            except Exception:
+                self.sock.send(b"")
+
+    def once(self):
+        self.sock.send(b"hi")
+'''
+
+
+def test_drop_reply_drops_one_of_two_replies_in_a_loop() -> None:
+    sites = find_sites(["drop-reply"], REPLY, "s.py", "s")
+    assert [(s.function, s.line) for s in sites["drop-reply"]] == \
+        [("s.Server.serve", 12), ("s.Server.serve", 14)]
+    text = mutate(REPLY, sites["drop-reply"][1])
+    compile(text, "s.py", "exec")
+    assert "            except Exception:\n                pass\n" in text

@@ -28,6 +28,7 @@ from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.polled import Unacted, unacted
+from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
@@ -99,6 +100,7 @@ class Lifecycle:
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
     _named: frozenset[str] | None = None
+    _reps: dict[tuple[str, str], int] | None = None
     _takers: dict[str, str] | None = None
     _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
@@ -414,6 +416,13 @@ class Lifecycle:
         report, remove nor hand on its request (``polled``)."""
         keyed = {c.attr for c in self.containers}
         return unacted(self.functions[fqn], self.effects, keyed, self.spec.done_tests)
+
+    def unreplied(self, fqn: str) -> list[Unreplied]:
+        """Paths of ``fqn``'s serving loops that receive on a REP socket and
+        go back without replying (``replies``)."""
+        if self._reps is None:
+            self._reps = rep_sockets(self.functions)
+        return unreplied(self.functions[fqn], self._reps)
 
     def unclosed(self, base: str) -> list[Unclosed]:
         """Per connector class deriving from ``base`` that overrides the

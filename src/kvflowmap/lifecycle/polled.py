@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.effects import HANDLING, Effects, is_logging
+from kvflowmap.lifecycle.outcomes import outcomes
 from kvflowmap.lifecycle.pending import walked_container
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -67,9 +68,9 @@ def unacted(fn: FnView, eff: Effects, keyed: Collection[str],
         test, region = found
         acts = _acts(fn, eff, rid)
         ends: list[int] = []
-        outcomes = _outcomes(region, acts, ends)
-        if "fall" in outcomes:
-            ends.append(loop.body[-1].line if loop.body else loop.line)
+        falls: list[int] = []
+        if "fall" in outcomes(region, acts, ends, falls):
+            ends += falls or [loop.body[-1].line if loop.body else loop.line]
         if ends:
             out.append(Unacted(fn.fqn, min(ends), loop.line, test.line, attr, rid,
                                (test.text or "").strip()))
@@ -114,39 +115,3 @@ def _acts(fn: FnView, eff: Effects, rid: str) -> Callable[[Stmt], bool]:
         return any(not is_logging(c.callee or "") and rid in (*c.args, *(v for _, v in c.kwargs))
                    for c in fn.calls(s))
     return acts
-
-
-def _outcomes(stmts: list[Stmt] | tuple[Stmt, ...], acts: Callable[[Stmt], bool],
-              ends: list[int]) -> set[str]:
-    """How the paths through ``stmts`` end: ``acc`` (acted on the request),
-    ``exit`` (left the loop by return or raise), ``fall`` (ran off the end);
-    a ``continue`` or ``break`` before acting adds its line to ``ends``."""
-    res: set[str] = set()
-    for s in stmts:
-        k = s.kind
-        if k in ("continue", "break"):
-            ends.append(s.line)
-            return res
-        if k in ("return", "raise"):
-            return res | {"exit"}
-        if k == "if":
-            o = _outcomes(s.body, acts, ends) | (_outcomes(s.orelse, acts, ends)
-                                                 if s.orelse else {"fall"})
-        elif k in ("with", "try"):
-            o = _outcomes(s.body, acts, ends)
-            for h in s.handlers:
-                o |= _outcomes(h.body, acts, ends)
-            if s.final:
-                o |= _outcomes(s.final, acts, ends)
-        elif k in ("for", "while"):
-            # a nested loop that acts on the request (``for r in [rid, *others]``)
-            # counts; its own continue and break are its business
-            o = {"acc"} if any(acts(b) for b in walk(s.body)) else {"fall"}
-        elif k in ("def", "class"):
-            o = {"fall"}
-        else:
-            o = {"acc"} if acts(s) else {"fall"}
-        res |= o - {"fall"}
-        if "fall" not in o:
-            return res
-    return res | {"fall"}
