@@ -274,3 +274,11 @@ def test_failed_blocks_reach_the_hook_through_a_helpers_state(tmp_path_factory) 
     assert [s.kind for s in first] == ["produces", "consumes"]
     assert first[0].line == 10 and first[1].line == 13
     assert "puts failed blocks into RecvThread.invalid_block_ids" in first[0].note
+
+
+def test_a_field_asked_for_under_its_base_class_names_the_leaf_nodes(tmp_path_factory) -> None:
+    a = _analysed(tmp_path_factory, "inherited", SOURCE)
+    g = with_state_links(a.linker)
+    found = where(g, "BaseWorker._done", a.linker.model)
+    assert isinstance(found, WhereResult)
+    assert found.node == f"{MOD}.PullWorker._done"

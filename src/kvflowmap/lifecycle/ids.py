@@ -347,6 +347,7 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                     (n.partition(".")[0] in carriers and "." in n) or n in mine.records
                     for n in s.names):
                 mine.records.add(a.target)  # ``spec = request.load_spec``: per-request data
+    _lookup_keys(state, fn, mine)
     for s in fn.stmts:
         for op in fn.containers(s):
             # ``request_ids.append(req_id)``: a local collection of ids
@@ -377,6 +378,38 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             # loop walks requests, whatever the iterable is called
             mine.requests.add(targets[0])
     return mine.size() != before
+
+
+_LOOKUPS = frozenset({"get", "pop", "setdefault", "__contains__"})
+
+
+def _lookup_keys(state: IdState, fn: FnView, mine: FnIds) -> None:
+    """A local that a request-keyed ``self`` container is looked up or
+    entered by is a request id, wherever it came from (``req_id, tp =
+    msg.rsplit(":", 1)`` parsed out of a peer's notification, then
+    ``self._recving_metadata.get(req_id)``): the container's keys are ids."""
+    taken = mine.ids | mine.colls | mine.records | mine.outcomes | mine.requests
+    # only a local the function computes itself (parsed out of a message),
+    # not a loop target nor a parameter: a loop over some other collection
+    # already says what its elements are
+    assigned = {a.target for a in fn.all_assigns if a.target.isidentifier() and not a.aug}
+    params = set(fn.param_names) | (taken - assigned) | {
+        t for st in fn.stmts if st.kind == "for" for t in loop_targets(st.text)[0]}
+    for c in fn.all_calls:
+        head, _, meth = (c.callee or "").rpartition(".")
+        if meth not in _LOOKUPS or not head.startswith("self.") or head.count(".") != 1:
+            continue
+        key = c.args[0] if c.args else None
+        if key and key in assigned and key not in taken and key not in params and \
+                head[5:] in state.keyed_attrs:
+            mine.ids.add(key)
+    for op in fn.all_containers:
+        key = op.key
+        if op.container.startswith("self.") and op.container.count(".") == 1 and key and \
+                key in assigned and key not in taken and key not in params and \
+                op.container[5:] in state.keyed_attrs and op.op in ("setitem", "setdefault",
+                                                                    "delitem", "pop"):
+            mine.ids.add(key)
 
 
 def _reads_id_field(state: IdState, loop: Stmt, name: str) -> bool:

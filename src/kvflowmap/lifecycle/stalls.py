@@ -51,7 +51,9 @@ def stalls(fn: FnView, ids: set[str], finished: tuple[str, ...] = (),
         targets, walked = loop_targets(loop.text) if loop.kind == "for" else ([], "")
         root = walked.partition("(")[2].partition(")")[0] or walked  # list(x.items())
         base = root.rpartition(".items")[0] or root.rpartition(".values")[0] or root
-        if not targets or base in finished or not (
+        # pending state is held in a container; what a call returns
+        # (``self._wrapper.get_new_notifs().values()``) is news, not state
+        if not targets or base in finished or "(" in base or not (
                 base.startswith("self.") or base in fn.param_names):
             continue
         if saves(base) or _fed_by(fn, base, finished):

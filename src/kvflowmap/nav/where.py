@@ -144,6 +144,26 @@ def declared_attributes(model: "Model", name: str) -> dict[str, Candidate]:
     return out
 
 
+def inherited_fields(g: nx.MultiDiGraph, name: str, model: "Model") -> list[str]:
+    """The state nodes of a field asked for under the class that defines it
+    (``NixlBaseConnectorWorker._recving_transfers``): request-keyed state is
+    one node per concrete class whose objects hold it
+    (``NixlPullConnectorWorker._recving_transfers`` and the Push worker's),
+    so the name designates those of the classes deriving from it."""
+    from kvflowmap.model.classes import ClassIndex
+
+    cls, _, attr = name.rpartition(".")
+    if not cls or not attr:
+        return []
+    ci = ClassIndex(model)
+    owners = {c for c in ci.bases if c == cls or c.endswith("." + cls)}
+    if not owners:
+        return []
+    return sorted(n for n, d in g.nodes(data=True)
+                  if d.get("kind") == "field" and n.rpartition(".")[2] == attr
+                  and owners & set(ci.mro(n.rpartition(".")[0])))
+
+
 def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None
           ) -> WhereResult | Ambiguous:
     """Definition, callers, callees and data relations of the node ``name``
@@ -151,7 +171,12 @@ def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None
     class attributes declared under the same name count, see the module
     docstring)."""
     declared = declared_attributes(model, name) if model is not None else {}
-    hits = lookup(g, name, declared)
+    try:
+        hits = lookup(g, name, declared)
+    except select.SelectError:
+        hits = inherited_fields(g, name, model) if model is not None else []
+        if not hits:
+            raise
     if len(hits) > 1:
         return Ambiguous(name, tuple(_candidate(g, n) if n in g else declared[n]
                                      for n in hits))
