@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.view import FnView
@@ -35,7 +35,7 @@ class Unclosed:
     closes it at ``closed_at`` (function, line), or, when that is None, its
     class ``kind`` has the close method ``closer``."""
 
-    fqn: str  # the hook
+    fqn: str  # the hook, or the owner's close method the hook runs
     cls: str
     owner: str
     attr: str
@@ -43,6 +43,7 @@ class Unclosed:
     kind: str | None
     closed_at: tuple[str, int] | None
     closer: str | None
+    hook: str = ""  # the shutdown hook (``fqn`` when it is reported there)
 
 
 Resolve = Callable[[FnView, CallFact], list[str]]
@@ -141,15 +142,21 @@ def unclosed(fns: dict[str, FnView], classes, base: str, hook_name: str,
         hook = classes.find_member(cls, hook_name)
         if hook is None or hook not in fns or hook.rpartition(".")[0] != cls:
             continue  # judged in the class that overrides the hook
-        closed = _closed(hook, fns, classes, owned, closes, runs_from)
-        out += _walk(cls, hook, owned, closed, closed_somewhere, methods, closes, external)
+        closed, ran = _closed(hook, fns, classes, owned, closes, runs_from)
+        for u in _walk(cls, hook, owned, closed, closed_somewhere, methods, closes, external):
+            # the owner's own close method, when the hook runs one, is where
+            # the close is missing (NIXL's worker ``shutdown``)
+            there = sorted(f for f in ran if f in fns and fns[f].cls == u.owner
+                           and _matches(fns[f].name, closes))
+            out.append(replace(u, fqn=there[0] if there else u.fqn, hook=hook))
     return out
 
 
 def _closed(hook: str, fns: dict[str, FnView], classes, owned: dict[str, dict[str, str | None]],
             closes: Collection[str], runs_from: Callable[[list[str]], set[str]]
-            ) -> set[tuple[str, str]]:
-    """(class, attribute) pairs closed by what ``hook`` makes run, following
+            ) -> tuple[set[tuple[str, str]], set[str]]:
+    """(class, attribute) pairs closed by what ``hook`` makes run (and what
+    it makes run), following
     a close of an owned object into its class's method of that name (the
     call graph may not type ``w = getattr(self, "A", None); w.close()``)."""
     ran = set(runs_from([hook]))
@@ -167,7 +174,7 @@ def _closed(hook: str, fns: dict[str, FnView], classes, owned: dict[str, dict[st
                 more = runs_from([m]) - ran
                 ran |= more
                 todo += sorted(more)
-    return closed
+    return closed, ran
 
 
 def _closer(kind: str | None, methods: dict[str, list[FnView]],

@@ -35,9 +35,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     wanted = set(functions(ctx, lc))
     out = []
     for u in lc.unclosed(ctx.protocol.base_class):
-        if u.fqn not in wanted:
+        if u.hook not in wanted:
             continue
-        chain = "self." + ".".join(u.via)
+        in_owner = u.fqn.rpartition(".")[0] == u.owner
+        chain = "self." + (u.attr if in_owner else ".".join(u.via))
         if u.closed_at:
             fqn, line = u.closed_at
             why = f"the code closes it elsewhere ({short(fqn)}, line {line})"
@@ -50,11 +51,14 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         line = lc.functions[u.fqn].fact.line
         out.append(ctx.finding(
             u.fqn, line,
-            f"{short(u.fqn)} never closes {chain}, and {why}: after the engine shuts down "
+            f"{short(u.fqn)} never closes {chain}" + (
+                f" (run by {u.cls.rpartition('.')[2]}'s shutdown)" if in_owner and u.owner != u.cls
+                else "")
+            + f", and {why}: after the engine shuts down "
             "its socket, thread or server session stays open (a peer or server keeps state "
             "for a client that is gone, a non-daemon thread keeps the process alive). Close "
             f"it from {short(u.fqn)} (directly, or through a close method of the object "
             "that owns it)",
-            path=(ctx.step(u.fqn, line, "the shutdown hook"), step),
+            path=(ctx.step(u.fqn, line, "the shutdown path"), step),
             anchor=f"unclosed:{'.'.join(u.via)}"))
     return out
