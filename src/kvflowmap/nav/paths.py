@@ -141,8 +141,9 @@ def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[t
 
 
 # What a node of the path remembers of the way the path came: for a function,
-# the carrier fields its return value may still reach (None: any); for a
-# field or state, the function that wrote it on the path (or None).
+# the carrier fields its return value may still reach (None: any), or the
+# field it was entered reading when it passes that field on; for a field or
+# state, the function that wrote it on the path (or None).
 Live = frozenset[str] | str | None
 State = tuple[str, Live]
 
@@ -165,6 +166,19 @@ class _ReturnContexts:
                     into = self.returns if d.get("via") == "return" else self.stores
                     into.setdefault(u, set()).add(v)
         self.fields = frozenset(f for fs in self.returns.values() for f in fs)
+        # function -> the fields it both reads and writes (vLLM's aggregator
+        # copies each worker's ``invalid_block_ids`` into the merged output's):
+        # what it read of one it passes on into the same one
+        self.passes: dict[str, set[str]] = {}
+        if {"produces", "consumes"} <= set(kinds):
+            read: dict[str, set[str]] = {}
+            for u, v, d in g.edges(data=True):
+                if d.get("kind") == "consumes":
+                    read.setdefault(v, set()).add(u)
+            for f in sorted(set(self.returns) | set(self.stores)):
+                both = read.get(f, set()) & (self.returns.get(f, set()) | self.stores.get(f, set()))
+                if both:
+                    self.passes[f] = both
         self.relevant: set[str] = set()
         todo = list(self.returns)
         while todo:
@@ -212,10 +226,15 @@ class _ReturnContexts:
     def _step(self, u: str, v: str, live: Live) -> Live | Literal[False]:
         """The ``Live`` of ``v`` when the path steps ``u -> v`` with ``u``'s
         ``live``; False when the step is not taken."""
-        if not self.fields:
-            return None
         edges = [d for d in self.g[u][v].values() if d.get("kind") in self.kinds]
         kinds = {d.get("kind") for d in edges}
+        if isinstance(live, str) and "produces" in kinds and v != live and \
+                live in self.passes.get(u, ()) and v in self.passes.get(u, ()):
+            return False  # what it read of one field it writes into that field only
+        if kinds == {"consumes"} and u in self.passes.get(v, ()):
+            return u  # entered reading a field it passes on
+        if not self.fields:
+            return None
         if self.g.nodes[v].get("kind") != "function":
             if v in self.fields and kinds == {"produces"} and \
                     all(d.get("via") == "return" for d in edges) and \
