@@ -166,6 +166,16 @@ class _ReturnContexts:
                     into = self.returns if d.get("via") == "return" else self.stores
                     into.setdefault(u, set()).add(v)
         self.fields = frozenset(f for fs in self.returns.values() for f in fs)
+        # function -> field -> the attributes that field is written as a copy
+        # of (``meta.push_registrations = dict(self._pending_registrations)``)
+        self.copied: dict[str, dict[str, set[str]]] = {}
+        # function -> state field -> the names the writing statements depend on
+        self.deps: dict[str, dict[str, set[str]]] = {}
+        for u, v, d in g.edges(data=True):
+            if d.get("kind") == "produces" and d.get("copied"):
+                self.copied.setdefault(u, {}).setdefault(v, set()).update(d["copied"])
+            if d.get("kind") == "produces" and d.get("deps"):
+                self.deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
         # function -> the fields it both reads and writes (vLLM's aggregator
         # copies each worker's ``invalid_block_ids`` into the merged output's):
         # what it read of one it passes on into the same one
@@ -231,8 +241,15 @@ class _ReturnContexts:
         if isinstance(live, str) and "produces" in kinds and v != live and \
                 live in self.passes.get(u, ()) and v in self.passes.get(u, ()):
             return False  # what it read of one field it writes into that field only
-        if kinds == {"consumes"} and u in self.passes.get(v, ()):
-            return u  # entered reading a field it passes on
+        if isinstance(live, str) and "produces" in kinds and v in self.copied.get(u, {}) and \
+                live.rpartition(".")[2] not in self.copied[u][v]:
+            return False  # a copy of another attribute than the one the path read
+        if isinstance(live, str) and "produces" in kinds and v in self.deps.get(u, {}) and \
+                live.rpartition(".")[2] not in self.deps[u][v]:
+            return False  # the write does not depend on the field the path read
+        if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
+                                      or v in self.deps):
+            return u  # entered reading a field it passes on, copies, or writes from
         if not self.fields:
             return None
         if self.g.nodes[v].get("kind") != "function":

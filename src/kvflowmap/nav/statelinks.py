@@ -71,8 +71,11 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
     for leaf, attr, fqn, line, caller, call_line in _param_fills(lc):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         written.setdefault((caller, attr), set()).add(call_line)
-    for leaf, attr, fqn, line in _handed_over(lc):
+    # (leaf, attr, writer) -> the writer's own attributes the field is a copy of
+    copied: dict[tuple[str, str, str], set[str]] = {}
+    for leaf, attr, fqn, line, src in _handed_over(lc):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
+        copied.setdefault((leaf, attr, fqn), set()).add(src)
     blocks: set[tuple[str, str]] = set()  # (leaf, attr) holding blocks, not ids
     for leaf, attr, fqn, line in _failed_block_fills(lc):
         written.setdefault((fqn, attr), set()).add(line)
@@ -98,7 +101,8 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
                        **where(lc.functions[first_fqn].module))
         what = "failed blocks" if (leaf, attr) in blocks else "ids"
         for fqn, line in sorted(writers.items()):
-            _edge(g, lc, fqn, node, "produces", line, where, f"puts {what} into {label}")
+            _edge(g, lc, fqn, node, "produces", line, where, f"puts {what} into {label}",
+                  sorted(copied.get((leaf, attr, fqn), ())), _deps(lc.functions.get(fqn), line))
         for fqn, line in sorted(readers.items()):
             _edge(g, lc, node, fqn, "consumes", line, where, f"reads {what} from {label}")
 
@@ -191,11 +195,12 @@ def _failed_block_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
                             yield leaf, attr, f.fqn, f.line
 
 
-def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
-    """``(leaf, attr, function, line)`` for ``obj.attr = self.X`` where
+def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
+    """``(leaf, attr, function, line)`` for ``obj.attr = self.X`` (or a copy,
+    ``dict(self.X)``) where
     ``self.X`` is request-keyed state and ``obj`` an analysed object
     (``meta.reqs_to_send = self._reqs_need_send`` in ``build_connector_meta``):
-    the ids move into ``obj``'s field whole."""
+    the ids move into ``obj``'s field whole; the last item is ``X``."""
     keyed = {(c.owner, c.attr) for c in lc.containers}
     for fqn, fn in lc.functions.items():
         mine = fn.self_cls
@@ -205,7 +210,11 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
             base, _, attr = a.target.rpartition(".")
             if not base or base.split(".")[0] in ("self", "cls") or a.aug:
                 continue
+            # ``meta.f = self._x`` or a copy of it (``dict(self._x)``: ``origin``
+            # sees through copies that keep the elements)
             src = a.value or ""
+            if not (src.startswith("self.") and src.count(".") == 1):
+                src = a.origin or ""
             if not (src.startswith("self.") and src.count(".") == 1):
                 continue
             related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
@@ -214,7 +223,7 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
             for kind, t in lc.effects.values.eval(fn.ctx, base):
                 if kind == "inst" and lc.classes.is_class(t):
                     for leaf in _leaves(lc, t):
-                        yield leaf, attr, fqn, a.line
+                        yield leaf, attr, fqn, a.line, src[5:]
 
 
 def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str], set[int]]
@@ -282,9 +291,57 @@ def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None
     return None
 
 
+def _deps(fn: FnView | None, line: int) -> tuple[str, ...]:
+    """The attribute and local names the statement of ``fn`` at ``line``
+    depends on: what it reads, the headers of the loops and tests around it,
+    and, through the function's local assignments, what those locals were
+    made of (``for rid, reg in metadata.push_registrations.items():
+    self._inbox.put((rid, reg))`` depends on ``push_registrations``). A
+    ``path`` through ``fn`` leaves into the field written there only from a
+    field among these."""
+    if fn is None:
+        return ()
+    names: set[str] = set()
+
+    def visit(stmts, around: list) -> bool:
+        for st in stmts:
+            if st.line == line and st.kind not in ("def", "class"):
+                for x in [st, *around]:
+                    names.update(x.names)
+                return True
+            inner = [*around, st] if st.kind in ("for", "while", "if", "with") else around
+            for part in (st.body, st.orelse, st.handlers, st.final):
+                if visit(part, inner):
+                    return True
+        return False
+
+    if not visit(fn.fact.body, []):
+        return ()
+    made: dict[str, set[str]] = {}
+    for st in fn.stmts:
+        for a in fn.assigns(st):
+            if a.target.isidentifier():
+                made.setdefault(a.target, set()).update(st.names)
+    todo = [n.partition(".")[0] for n in names]
+    while todo:
+        n = todo.pop()
+        for m in made.pop(n, ()):
+            if m not in names:
+                names.add(m)
+                todo.append(m.partition(".")[0])
+    return tuple(sorted({n.rpartition(".")[2] for n in names} | {n.partition(".")[0]
+                                                                   for n in names}))
+
+
 def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: int, where,
-          note: str) -> None:
+          note: str, copied: list[str] | None = None, deps: tuple[str, ...] = ()) -> None:
+    """One state step; ``copied``: the ``self`` attributes a field written
+    whole is a copy of; ``deps``: the names the writing statement depends on
+    (``path`` passes through the writer only from a field among them)."""
     fn = lc.functions.get(u if kind == "produces" else v)
     if fn is None or u not in g or v not in g:
         return
-    g.add_edge(u, v, kind=kind, line=line, via=VIA, carrier=note, **where(fn.module))
+    extra: dict[str, tuple[str, ...]] = {"copied": tuple(copied)} if copied else {}
+    if deps:
+        extra["deps"] = deps
+    g.add_edge(u, v, kind=kind, line=line, via=VIA, carrier=note, **extra, **where(fn.module))
