@@ -282,3 +282,90 @@ def test_a_field_asked_for_under_its_base_class_names_the_leaf_nodes(tmp_path_fa
     found = where(g, "BaseWorker._done", a.linker.model)
     assert isinstance(found, WhereResult)
     assert found.node == f"{MOD}.PullWorker._done"
+
+
+JUNCTION = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+ReqId = str
+
+
+class Meta:
+    def __init__(self):
+        self.to_load: dict[ReqId, list[int]] = {}
+        self.to_save: dict[ReqId, list[int]] = {}
+
+
+class Scheduler:
+    def __init__(self):
+        self._loads = {}
+        self._saves = {}
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._loads[request.request_id] = blocks
+
+    def request_finished(self, request, block_ids):
+        self._saves[request.request_id] = block_ids
+        return True, None
+
+    def build_connector_meta(self, scheduler_output):
+        meta = Meta()
+        meta.to_load = dict(self._loads)
+        meta.to_save = dict(self._saves)
+        return meta
+
+
+class Worker:
+    def __init__(self):
+        self._recving = set()
+        self._sending = set()
+
+    def start_load_kv(self, metadata: Meta):
+        for req_id in metadata.to_load:
+            self._recving.add(req_id)
+        for req_id in metadata.to_save:
+            self._sending.add(req_id)
+
+    def report_loads(self):
+        return set(self._recving)
+
+    def report_saves(self):
+        return set(self._sending)
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.scheduler = Scheduler()
+        self.worker = Worker()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self.scheduler.update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def request_finished(self, request, block_ids):
+        return self.scheduler.request_finished(request, block_ids)
+
+    def build_connector_meta(self, scheduler_output):
+        return self.scheduler.build_connector_meta(scheduler_output)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata())
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.report_saves(), self.worker.report_loads()
+'''
+
+
+def test_a_writer_is_passed_only_from_the_field_its_write_depends_on(tmp_path_factory) -> None:
+    g = with_state_links(_analysed(tmp_path_factory, "junction", JUNCTION).linker)
+    load = paths.find_paths(g, "Scheduler.update_state_after_alloc", "Worker.report_loads")
+    assert isinstance(load, paths.PathResult)
+    assert [s.dst.rpartition(".")[2] for s in load.paths[0]][:4] == \
+        ["_loads", "build_connector_meta", "to_load", "start_load_kv"]
+    # what the load hook recorded never turns into the saves the worker reports
+    # through the metadata's load field (only through the whole metadata
+    # object vLLM carries, which holds both)
+    saves = paths.find_paths(g, "Scheduler.update_state_after_alloc", "Worker.report_saves",
+                             max_paths=20)
+    assert isinstance(saves, paths.PathResult)
+    assert not [p for p in saves.paths if any(s.dst.endswith("Meta.to_load") for s in p)]
