@@ -133,3 +133,16 @@ def test_a_tuple_unpacked_into_fields_keeps_its_slots(tmp_path: Path) -> None:
     assert "unpacked.Worker._done" in _producers(g, FIELD)
     assert "unpacked.Worker._notifs" not in _producers(g, FIELD)
     assert "unpacked.Worker._notifs" in _producers(g, SENDING)
+
+
+def test_a_conditional_with_an_empty_arm_keeps_the_other_arms_origin() -> None:
+    import libcst as cst
+
+    from kvflowmap.index.extract_data import origin_of
+
+    def origin(text: str) -> str | None:
+        return origin_of(cst.parse_expression(text))
+
+    assert origin('self.t.get() if self.role == "c" else set()') == "self.t.get()"
+    assert origin("None if closed else self._done") == "self._done"
+    assert origin("self._a if c else self._b") is None  # two values: neither is the origin

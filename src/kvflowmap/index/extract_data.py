@@ -385,8 +385,9 @@ _SET_OPS = (cst.BitAnd, cst.Subtract, cst.BitOr)
 def origin_of(value: cst.BaseExpression | None) -> str | None:
     """The dotted chain a value comes from: through ``a or b`` (``a``), a copy
     (``set(a)``, ``list(a)``), parentheses, ``a & b``/``a - b``/``a | b``
-    (``a``), and a comprehension that keeps the elements it walks (``[r for t in
-    batch for r in t.ids]`` -> ``t.ids``); a call stays ``f()``."""
+    (``a``), a conditional with an empty arm (``a if c else set()`` -> ``a``),
+    and a comprehension that keeps the elements it walks (``[r for t in batch
+    for r in t.ids]`` -> ``t.ids``); a call stays ``f()``."""
     while value is not None:
         if isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
             value = value.left
@@ -397,9 +398,22 @@ def origin_of(value: cst.BaseExpression | None) -> str | None:
             value = value.left
         elif isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             value = _walked(value)
+        elif isinstance(value, cst.IfExp) and (_empty(value.orelse) or _empty(value.body)):
+            # ``t.done() if role == "consumer" else set()``: the arm with a value
+            value = value.body if _empty(value.orelse) else value.orelse
         else:
             return chain(value)
     return None
+
+
+def _empty(value: cst.BaseExpression) -> bool:
+    """``None`` or an empty collection (``set()``, ``[]``, ``{}``, ``()``)."""
+    if isinstance(value, cst.Name):
+        return value.value == "None"
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
+        return not value.elements
+    return isinstance(value, cst.Call) and not value.args and \
+        chain(value.func) in ("set", "list", "dict", "tuple", "frozenset")
 
 
 def _walked(comp: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
