@@ -15,7 +15,10 @@ object built with them (``SaveTask(request_ids=ids)``), through copies, set
 operators and comprehensions that keep their elements, out of a swap (``done,
 self._done = self._done, set()``), and through containers whose values are id
 collections (``self._by_shm[shm] = set(ids)``). An entry read by an id
-(``self._d.get(rid)``) is the request's record, not an id.
+(``self._d.get(rid)``) is the request's record, not an id; a local the
+function computes itself and then looks a request-keyed container up by
+(``req_id, tp = msg.rsplit(":", 1)``, then ``self._recving.get(req_id)``) is
+an id.
 """
 
 from __future__ import annotations
@@ -393,7 +396,7 @@ def _lookup_keys(state: IdState, fn: FnView, mine: FnIds) -> None:
     # not a loop target nor a parameter: a loop over some other collection
     # already says what its elements are
     assigned = {a.target for a in fn.all_assigns if a.target.isidentifier() and not a.aug}
-    params = set(fn.param_names) | (taken - assigned) | {
+    params = set(fn.param_names) | {
         t for st in fn.stmts if st.kind == "for" for t in loop_targets(st.text)[0]}
     for c in fn.all_calls:
         head, _, meth = (c.callee or "").rpartition(".")
