@@ -279,7 +279,7 @@ def test_failed_blocks_reach_the_hook_through_a_helpers_state(tmp_path_factory) 
 def test_a_field_asked_for_under_its_base_class_names_the_leaf_nodes(tmp_path_factory) -> None:
     a = _analysed(tmp_path_factory, "inherited", SOURCE)
     g = with_state_links(a.linker)
-    found = where(g, "BaseWorker._done", a.linker.model)
+    found = where(g, "BaseWorker._done", a.linker.model, a.linker.classes)
     assert isinstance(found, WhereResult)
     assert found.node == f"{MOD}.PullWorker._done"
 

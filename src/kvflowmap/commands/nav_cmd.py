@@ -52,7 +52,8 @@ def where_answer(analysis: "Analysis", name: str, fmt: str) -> Answer:
     from kvflowmap.nav.where import Ambiguous, where
 
     try:
-        result = where(with_state_links(analysis.linker), name, analysis.linker.model)
+        result = where(with_state_links(analysis.linker), name, analysis.linker.model,
+                       analysis.linker.classes)
     except SelectError as exc:
         raise click.UsageError(str(exc)) from exc
     text = where_render.where_json(result) if fmt == "json" else where_render.where_text(result)

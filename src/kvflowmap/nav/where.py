@@ -22,6 +22,7 @@ import networkx as nx
 from kvflowmap.graph import select
 
 if TYPE_CHECKING:
+    from kvflowmap.model.classes import ClassIndex
     from kvflowmap.model.core import Model
 
 FLOW_KINDS = ("call", "dispatch", "bridge")
@@ -144,37 +145,35 @@ def declared_attributes(model: "Model", name: str) -> dict[str, Candidate]:
     return out
 
 
-def inherited_fields(g: nx.MultiDiGraph, name: str, model: "Model") -> list[str]:
+def inherited_fields(g: nx.MultiDiGraph, name: str, classes: "ClassIndex") -> list[str]:
     """The state nodes of a field asked for under the class that defines it
     (``NixlBaseConnectorWorker._recving_transfers``): request-keyed state is
     one node per concrete class whose objects hold it
     (``NixlPullConnectorWorker._recving_transfers`` and the Push worker's),
     so the name designates those of the classes deriving from it."""
-    from kvflowmap.model.classes import ClassIndex
-
     cls, _, attr = name.rpartition(".")
     if not cls or not attr:
         return []
-    ci = ClassIndex(model)
-    owners = {c for c in ci.bases if c == cls or c.endswith("." + cls)}
+    owners = {c for c in classes.bases if c == cls or c.endswith("." + cls)}
     if not owners:
         return []
     return sorted(n for n, d in g.nodes(data=True)
                   if d.get("kind") == "field" and n.rpartition(".")[2] == attr
-                  and owners & set(ci.mro(n.rpartition(".")[0])))
+                  and owners & set(classes.mro(n.rpartition(".")[0])))
 
 
-def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None
-          ) -> WhereResult | Ambiguous:
+def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None,
+          classes: "ClassIndex | None" = None) -> WhereResult | Ambiguous:
     """Definition, callers, callees and data relations of the node ``name``
     designates, or the candidates when the name is ambiguous (with ``model``,
     class attributes declared under the same name count, see the module
-    docstring)."""
+    docstring; with ``classes``, a field named under the class that defines it
+    designates the per-class nodes, :func:`inherited_fields`)."""
     declared = declared_attributes(model, name) if model is not None else {}
     try:
         hits = lookup(g, name, declared)
     except select.SelectError:
-        hits = inherited_fields(g, name, model) if model is not None else []
+        hits = inherited_fields(g, name, classes) if classes is not None else []
         if not hits:
             raise
     if len(hits) > 1:

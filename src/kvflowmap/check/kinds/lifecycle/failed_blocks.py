@@ -255,7 +255,7 @@ def _stub(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
     """The analysed failed-blocks hook of a connector that loads
     asynchronously can only return nothing: every failed load is a success."""
     fn = lc.functions[hook]
-    line = empty_returns(fn)[0] if empty_returns(fn) else fn.fact.line
+    line = next(iter(empty_returns(fn)), fn.fact.line)
     probe, probe_line, text = parks
     return ctx.finding(
         hook, line,

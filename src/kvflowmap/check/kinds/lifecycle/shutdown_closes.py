@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
-from kvflowmap.check.model import Finding
+from kvflowmap.check.model import Finding, Step
 
 READS = ("Reads: per connector class that overrides the protocol's `lifecycle.shutdown` "
          "hook, the attributes each of its methods (and, transitively, each owned analysed "
@@ -39,15 +39,18 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             continue
         in_owner = u.fqn.rpartition(".")[0] == u.owner
         chain = "self." + (u.attr if in_owner else ".".join(u.via))
+        closer = f"{u.kind}.{u.closer}"
+        steps: tuple[Step, ...]
         if u.closed_at:
             fqn, line = u.closed_at
             why = f"the code closes it elsewhere ({short(fqn)}, line {line})"
-            step = ctx.step(fqn, line, f"{u.owner.rpartition('.')[2]}.{u.attr} is closed here")
+            steps = (ctx.step(fqn, line, f"{u.owner.rpartition('.')[2]}.{u.attr} is closed here"),)
         else:
             why = f"{(u.kind or '').rpartition('.')[2]} has a {u.closer}() of its own"
-            step = ctx.step(f"{u.kind}.{u.closer}", lc.functions[f"{u.kind}.{u.closer}"].fact.line
-                            if f"{u.kind}.{u.closer}" in lc.functions else 0,
-                            f"{u.closer}() gives back what it holds")
+            # a library class's close method has no analysed line to show
+            steps = (ctx.step(closer, lc.functions[closer].fact.line,
+                              f"{u.closer}() gives back what it holds"),) \
+                if closer in lc.functions else ()
         line = lc.functions[u.fqn].fact.line
         out.append(ctx.finding(
             u.fqn, line,
@@ -59,6 +62,6 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             "for a client that is gone, a non-daemon thread keeps the process alive). Close "
             f"it from {short(u.fqn)} (directly, or through a close method of the object "
             "that owns it)",
-            path=(ctx.step(u.fqn, line, "the shutdown path"), step),
+            path=(ctx.step(u.fqn, line, "the shutdown path"), *steps),
             anchor=f"unclosed:{'.'.join(u.via)}"))
     return out
