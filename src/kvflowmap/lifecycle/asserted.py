@@ -34,6 +34,7 @@ from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, Conta
 from kvflowmap.lifecycle.effects import Effects
 from kvflowmap.lifecycle.locks import SETUP
 from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.model.classes import ClassIndex
 
 _FETCH = frozenset({"get", "pop"})
 
@@ -55,13 +56,17 @@ class Asserted:
 
 def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
                      judged: Collection[str], ending: Collection[str],
-                     finished_params: Collection[str]) -> list[Asserted]:
+                     finished_params: Collection[str], classes: ClassIndex) -> list[Asserted]:
     """Every assert in the ``judged`` functions that an entry of a
     request-keyed container (``keyed``) is present, read with a default
     (``c.get(k)``, ``c.pop(k, None)``) or tested (``k in c``), where another
     judged function (not a constructor) removes entries from the container
     before the request ends: not in an ``ending`` function (what the
-    delayed-free hook makes run), not in a loop over ``finished_params``."""
+    delayed-free hook makes run), not in a loop over ``finished_params``.
+    A removal in a base or a subclass of the asserting code's class (a base
+    ``get_finished`` expiring what a subclass's notification handler
+    deletes) works on the same instance's container; one in a sibling
+    class does not."""
     flags = _end_flags(fns, judged, ending, finished_params)
     removals: dict[Container, list[tuple[str, int]]] = {}
     for f in sorted(judged):
@@ -71,7 +76,8 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
         ops = [_Op(s.line, op.op, c, op.key, loop, handler)
                for s, loop, handler in _alive(fn.fact.body, finished_params, flags)
                for op in fn.containers(s)
-               if (c := container_of(op.container, fn, eff.values)) is not None and c in keyed]
+               if (c := container_of(op.container, fn, eff.values)) is not None
+               and (c in keyed or _keyed_on_instance(c, keyed, classes))]
         for r in ops:
             if r.op in REMOVE_OPS | RESET_OPS and not any(_undone(r, a) for a in ops):
                 removals.setdefault(r.container, []).append((f, r.line))
@@ -90,10 +96,26 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
         # ``del c[k]`` asserts the entry too: a KeyError where it is gone
         claims += [(line, c, line, "del") for line, c in _bare_dels(fn, eff, keyed)]
         for line, c, at, how in sorted(claims, key=lambda x: (x[0], x[1].label)):
-            others = [(g, ln) for g, ln in removals.get(c, ()) if g != f]
+            others = [(g, ln) for c2 in _same_instance(c, removals, classes)
+                      for g, ln in removals[c2] if g != f]
             if others and not _filled_by_callers(fns, eff, f, c, keyed):
                 out += [Asserted(f, line, at, c, g, ln, how) for g, ln in others]
     return out
+
+
+def _keyed_on_instance(c: Container, keyed: Collection[Container], classes: ClassIndex) -> bool:
+    """``c`` is a request-keyed container of a subclass, seen from a base
+    method (the base only expires what the subclass keys by request)."""
+    return any(k.attr == c.attr and c.owner in classes.mro(k.owner) for k in keyed)
+
+
+def _same_instance(c: Container, removals: dict[Container, list[tuple[str, int]]],
+                   classes: ClassIndex) -> list[Container]:
+    """The containers of ``removals`` that are ``c`` on one instance: the
+    same attribute of ``c``'s owner, of a base of it, or of a subclass."""
+    return sorted((c2 for c2 in removals if c2.attr == c.attr and (
+        c2.owner == c.owner or c2.owner in classes.mro(c.owner)
+        or c.owner in classes.mro(c2.owner))), key=lambda x: x.owner)
 
 
 def _bare_dels(fn: FnView, eff: Effects, keyed: Collection[Container]
@@ -147,6 +169,9 @@ def _present(fn: FnView, eff: Effects) -> set[Container]:
                 out.add(c)
     if not fn.fact.is_async:
         for s in fn.stmts:
+            if _compound_test(s):
+                # ``if k not in A and k not in B: continue`` leaves k in A *or* B
+                continue
             ops = fn.containers(s)
             dels = {op.container for op in ops if op.op == "delitem"}
             for n in s.names:
@@ -160,6 +185,13 @@ def _present(fn: FnView, eff: Effects) -> set[Container]:
                 if c is not None and op.op != "delitem":
                     out.add(c)
     return out
+
+
+def _compound_test(s: Stmt) -> bool:
+    """A test that joins conditions (``and``/``or``): naming a container in
+    it says nothing about which one holds the key afterwards."""
+    return s.kind in ("if", "while") and \
+        re.search(r"\s(and|or)\s", s.text or "") is not None
 
 
 _COMPOUND = frozenset({"if", "for", "while", "try", "with", "match", "case", "def", "class"})

@@ -396,7 +396,8 @@ class Lifecycle:
         ending = self.runs_from(sorted(f for f, fn in self.functions.items()
                                        if fn.name == self.spec.delay_free))
         return asserted_entries(self.functions, self.effects, self.containers,
-                                self._judged(teardown), ending, self.spec.finished_params)
+                                self._judged(teardown), ending, self.spec.finished_params,
+                                self.classes)
 
     def unannounced(self) -> list[Unannounced]:
         """Returns of the delay-free hook that end a request the commit hook
