@@ -80,6 +80,9 @@ class NoPath:
     # paths exist only through a return value handed to a caller that does
     # not pass it on to the field (see the module docstring): left out
     returned: bool = False
+    # paths exist only through a base method the object on the path overrides
+    # (see ``_overridden_on_the_way``): left out
+    overridden: bool = False
 
 
 def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
@@ -100,6 +103,7 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
+    overridden = False
     expanded = _ReturnContexts(g, simple, kinds).graph(sources, targets)
     if _DST in expanded and nx.has_path(expanded, _SRC, _DST):
         for tried, p in enumerate(nx.shortest_simple_paths(expanded, _SRC, _DST)):
@@ -109,14 +113,60 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
                     or tried >= _MAX_TRIED:
                 break
             nodes = [n for n, _ in p[1:-1]]
-            if len(set(nodes)) == len(nodes):  # a node twice: not a simple path
-                found.append(nodes)
+            if len(set(nodes)) != len(nodes):
+                continue  # a node twice: not a simple path
+            if _overridden_on_the_way(g, nodes):
+                overridden = True
+                continue
+            found.append(nodes)
     if not found:
-        return _no_path(simple, a, b, sources, targets, expanded=expanded)
+        return _no_path(simple, a, b, sources, targets, expanded=expanded,
+                        overridden=overridden)
     found.sort(key=lambda p: (len(p), p))
     paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
+
+
+def _overridden_on_the_way(g: nx.MultiDiGraph, nodes: list[str]) -> bool:
+    """The path runs a base method ``B.m`` on its own object, calls a method
+    there and dispatches to the override in a class ``K`` that overrides
+    ``m`` itself (without calling the base's): on a ``K`` object ``B.m``
+    never runs, so that dispatch cannot follow it. vLLM's default
+    ``get_transfer_results`` calls ``get_finished``; NIXL overrides the
+    former, so no NIXL ``get_finished`` is reached that way."""
+    mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
+    for x, y, z in zip(nodes, nodes[1:], nodes[2:], strict=False):
+        if "call" not in _kinds(g, x, y) or "dispatch" not in _kinds(g, y, z):
+            continue
+        base, _, name = x.rpartition(".")
+        cls = z.rpartition(".")[0]
+        if base not in mro.get(cls, ()) or base == cls:
+            continue
+        runs = next((f"{c}.{name}" for c in mro[cls] if f"{c}.{name}" in g), x)
+        if runs != x and not _calls(g, runs, x):
+            return True
+    return False
+
+
+def _kinds(g: nx.MultiDiGraph, u: str, v: str) -> set[str]:
+    return {d.get("kind") for d in g[u][v].values()} if g.has_edge(u, v) else set()
+
+
+def _calls(g: nx.MultiDiGraph, u: str, v: str, depth: int = 3) -> bool:
+    """``u`` reaches ``v`` over calls within ``depth`` (``super().m()``)."""
+    todo, seen = [(u, 0)], {u}
+    while todo:
+        n, d = todo.pop()
+        for _, w, k in g.out_edges(n, data="kind"):
+            if k != "call" or w in seen:
+                continue
+            if w == v:
+                return True
+            if d + 1 < depth:
+                seen.add(w)
+                todo.append((w, d + 1))
+    return False
 
 
 def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[tuple[str, str]]:
@@ -304,7 +354,7 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
              targets: list[str], switched: bool = False,
-             expanded: nx.DiGraph | None = None) -> NoPath:
+             expanded: nx.DiGraph | None = None, overridden: bool = False) -> NoPath:
     """``expanded``: the graph of return contexts the paths were looked for
     in, when only it has none (what A reaches is counted there)."""
     # Hops from A (the virtual source is one hop before it); A itself and
@@ -329,7 +379,8 @@ def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
     reverse = any(nx.has_path(back, t, s) for t, s in itertools.product(targets, sources)
                   if t != s)
     return NoPath(a, b, len(reached), tuple((n, reached[n]) for n in ranked[:5]),
-                  tuple(into[:8]), reverse, switched, expanded is not None)
+                  tuple(into[:8]), reverse, switched, expanded is not None and not overridden,
+                  overridden)
 
 
 def paths_text(result: PathResult | NoPath) -> str:
@@ -356,6 +407,9 @@ def _no_path_text(r: NoPath) -> str:
         lines.append("the only paths take a function's return value into the field through a "
                      "caller that does not hand it on there (a return value goes back to the "
                      "caller on the path): left out")
+    if r.overridden:
+        lines.append("the only paths run a base method that the object on the path "
+                     "overrides (at run time the override runs instead): left out")
     if r.nearest:
         lines.append(f"reachable from {r.src!r}, closest to {r.dst!r} by name:")
         lines += [f"  {n}  ({h} step{'s' if h != 1 else ''})" for n, h in r.nearest]
