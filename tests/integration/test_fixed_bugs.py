@@ -250,6 +250,16 @@ BUGS = (
              _lmcache("0.5.0"),
              "kvc-shutdown-closes-what-it-owns",
              "lmcache.integration.vllm.lmcache_mp_connector.LMCacheMPConnector.shutdown"),
+    # The worker adapter registered its KV caches with the LMCache server and
+    # waited on the reply with no timeout: an absent or hung server hung
+    # worker start-up. 0.4.2 waits with DEFAULT_MQ_TIMEOUT and raises a
+    # ConnectionError naming the server.
+    FixedBug("lmcache registration waits on the server with no timeout",
+             _lmcache("0.4.1"),
+             _lmcache("0.4.2"),
+             "kvc-no-unbounded-peer-wait-at-setup",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter"
+             ".register_kv_caches"),
     # vLLM's Mooncake store sending thread: an exception from the store step
     # (batch_is_exist re-raised) skipped dec_stored_request, so the request's
     # in-flight count never reached 0 and it was never reported in
