@@ -229,3 +229,19 @@ def test_a_new_process_reuses_the_stored_result(repo) -> None:
     assert first.returncode == again.returncode == 1
     assert "result reused" not in first.stderr and "result reused" in again.stderr
     assert again.stdout == first.stdout
+
+
+def test_a_dying_loop_names_the_raise_below_it(tree, monkeypatch, capsys) -> None:
+    """The finding is at the loop's call; its path goes on to the explicit
+    ``raise`` the exception starts from, two calls down."""
+    root = tree({"conn/__init__.py": "", "conn/connector.py": CONNECTOR,
+                 "conn/helpers.py": HELPER_RAISES})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["conn"]\ncontext = ["{stub_root()}"]\n')
+    assert run(root, monkeypatch, "--select", "kvc-thread-loop-survives", "-f", "json") == 1
+    (found,) = json.loads(capsys.readouterr().out)["findings"]
+    last = found["path"][-1]
+    # (the fixture's first, empty line is not in the file)
+    assert (last["file"], last["line"], last["function"]) == ("conn/helpers.py", 6,
+                                                              "conn.helpers._post")
+    assert "`raise` reaches the loop" in last["note"]

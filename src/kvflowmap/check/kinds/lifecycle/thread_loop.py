@@ -18,7 +18,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.threads import escaping_raise
+from kvflowmap.lifecycle.threads import RAISING, escaping_raise
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
@@ -72,9 +72,11 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
             continue
         line = cfg.nodes[bad].line
         sp = spawned[0]
+        origin = _raised_below(ctx, lc, fn, cfg.nodes[bad].stmt)
         path = (ctx.step(sp.spawner, sp.line, f"{sp.call} runs {short(fqn)}"),
                 *steps(ctx, fqn, [(n.line, "the serving loop"),
-                                  (line, "an exception here leaves the loop: the thread ends")]))
+                                  (line, "an exception here leaves the loop: the thread ends")]),
+                *(steps(ctx, origin[0], [(origin[1], origin[2])]) if origin else ()))
         out.append(ctx.finding(
             fqn, line, f"an exception at this line ends the loop of {short(fqn)}, which runs "
             f"in the background ({sp.call}): every transfer it would complete later hangs "
@@ -82,6 +84,58 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
             "continue", path=path, anchor=f"loop:{n.stmt.text}"))
         break  # one finding per function: the first loop that dies
     return out
+
+
+def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
+                  ) -> tuple[str, int, str] | None:
+    """An explicit ``raise`` or ``assert`` of the analysed code that an
+    exception of ``stmt`` can start from (the first one, callees in order,
+    ``depth`` calls down), with the note of its path step: the line a reader
+    wants to see next."""
+    if stmt is None or depth == 0:
+        return None
+    for call in fn.calls(stmt):
+        for t in ctx.linker.calls.resolve(fn.ctx, call):
+            callee = lc.functions.get(t.fqn)
+            if callee is None or callee is fn:
+                continue
+            cfg = _cfg(ctx, lc, callee)
+            for node in sorted(cfg.nodes, key=lambda x: (x.line, x.id)):
+                st = node.stmt
+                if st is None or node.kind != "stmt" or not _leaves(cfg, node.id):
+                    continue
+                if st.kind == "raise":
+                    return t.fqn, node.line, "this `raise` reaches the loop uncaught"
+                if st.kind == "assert":
+                    return t.fqn, node.line, "this `assert` can fail: its AssertionError " \
+                        "reaches the loop uncaught"
+                deeper = _raised_below(ctx, lc, callee, st, depth - 1)
+                if deeper:
+                    return deeper
+    return None
+
+
+def _cfg(ctx: CheckContext, lc, fn):
+    return build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
+
+
+def _leaves(cfg, start: int) -> bool:
+    """An exception raised at ``start`` leaves the function: no ``except``
+    on the way (any handler is taken to catch it)."""
+    seen, todo = {start}, [start]
+    while todo:
+        n = todo.pop()
+        for d, lab in cfg.successors(n):
+            if lab not in RAISING or d in seen:
+                continue
+            if d == cfg.raise_exit:
+                return True
+            st = cfg.nodes[d].stmt
+            if st is not None and st.kind == "except":
+                continue
+            seen.add(d)
+            todo.append(d)
+    return False
 
 
 def _serves(lc, fn, loop, serve_calls: tuple[str, ...], fed: set[str]) -> bool:
