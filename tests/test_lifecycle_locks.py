@@ -262,3 +262,26 @@ def test_a_coroutine_that_does_not_await_between_read_and_clear_is_atomic(tree):
     assert copy_clears(tree, body) == [
         ("fetch_later", nolock_line(body, "done = self._done", 2),
          nolock_line(body, "self._done = set()", 2))]
+
+
+def test_a_locked_walk_inside_a_helper_given_the_container_races_too(tree):
+    """``_pop_done(self._done)`` walks and deletes the entries of the
+    container it is passed: the walk is this statement's, under its lock."""
+    body = """
+    def _loop(self):
+        while True:
+            self._done.add(self._next())
+
+    def get_finished(self, finished_req_ids):
+        with self._lock:
+            done = self._pop_done(self._done)
+        return None, done
+
+    def _pop_done(self, transfers):
+        out = set()
+        for req_id in list(transfers):
+            transfers.discard(req_id)
+            out.add(req_id)
+        return out
+"""
+    assert unlocked(tree, body) == [("_loop", line_of(body, "self._done.add(self._next"), "add")]

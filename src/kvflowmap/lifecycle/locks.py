@@ -97,9 +97,14 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
             continue
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
             holding = locks | held.get(f, frozenset())
-            for c, op in _changes(fn, eff, s, keyed).items():
+            passed = _through_helpers(fns, fn, eff, s, keyed)
+            changes = _changes(fn, eff, s, keyed)
+            for c, (_, op) in passed.items():
+                if op:
+                    changes.setdefault(c, op)
+            for c, op in changes.items():
                 by_container.setdefault(c, []).append(Change(f, c, s.line, op, holding))
-            for c in _walked(fn, eff, s, keyed):
+            for c in _walked(fn, eff, s, keyed) | {c for c, (w, _) in passed.items() if w}:
                 walks.setdefault(c, set()).add(f)
                 if not holding and s.kind == "for":
                     bare_walks.append(Change(f, c, s.line, "walk", holding))
@@ -248,6 +253,41 @@ def _changes(fn: FnView, eff: Effects, s: Stmt,
 def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> set[Container]:
     """Request-keyed containers statement ``s`` walks: a ``for`` over it (or
     its ``items()``/``list(...)``), a copy, or a view of its entries."""
+    found = (container_of(ch, fn, eff.values) for ch in _walked_chains(fn, s))
+    return {c for c in found if c is not None and c in keyed}
+
+
+def _through_helpers(fns: dict[str, FnView], fn: FnView, eff: Effects, s: Stmt,
+                     keyed: Collection[Container]) -> dict[Container, tuple[bool, str | None]]:
+    """Request-keyed containers ``s`` passes to an analysed helper that walks
+    or changes the parameter they bind (``self._pop_done(self._sending)``,
+    which walks and deletes entries): whether it walks it, and its first
+    change. The helper's own statements name a local, so this is the only
+    place the container's change is seen."""
+    out: dict[Container, tuple[bool, str | None]] = {}
+    for call in fn.calls(s):
+        for t in eff.calls.resolve(fn.ctx, call):
+            callee = fns.get(t.fqn)
+            if callee is None or callee is fn:
+                continue
+            params = list(callee.param_names)
+            if callee.cls and params and params[0] in ("self", "cls"):
+                params = params[1:]
+            for arg, p in zip(call.args, params, strict=False):
+                c = container_of(arg, fn, eff.values) if arg else None
+                if c is None or c not in keyed:
+                    continue
+                walks = any(p in _walked_chains(callee, x) for x in callee.stmts)
+                change = next((op.op for x in callee.stmts for op in callee.containers(x)
+                               if op.op in _CHANGES and op.container.replace("[]", "") == p),
+                              None)
+                if walks or change:
+                    out.setdefault(c, (walks, change))
+    return out
+
+
+def _walked_chains(fn: FnView, s: Stmt) -> list[str]:
+    """The chains statement ``s`` walks (see ``_walked``)."""
     chains = [unwrap(loop_targets(s.text)[1])] if s.kind == "for" else []
     for call in fn.calls(s):
         base, _, meth = (call.callee or "").rpartition(".")
@@ -255,8 +295,7 @@ def _walked(fn: FnView, eff: Effects, s: Stmt, keyed: Collection[Container]) -> 
             chains.append(base)
         elif call.callee in _COPIERS and call.args and call.args[0]:
             chains.append(call.args[0] or "")
-    found = (container_of(ch, fn, eff.values) for ch in chains if ch)
-    return {c for c in found if c is not None and c in keyed}
+    return [ch for ch in chains if ch]
 
 
 def held_by_callers(fns: dict[str, FnView], eff: Effects,
