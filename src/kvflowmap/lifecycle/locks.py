@@ -98,11 +98,11 @@ def unlocked(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
         for s, locks in _with_locks(fn, eff, fn.fact.body, frozenset()):
             holding = locks | held.get(f, frozenset())
             passed = _through_helpers(fns, fn, eff, s, keyed)
-            changes = _changes(fn, eff, s, keyed)
+            made = _changes(fn, eff, s, keyed)
             for c, (_, op) in passed.items():
                 if op:
-                    changes.setdefault(c, op)
-            for c, op in changes.items():
+                    made.setdefault(c, op)
+            for c, op in made.items():
                 by_container.setdefault(c, []).append(Change(f, c, s.line, op, holding))
             for c in _walked(fn, eff, s, keyed) | {c for c, (w, _) in passed.items() if w}:
                 walks.setdefault(c, set()).add(f)
