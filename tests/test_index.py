@@ -92,3 +92,20 @@ def test_indexed_files_and_graph_do_not_depend_on_worker_count(tmp_path: Path) -
     assert len(one[0]) > 10
     assert run(2, "two") == one
     assert run(2, "two") == one  # warm: every file from the cache
+
+
+def test_set_augmented_assignments_are_container_ops() -> None:
+    """``self._done -= finished`` empties entries out as ``difference_update``
+    would (a drain the lifecycle model must see); numbers are not containers."""
+    ff = facts_from_bytes("m.py", b"""
+class C:
+    def f(self, done, new):
+        self._done -= done
+        self._done |= new
+        self._live &= new
+        self._count -= 1
+        self._bits |= 4
+""")
+    assert [(c.container, c.op, c.key) for c in ff.containers] == [
+        ("self._done", "difference_update", "done"), ("self._done", "update", "new"),
+        ("self._live", "intersection_update", "new")]

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+# ``x |= y``, ``x -= y``, ``x &= y`` on a container: the set method each stands for
+_SET_AUG_OPS: dict[type, str] = {cst.BitOrAssign: "update", cst.SubtractAssign: "difference_update",
+                                 cst.BitAndAssign: "intersection_update"}
 _DISPLAY_TYPES = {cst.List: "list", cst.Tuple: "tuple", cst.Set: "set", cst.Dict: "dict"}
 # ``x.m(value)``: which argument a container method puts into ``x``; for
 # ``update``/``extend`` the argument is itself a container of elements.
@@ -208,6 +211,13 @@ class DataFactsMixin:
         if target:
             self._add_assign(AssignFact(self._scope, target, chain(node.value), None,
                                                  line, col, aug=True))
+            op = _SET_AUG_OPS.get(type(node.operator))
+            if op is not None and "." in target and \
+                    not isinstance(node.value, (cst.Integer, cst.Float)):
+                # ``self._done -= finished``: the set method it stands for
+                self.facts.containers.append(ContainerOpFact(
+                    self._scope, target, op, self._code(node.value), line, col))
+                self._event("container", len(self.facts.containers) - 1)
         elif isinstance(node.target, cst.Subscript):
             self._container_write(node.target, "setitem", node)
         return True

@@ -233,6 +233,8 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
                     use(attr, fn, op.line, "remove")
             for a in fn.assigns(s):
                 attr = self_attr(a.target) if a.target.count(".") == 1 else None
+                if attr is not None and a.aug and attr in handled:
+                    continue  # ``self._x -= done``: the container op above
                 if attr is not None:
                     handled.add(attr)
                     use(attr, fn, a.line, "init" if init and not a.aug else
