@@ -8,6 +8,13 @@ its children never see the call: a child that frees blocks or aborts loads in
 ``handle_preemptions`` keeps reading into blocks vLLM has given to another
 request. Composite means: at least ``MIN_FORWARDS`` of its own methods call
 the method of the same name on the items of one of its ``self`` collections.
+
+A facade over one engine object (``self._engine.start_load_kv(...)`` in
+``start_load_kv``, and so on for at least ``MIN_FORWARDS`` hooks) owes the
+same: a hook the engine's class implements that the facade does not hand
+on, and that nothing else calls, never runs (a facade whose
+``get_block_ids_with_load_errors`` returns ``set()`` while its engine
+records the failed blocks: every failed load is taken as loaded).
 """
 
 from __future__ import annotations
@@ -26,11 +33,11 @@ def check_forwards(ctx: CheckContext, cls: str, hooks: tuple[str, ...]) -> list[
     own = [f for f in ctx.model.defs if f.rpartition(".")[0] == cls and
            not ctx.model.defs[f].is_class]
     forwarded = sorted(f.rpartition(".")[2] for f in own if _forwards(ctx, f))
-    if len(forwarded) < MIN_FORWARDS:
-        return []
     fact = ctx.classes.class_fact(cls)
     assert fact is not None
-    out = []
+    out = _facade(ctx, cls, own, hooks)
+    if len(forwarded) < MIN_FORWARDS:
+        return out
     for hook in sorted(set(hooks)):
         impl = ctx.classes.find_member(cls, hook)
         if impl is None or impl.rpartition(".")[0] != base or not _does_nothing(ctx, impl):
@@ -52,6 +59,64 @@ def check_forwards(ctx: CheckContext, cls: str, hooks: tuple[str, ...]) -> list[
             path=(ctx.step(impl, ctx.function(impl).line, f"the base's {hook} does nothing"),),
             anchor=f"forwards:{hook}"))
     return out
+
+
+def _facade(ctx: CheckContext, cls: str, own: list[str], hooks: tuple[str, ...]
+            ) -> list[Finding]:
+    """Hooks a facade leaves out of what it hands its engine object, where
+    the engine's class implements the hook and nothing calls that method."""
+    by_attr: dict[str, dict[str, set[str]]] = {}  # self attr -> hook -> engine methods
+    for f in own:
+        name = f.rpartition(".")[2]
+        if name not in hooks:
+            continue
+        for c in ctx.calls_in(f):
+            recv, _, meth = (c.callee or "").rpartition(".")
+            if meth != name or recv.count(".") != 1 or not recv.startswith("self."):
+                continue
+            targets = {t.fqn for t in ctx.resolve_call(f, c) if not t.external}
+            if targets:
+                by_attr.setdefault(recv, {}).setdefault(name, set()).update(targets)
+    out = []
+    fact = ctx.classes.class_fact(cls)
+    assert fact is not None
+    for recv, handed in sorted(by_attr.items()):
+        if len(handed) < MIN_FORWARDS:
+            continue
+        engines = sorted({t.rpartition(".")[0] for ts in handed.values() for t in ts})
+        for hook in sorted(set(hooks) - set(handed)):
+            for engine in engines:
+                member = ctx.classes.find_member(engine, hook)
+                if member is None or member not in ctx.model.defs or \
+                        not ctx.is_subject(ctx.model.defs[member].module) or \
+                        any(k in ("call", "dispatch") for _, _, k in
+                            ctx.graph.in_edges(member, data="kind")) or _does_nothing(ctx, member):
+                    continue
+                impl = ctx.classes.find_member(cls, hook)
+                mine = impl is not None and impl in ctx.model.defs and \
+                    ctx.is_subject(ctx.model.defs[impl].module)
+                if mine and any((c.callee or "").rpartition(".")[2] == hook
+                                for c in ctx.calls_in(impl)):
+                    continue  # handed on through a local (``a = getattr(self, ...)``)
+                where = (impl, ctx.function(impl).line) if mine and impl else (cls, fact.line)
+                out.append(ctx.finding(
+                    where[0], where[1],
+                    f"{fact.name} hands {', '.join(sorted(handed)[:4])}"
+                    f"{' ...' if len(handed) > 4 else ''} on to {recv} "
+                    f"({engine.rpartition('.')[2]}) but not {hook}: "
+                    f"{short_name(member)} (line {ctx.function(member).line}) is never "
+                    f"called, so what it does for vLLM's {hook} never happens. Forward the "
+                    "hook to it",
+                    column=fact.col if where[0] == cls else 1,
+                    path=(ctx.step(member, ctx.function(member).line,
+                                   f"the engine's {hook}, which nothing calls"),),
+                    anchor=f"facade:{hook}"))
+    return out
+
+
+def short_name(fqn: str) -> str:
+    """``Class.method`` of a method's full name."""
+    return ".".join(fqn.split(".")[-2:])
 
 
 def _forwards(ctx: CheckContext, fqn: str) -> bool:
