@@ -260,6 +260,18 @@ BUGS = (
              "kvc-no-unbounded-peer-wait-at-setup",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter"
              ".register_kv_caches"),
+    # vLLM's Mooncake sender marked each id of a decode's batch as being sent
+    # (expiry off) and returned on the first id it could not find, leaving the
+    # marked ids and the rest of the batch with no report. 0.16.0 counts
+    # sends and answers the decode per request.
+    FixedBug("vllm mooncake sender abandons the batch on a missing id",
+             _vllm("0.15.1"),
+             _vllm("0.16.0"),
+             "kvc-request-id-not-dropped",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake_connector"
+             ".MooncakeConnectorWorker.send_kv_to_decode",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
+             ".MooncakeConnectorWorker.send_kv_to_decode"),
     # vLLM's Mooncake store sending thread: an exception from the store step
     # (batch_is_exist re-raised) skipped dec_stored_request, so the request's
     # in-flight count never reached 0 and it was never reported in

@@ -132,10 +132,11 @@ class Lifecycle:
             # nor between two of the places it hands an id to.
             strict = self.sides.get(fqn) == frozenset({"worker"}) or fn.name == self.spec.commit
             if strict:
-                hows += ("early-exit",)
+                hows += ("early-exit", "abandoned")
             # the commit hook owes every record; worker code may not leave early
             # between two (a caught failure there is often a designed path)
-            each = hows if fn.name == self.spec.commit else ("early-exit",) if strict else ()
+            each = hows if fn.name == self.spec.commit else \
+                ("early-exit", "abandoned") if strict else ()
             # code only a background thread or task runs: an exception it
             # raises reaches no hook, so the ids it carries are lost with it
             if "hooks" not in self._roots().get(fqn, frozenset({"hooks"})):

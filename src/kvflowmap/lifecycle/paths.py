@@ -47,7 +47,7 @@ class Drop:
     fqn: str
     id_name: str
     bound_line: int
-    how: str  # except | early-exit | removed | raised
+    how: str  # except | early-exit | abandoned | removed | raised
     branch_line: int  # the test or the call whose exception edge is taken
     exit_line: int  # the jump, or the last statement before the end
     handover_line: int  # where another path hands the id over
@@ -346,7 +346,8 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         others = [d for d, _ in cfg.successors(n) if d != nxt and d in reach]
         if node.stmt is None or not others:
             continue
-        if lab != "exception" and is_filter(fn, eff, node.stmt, name):
+        batch = lab != "exception" and _abandons_batch(fn, cfg, node.stmt, nodes[i + 1:], name)
+        if lab != "exception" and not batch and is_filter(fn, eff, node.stmt, name):
             return None  # (a test that raises decided nothing)
         how = None
         if lab == "exception":
@@ -355,14 +356,36 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         elif node.stmt.kind in ("if", "case") and lab in ("true", "false"):
             jump = _jump_inside(cfg, nodes[i + 1:], node.stmt)
             if jump is not None and not returns_status(cfg.nodes[jump].stmt) and \
-                    not warns(fn, node.stmt):
-                how = "early-exit"
+                    (batch or not warns(fn, node.stmt)):
+                how = "abandoned" if batch else "early-exit"
         if how is None:
             return None  # the last turn guards the hand-over: a decision
         return Drop(fn.fqn, name, bound_line(cfg, start, fn), how, node.line,
                     last_line(cfg, nodes), first_handling(cfg, others[0], handles),
                     steps(cfg, path))
     return None
+
+
+def _abandons_batch(fn: FnView, cfg: CFG, test: Stmt, rest: list[int], name: str) -> bool:
+    """The turn is a test inside a loop over the batch ``name`` carries
+    (``for req_id in meta.request_ids``) and the path ``return``s out of the
+    function: whatever it decides about one element, the other elements of
+    the batch are dropped with it (vLLM 0.15.1's Mooncake sender returned on
+    the first id it could not find and left the ids it had already marked as
+    being sent, and every id after it, with no report)."""
+    if not rest or rest[-1] != cfg.exit:
+        return False
+    jump = next((cfg.nodes[n].stmt for n in rest if cfg.nodes[n].stmt is not None
+                 and cfg.nodes[n].stmt.kind in _JUMPS), None)
+    if jump is None or jump.kind != "return":
+        return False
+    for loop in fn.stmts:
+        if loop.kind != "for" or not any(x is test for x in walk(loop.body)):
+            continue
+        it = unwrap(loop_targets(loop.text)[1])
+        if it == name or it.startswith(name + "."):
+            return True
+    return False
 
 
 def _own_raise(cfg: CFG, n: int, label: str) -> bool:

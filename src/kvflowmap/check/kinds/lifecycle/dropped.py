@@ -36,6 +36,9 @@ _HOW = {
     "except": "an exception here is caught and the handler carries on without recording, "
               "reporting or failing the request",
     "early-exit": "this branch leaves early without recording or reporting the request",
+    "abandoned": "this branch returns out of the loop over the batch, so every other id of "
+                 "it, those already taken on and those not reached yet, is left without a "
+                 "record or a report",
     "removed": "the id is taken out of its container here and handed nowhere",
     "lost": "ids are taken out of a container a report reads into a local that is never "
             "returned, stored or handed on",
@@ -55,10 +58,11 @@ _HOW = {
 class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
-    hows: tuple[str, ...] = option(("except", "early-exit", "removed", "raised", "lost",
-                                    "ignored", "swallowed", "forgotten", "unchecked"),
-                                   "kinds of drop to report: except, early-exit, removed, "
-                                   "raised, lost, ignored, swallowed, forgotten, unchecked")
+    hows: tuple[str, ...] = option(("except", "early-exit", "abandoned", "removed", "raised",
+                                    "lost", "ignored", "swallowed", "forgotten", "unchecked"),
+                                   "kinds of drop to report: except, early-exit, abandoned, "
+                                   "removed, raised, lost, ignored, swallowed, forgotten, "
+                                   "unchecked")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
@@ -145,7 +149,9 @@ def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:
 
 def _finding(ctx: CheckContext, d: Drop) -> Finding:
     where = f"{short(d.fqn)}"
-    msg = (f"request id `{d.id_name}` can be dropped in {where}: {_HOW[d.how]} "
+    what = f"the request ids of `{d.id_name}`" if d.how == "abandoned" else \
+        f"request id `{d.id_name}`"
+    msg = (f"{what} can be dropped in {where}: {_HOW[d.how]} "
            f"(line {d.branch_line}), while another path hands it on"
            f"{f' (line {d.handover_line})' if d.handover_line else ''}; the request is "
            "never reported finished or failed and waits forever")
