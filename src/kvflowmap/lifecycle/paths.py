@@ -375,9 +375,8 @@ def _abandons_batch(fn: FnView, cfg: CFG, test: Stmt, rest: list[int], name: str
     being sent, and every id after it, with no report)."""
     if not rest or rest[-1] != cfg.exit:
         return False
-    jump = next((cfg.nodes[n].stmt for n in rest if cfg.nodes[n].stmt is not None
-                 and cfg.nodes[n].stmt.kind in _JUMPS), None)
-    if jump is None or jump.kind != "return":
+    jumps = [st for n in rest if (st := cfg.nodes[n].stmt) is not None and st.kind in _JUMPS]
+    if not jumps or jumps[0].kind != "return":
         return False
     for loop in fn.stmts:
         if loop.kind != "for" or not any(x is test for x in walk(loop.body)):
