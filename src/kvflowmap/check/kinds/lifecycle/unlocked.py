@@ -45,14 +45,22 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     by_fn: dict[str, list[Unlocked | CopyClear]] = {}
     found: list[Unlocked | CopyClear] = [*lc.unlocked(opts.teardown_methods),
                                          *lc.copy_clears(opts.teardown_methods)]
+    adders: dict[str, list[CopyClear]] = {}
     for u in found:
-        if u.change.fqn in wanted and (not opts.containers or
-                                       u.change.container.label in opts.containers):
+        if opts.containers and u.change.container.label not in opts.containers:
+            continue
+        if u.change.fqn in wanted:
             by_fn.setdefault(u.change.fqn, []).append(u)
+        # the add is the other half of the race, and a fix may start there
+        # (hand the ids over through a queue): reported once per add
+        if isinstance(u, CopyClear) and u.adder.fqn in wanted and not any(
+                (x.adder.line, x.adder.container) == (u.adder.line, u.adder.container)
+                for x in adders.get(u.adder.fqn, ())):
+            adders.setdefault(u.adder.fqn, []).append(u)
 
     def one(f: str) -> list[Finding]:
-        out = []
-        for u in by_fn[f]:
+        out = [_adder(ctx, u) for u in adders.get(f, ())]
+        for u in by_fn.get(f, ()):
             if isinstance(u, CopyClear):
                 out.append(_copy_clear(ctx, u))
                 continue
@@ -70,7 +78,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 anchor=f"unlocked:{ch.container.label}" + (":walk" if ch.op == "walk" else "")))
         return out
 
-    return each_function(ctx, sorted(by_fn), one)
+    return each_function(ctx, sorted(set(by_fn) | set(adders)), one)
 
 
 def _copy_clear(ctx: CheckContext, u: CopyClear) -> Finding:
@@ -87,3 +95,19 @@ def _copy_clear(ctx: CheckContext, u: CopyClear) -> Finding:
         path=steps(ctx, f, [(u.read_line, f"reads {label}"), (ch.line, f"{what} it, no lock")])
         + steps(ctx, a.fqn, [(a.line, "adds to it on another thread, no lock")]),
         anchor=f"copy-clear:{label}")
+
+
+def _adder(ctx: CheckContext, u: CopyClear) -> Finding:
+    ch, a = u.change, u.adder
+    label = ch.container.label
+    what = "rebinds" if ch.op == "=" else "clears"
+    return ctx.finding(
+        a.fqn, a.line,
+        f"{short(a.fqn)} adds to {label} with no lock on its own thread, while "
+        f"{short(ch.fqn)} reads it (line {u.read_line}) and then {what} it (line {ch.line}): "
+        "an id added between the two is in neither, so that request is never reported. "
+        "Hand the ids over through a queue.Queue, or guard the add, the read and the clear "
+        "with one lock.",
+        path=steps(ctx, a.fqn, [(a.line, "adds to it on another thread, no lock")])
+        + steps(ctx, ch.fqn, [(u.read_line, f"reads {label}"), (ch.line, f"{what} it, no lock")]),
+        anchor=f"copy-clear-add:{label}")
