@@ -272,6 +272,16 @@ BUGS = (
              ".MooncakeConnectorWorker.send_kv_to_decode",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
              ".MooncakeConnectorWorker.send_kv_to_decode"),
+    # NIXL's handshake done-callback (on the executor's thread) added failed
+    # requests to plain sets that get_finished copied and then cleared with no
+    # lock: one added in between was lost and its request hung. 0.22.0 hands
+    # them over through a queue.Queue. Reported at both halves of the race.
+    FixedBug("vllm nixl handshake failure lost between get_finished's copy and clear",
+             _vllm("0.21.0"),
+             _vllm("0.22.1"),
+             "kvc-shared-state-locked",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl.worker.NixlConnectorWorker"
+             "._background_nixl_handshake.request_ready"),
     # vLLM's Mooncake store sending thread: an exception from the store step
     # (batch_is_exist re-raised) skipped dec_stored_request, so the request's
     # in-flight count never reached 0 and it was never reported in
