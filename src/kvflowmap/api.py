@@ -86,6 +86,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
                                 "prefix": _package_prefix(r)} for r in roots]
     lk.graph.graph["vllm_version"] = version
     lk.graph.graph["kv_states"] = list(protocol.kv_states)
+    lk.graph.graph["connector_base"] = protocol.base_class
     lk.graph.graph["hosts"] = hosts
     problems += [Problem(w) for w in lk.warnings]
     return Analysis(lk.graph, lk, roots, stats, [p.text for p in problems], timings, version,

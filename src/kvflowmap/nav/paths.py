@@ -81,8 +81,10 @@ class NoPath:
     # not pass it on to the field (see the module docstring): left out
     returned: bool = False
     # paths exist only through a base method the object on the path overrides
-    # (see ``_overridden_on_the_way``): left out
+    # (see ``_overridden_on_the_way``), or through the objects of two
+    # connectors (see ``Families``): left out
     overridden: bool = False
+    crossed: bool = False
 
 
 def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
@@ -103,7 +105,8 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
-    overridden = False
+    overridden = crossed = False
+    families = Families(g)
     expanded = _ReturnContexts(g, simple, kinds).graph(sources, targets)
     if _DST in expanded and nx.has_path(expanded, _SRC, _DST):
         for tried, p in enumerate(nx.shortest_simple_paths(expanded, _SRC, _DST)):
@@ -118,10 +121,13 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
             if _overridden_on_the_way(g, nodes):
                 overridden = True
                 continue
+            if not families.together(nodes):
+                crossed = True
+                continue
             found.append(nodes)
     if not found:
         return _no_path(simple, a, b, sources, targets, expanded=expanded,
-                        overridden=overridden)
+                        overridden=overridden, crossed=crossed)
     found.sort(key=lambda p: (len(p), p))
     paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
                   for p in found[:max_paths])
@@ -147,6 +153,63 @@ def _overridden_on_the_way(g: nx.MultiDiGraph, nodes: list[str]) -> bool:
         if runs != x and not _calls(g, runs, x):
             return True
     return False
+
+
+class Families:
+    """Which connector each analysed class can run for. A connector class (one
+    deriving from the protocol's base) and the classes its code constructs,
+    transitively (``self.connector_worker = NixlPullConnectorWorker(...)``),
+    are one family; a class serves every connector whose family holds it or
+    a subclass of it. A path through classes no one connector serves joins
+    two objects that never meet at run time: vLLM's NIXL pull connector
+    builds the pull scheduler and the pull worker, the push connector the
+    push ones, so the pull scheduler's metadata never reaches the push
+    worker. Classes no connector constructs (vLLM's scheduler, a metadata
+    class both build) constrain nothing."""
+
+    def __init__(self, g: nx.MultiDiGraph) -> None:
+        self.mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
+        base = g.graph.get("connector_base")
+        methods: dict[str, list[str]] = {}
+        for n, kind in g.nodes(data="kind"):
+            owner = n.rpartition(".")[0]
+            if kind == "function" and owner in self.mro:
+                methods.setdefault(owner, []).append(n)
+        self.serves: dict[str, set[str]] = {}  # class -> connectors it serves
+        for c in sorted(k for k, m in self.mro.items() if base and base in m[1:]):
+            family, todo = {c}, [c]
+            while todo:
+                for k in self.mro.get(todo.pop(), ()):
+                    for f in methods.get(k, ()):
+                        for _, v, kind in g.out_edges(f, data="kind"):
+                            built = v.rpartition(".")[0]
+                            if kind == "call" and v.endswith(".__init__") and \
+                                    built in self.mro and built not in family:
+                                family.add(built)
+                                todo.append(built)
+            for member in family:
+                for k in self.mro[member]:
+                    self.serves.setdefault(k, set()).add(c)
+
+    def together(self, nodes: list[str]) -> bool:
+        """Some one connector is served by every class on the path that
+        serves any."""
+        common: set[str] | None = None
+        for n in nodes:
+            cls = self._class_of(n)
+            mine = self.serves.get(cls) if cls else None
+            if mine:
+                common = set(mine) if common is None else common & mine
+                if not common:
+                    return False
+        return True
+
+    def _class_of(self, node: str) -> str | None:
+        """The class a method, a nested function or an attribute node is of."""
+        head = node.rpartition(".")[0]
+        while head and head not in self.mro:
+            head = head.rpartition(".")[0]
+        return head or None
 
 
 def _kinds(g: nx.MultiDiGraph, u: str, v: str) -> set[str]:
@@ -354,7 +417,8 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
              targets: list[str], switched: bool = False,
-             expanded: nx.DiGraph | None = None, overridden: bool = False) -> NoPath:
+             expanded: nx.DiGraph | None = None, overridden: bool = False,
+             crossed: bool = False) -> NoPath:
     """``expanded``: the graph of return contexts the paths were looked for
     in, when only it has none (what A reaches is counted there)."""
     # Hops from A (the virtual source is one hop before it); A itself and
@@ -379,8 +443,8 @@ def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
     reverse = any(nx.has_path(back, t, s) for t, s in itertools.product(targets, sources)
                   if t != s)
     return NoPath(a, b, len(reached), tuple((n, reached[n]) for n in ranked[:5]),
-                  tuple(into[:8]), reverse, switched, expanded is not None and not overridden,
-                  overridden)
+                  tuple(into[:8]), reverse, switched,
+                  expanded is not None and not (overridden or crossed), overridden, crossed)
 
 
 def paths_text(result: PathResult | NoPath) -> str:
@@ -410,6 +474,9 @@ def _no_path_text(r: NoPath) -> str:
     if r.overridden:
         lines.append("the only paths run a base method that the object on the path "
                      "overrides (at run time the override runs instead): left out")
+    if r.crossed:
+        lines.append("the only paths go through the objects of two different connectors "
+                     "(one connector builds its own scheduler and worker halves): left out")
     if r.nearest:
         lines.append(f"reachable from {r.src!r}, closest to {r.dst!r} by name:")
         lines += [f"  {n}  ({h} step{'s' if h != 1 else ''})" for n, h in r.nearest]
