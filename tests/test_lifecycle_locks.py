@@ -38,12 +38,16 @@ def unlocked(tree, body: str) -> list[tuple[str, int, str]]:
     return [(u.change.fqn.rpartition(".")[2], u.change.line, u.change.op) for u in lc.unlocked()]
 
 
-def test_unlocked_add_races_a_locked_walk_on_another_thread(tree):
-    body = """
+# a transfer thread that adds with no lock
+LOOP_ADDS = """
     def _loop(self):
         while True:
             self._done.add(self._next())
+"""
 
+
+def test_unlocked_add_races_a_locked_walk_on_another_thread(tree):
+    body = LOOP_ADDS + """
     def get_finished(self, finished_req_ids):
         with self._lock:
             done = {r for r in self._done}
@@ -267,11 +271,7 @@ def test_a_coroutine_that_does_not_await_between_read_and_clear_is_atomic(tree):
 def test_a_locked_walk_inside_a_helper_given_the_container_races_too(tree):
     """``_pop_done(self._done)`` walks and deletes the entries of the
     container it is passed: the walk is this statement's, under its lock."""
-    body = """
-    def _loop(self):
-        while True:
-            self._done.add(self._next())
-
+    body = LOOP_ADDS + """
     def get_finished(self, finished_req_ids):
         with self._lock:
             done = self._pop_done(self._done)
