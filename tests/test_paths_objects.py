@@ -93,3 +93,29 @@ def test_a_path_stays_with_one_connectors_objects() -> None:
     # the shared base's method serves both: no constraint from it alone
     assert isinstance(paths.find_paths(g, "m.BaseSched.build", "m.PushWorker.load"),
                       paths.PathResult)
+
+
+def test_a_base_default_serves_only_connectors_that_do_not_override_it() -> None:
+    """The base's ``results`` reads the metadata and fills the output vLLM
+    reads; the pull connector overrides ``results`` (no ``super()``), so its
+    metadata never takes that way, while the push connector's does."""
+    g = _two_connectors()
+    g.graph["mro"]["m.Engine"] = ("m.Engine",)
+    for n in ("m.Base.results", "m.PullConn.results", "m.PushSched.finish", "m.Engine.update"):
+        g.add_node(n, kind="function", file="m.py", line=1, root="m")
+    g.add_node("m.Out.done", kind="field", file="m.py", line=1, root="m")
+
+    def edge(u: str, v: str, kind: str) -> None:
+        g.add_edge(u, v, kind=kind, file="m.py", line=3, root="m")
+
+    edge("m.PushSched.finish", "m.BaseSched.build", "call")
+    edge("m.Meta.reqs", "m.Base.results", "consumes")
+    edge("m.Base.results", "m.Out.done", "produces")
+    edge("m.Out.done", "m.Engine.update", "consumes")
+    assert isinstance(paths.find_paths(g, "m.PushSched.finish", "m.Engine.update"),
+                      paths.PathResult)
+    found = paths.find_paths(g, "m.PullSched.finish", "m.Engine.update")
+    assert isinstance(found, paths.NoPath) and found.crossed
+    edge("m.PullConn.results", "m.Base.results", "call")  # super().results()
+    assert isinstance(paths.find_paths(g, "m.PullSched.finish", "m.Engine.update"),
+                      paths.PathResult)

@@ -164,11 +164,16 @@ class Families:
     two objects that never meet at run time: vLLM's NIXL pull connector
     builds the pull scheduler and the pull worker, the push connector the
     push ones, so the pull scheduler's metadata never reaches the push
-    worker. Classes no connector constructs (vLLM's scheduler, a metadata
-    class both build) constrain nothing."""
+    worker. A method serves only the connectors whose objects run it: the
+    base's default ``get_transfer_results`` serves no connector that
+    overrides it. Classes no connector constructs (vLLM's scheduler, a
+    metadata class both build) constrain nothing."""
 
     def __init__(self, g: nx.MultiDiGraph) -> None:
+        self.g = g
         self.mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
+        self.family: dict[str, set[str]] = {}  # connector -> the classes it constructs
+        self._cache: dict[str, set[str] | None] = {}
         base = g.graph.get("connector_base")
         methods: dict[str, list[str]] = {}
         for n, kind in g.nodes(data="kind"):
@@ -179,14 +184,18 @@ class Families:
         for c in sorted(k for k, m in self.mro.items() if base and base in m[1:]):
             family, todo = {c}, [c]
             while todo:
-                for k in self.mro.get(todo.pop(), ()):
+                member = todo.pop()
+                for k in self.mro.get(member, ()):
                     for f in methods.get(k, ()):
                         for _, v, kind in g.out_edges(f, data="kind"):
                             built = v.rpartition(".")[0]
+                            # (``super().__init__()`` builds no new object)
                             if kind == "call" and v.endswith(".__init__") and \
-                                    built in self.mro and built not in family:
+                                    built in self.mro and built not in self.mro[member] and \
+                                    built not in family:
                                 family.add(built)
                                 todo.append(built)
+            self.family[c] = family
             for member in family:
                 for k in self.mro[member]:
                     self.serves.setdefault(k, set()).add(c)
@@ -196,13 +205,37 @@ class Families:
         serves any."""
         common: set[str] | None = None
         for n in nodes:
-            cls = self._class_of(n)
-            mine = self.serves.get(cls) if cls else None
+            mine = self._served(n)
             if mine:
                 common = set(mine) if common is None else common & mine
                 if not common:
                     return False
         return True
+
+    def _served(self, node: str) -> set[str] | None:
+        """The connectors ``node`` runs for: its class's, and for a method
+        only those whose objects resolve the method to this very one (the
+        base's default ``get_transfer_results`` does not run for a
+        connector that overrides it)."""
+        if node in self._cache:
+            return self._cache[node]
+        cls = self._class_of(node)
+        mine = self.serves.get(cls) if cls else None
+        if mine and cls:
+            name = node[len(cls) + 1:].partition(".")[0]
+            method = f"{cls}.{name}"
+            if self.g.nodes.get(method, {}).get("kind") == "function":
+                mine = {c for c in mine if any(
+                    cls in self.mro[w] and self._runs(w, name, method) for w in self.family[c])}
+        self._cache[node] = mine
+        return mine
+
+    def _runs(self, cls: str, name: str, method: str) -> bool:
+        """An object of ``cls`` runs ``method`` for ``name``: its MRO's first
+        ``name`` is that method, or calls it (``super().name()``)."""
+        first = next((f"{k}.{name}" for k in self.mro.get(cls, ())
+                      if self.g.nodes.get(f"{k}.{name}", {}).get("kind") == "function"), None)
+        return first == method or (first is not None and _calls(self.g, first, method))
 
     def _class_of(self, node: str) -> str | None:
         """The class a method, a nested function or an attribute node is of."""
