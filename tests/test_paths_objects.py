@@ -119,3 +119,15 @@ def test_a_base_default_serves_only_connectors_that_do_not_override_it() -> None
     edge("m.PullConn.results", "m.Base.results", "call")  # super().results()
     assert isinstance(paths.find_paths(g, "m.PullSched.finish", "m.Engine.update"),
                       paths.PathResult)
+
+
+def test_a_call_that_names_the_base_method_dispatches_to_the_override() -> None:
+    """vLLM calls ``connector.load()`` on the base type: the base method on
+    the path is the call's name for the override, not code that runs."""
+    g = _two_connectors()
+    g.graph["mro"]["m.Engine"] = ("m.Engine",)
+    for n in ("m.Engine.step", "m.Base.load", "m.PullConn.load"):
+        g.add_node(n, kind="function", file="m.py", line=1, root="m")
+    g.add_edge("m.Engine.step", "m.Base.load", kind="call", file="m.py", line=4, root="m")
+    g.add_edge("m.Base.load", "m.PullConn.load", kind="dispatch", file="m.py", line=4, root="m")
+    assert isinstance(paths.find_paths(g, "m.Engine.step", "m.PullConn.load"), paths.PathResult)

@@ -204,7 +204,9 @@ class Families:
         """Some one connector is served by every class on the path that
         serves any."""
         common: set[str] | None = None
-        for n in nodes:
+        for i, n in enumerate(nodes):
+            if i + 1 < len(nodes) and "dispatch" in _kinds(self.g, n, nodes[i + 1]):
+                continue  # the base method a call names, on its way to the override
             mine = self._served(n)
             if mine:
                 common = set(mine) if common is None else common & mine
