@@ -83,12 +83,12 @@ def escaping_raise(cfg: CFG, loop: Stmt, fn: FnView) -> int | None:
         if callees and all(c in QUEUE_OPS for c in callees):
             continue
         for d, lab in cfg.successors(n):
-            if lab in RAISING and _escapes(cfg, d, inside):
+            if lab in RAISING and escapes(cfg, d, inside):
                 return n
     return None
 
 
-def _escapes(cfg: CFG, start: int, inside: set[int]) -> bool:
+def escapes(cfg: CFG, start: int, inside: set[int]) -> bool:
     """An exception arriving at ``start`` reaches outside the loop uncaught."""
     seen, queue = {start}, deque([start])
     while queue:

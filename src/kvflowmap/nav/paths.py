@@ -149,7 +149,7 @@ def _overridden_on_the_way(g: nx.MultiDiGraph, nodes: list[str]) -> bool:
         cls = z.rpartition(".")[0]
         if base not in mro.get(cls, ()) or base == cls:
             continue
-        runs = next((f"{c}.{name}" for c in mro[cls] if f"{c}.{name}" in g), x)
+        runs = _first_in_mro(g, mro, cls, name) or x
         if runs != x and not _calls(g, runs, x):
             return True
     return False
@@ -235,8 +235,7 @@ class Families:
     def _runs(self, cls: str, name: str, method: str) -> bool:
         """An object of ``cls`` runs ``method`` for ``name``: its MRO's first
         ``name`` is that method, or calls it (``super().name()``)."""
-        first = next((f"{k}.{name}" for k in self.mro.get(cls, ())
-                      if self.g.nodes.get(f"{k}.{name}", {}).get("kind") == "function"), None)
+        first = _first_in_mro(self.g, self.mro, cls, name)
         return first == method or (first is not None and _calls(self.g, first, method))
 
     def _class_of(self, node: str) -> str | None:
@@ -245,6 +244,13 @@ class Families:
         while head and head not in self.mro:
             head = head.rpartition(".")[0]
         return head or None
+
+
+def _first_in_mro(g: nx.MultiDiGraph, mro: dict[str, tuple[str, ...]], cls: str,
+                  name: str) -> str | None:
+    """The method ``name`` an object of ``cls`` runs: the first of its MRO."""
+    return next((f"{k}.{name}" for k in mro.get(cls, ())
+                 if g.nodes.get(f"{k}.{name}", {}).get("kind") == "function"), None)
 
 
 def _kinds(g: nx.MultiDiGraph, u: str, v: str) -> set[str]:

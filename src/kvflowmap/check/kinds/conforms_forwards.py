@@ -20,7 +20,9 @@ records the failed blocks: every failed load is taken as loaded).
 from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.lifecycle._shared import short
 from kvflowmap.check.model import Finding
+from kvflowmap.facts import ClassFact
 from kvflowmap.lifecycle.view import walk
 
 MIN_FORWARDS = 3
@@ -35,7 +37,7 @@ def check_forwards(ctx: CheckContext, cls: str, hooks: tuple[str, ...]) -> list[
     forwarded = sorted(f.rpartition(".")[2] for f in own if _forwards(ctx, f))
     fact = ctx.classes.class_fact(cls)
     assert fact is not None
-    out = _facade(ctx, cls, own, hooks)
+    out = _facade(ctx, cls, fact, own, hooks)
     if len(forwarded) < MIN_FORWARDS:
         return out
     for hook in sorted(set(hooks)):
@@ -61,8 +63,8 @@ def check_forwards(ctx: CheckContext, cls: str, hooks: tuple[str, ...]) -> list[
     return out
 
 
-def _facade(ctx: CheckContext, cls: str, own: list[str], hooks: tuple[str, ...]
-            ) -> list[Finding]:
+def _facade(ctx: CheckContext, cls: str, fact: ClassFact, own: list[str],
+            hooks: tuple[str, ...]) -> list[Finding]:
     """Hooks a facade leaves out of what it hands its engine object, where
     the engine's class implements the hook and nothing calls that method."""
     by_attr: dict[str, dict[str, set[str]]] = {}  # self attr -> hook -> engine methods
@@ -78,8 +80,6 @@ def _facade(ctx: CheckContext, cls: str, own: list[str], hooks: tuple[str, ...]
             if targets:
                 by_attr.setdefault(recv, {}).setdefault(name, set()).update(targets)
     out = []
-    fact = ctx.classes.class_fact(cls)
-    assert fact is not None
     for recv, handed in sorted(by_attr.items()):
         if len(handed) < MIN_FORWARDS:
             continue
@@ -104,7 +104,7 @@ def _facade(ctx: CheckContext, cls: str, own: list[str], hooks: tuple[str, ...]
                     f"{fact.name} hands {', '.join(sorted(handed)[:4])}"
                     f"{' ...' if len(handed) > 4 else ''} on to {recv} "
                     f"({engine.rpartition('.')[2]}) but not {hook}: "
-                    f"{short_name(member)} (line {ctx.function(member).line}) is never "
+                    f"{short(member)} (line {ctx.function(member).line}) is never "
                     f"called, so what it does for vLLM's {hook} never happens. Forward the "
                     "hook to it",
                     column=fact.col if where[0] == cls else 1,
@@ -112,11 +112,6 @@ def _facade(ctx: CheckContext, cls: str, own: list[str], hooks: tuple[str, ...]
                                    f"the engine's {hook}, which nothing calls"),),
                     anchor=f"facade:{hook}"))
     return out
-
-
-def short_name(fqn: str) -> str:
-    """``Class.method`` of a method's full name."""
-    return ".".join(fqn.split(".")[-2:])
 
 
 def _forwards(ctx: CheckContext, fqn: str) -> bool:

@@ -18,7 +18,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.threads import RAISING, escaping_raise
+from kvflowmap.lifecycle.threads import RAISING, escapes, escaping_raise
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
@@ -57,7 +57,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
            fed: set[str]) -> list[Finding]:
     fn = lc.functions[fqn]
-    cfg = build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
+    cfg = _cfg(ctx, lc, fn)
     nested = {id(x) for s in fn.stmts if s.kind in ("while", "for") for x in walk(s.body)}
     out = []
     for n in cfg.nodes:
@@ -116,26 +116,16 @@ def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
 
 
 def _cfg(ctx: CheckContext, lc, fn):
+    """The function's control flow, with the exception edges of every
+    statement the lifecycle model says may raise."""
     return build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
 
 
 def _leaves(cfg, start: int) -> bool:
     """An exception raised at ``start`` leaves the function: no ``except``
     on the way (any handler is taken to catch it)."""
-    seen, todo = {start}, [start]
-    while todo:
-        n = todo.pop()
-        for d, lab in cfg.successors(n):
-            if lab not in RAISING or d in seen:
-                continue
-            if d == cfg.raise_exit:
-                return True
-            st = cfg.nodes[d].stmt
-            if st is not None and st.kind == "except":
-                continue
-            seen.add(d)
-            todo.append(d)
-    return False
+    inside = {n.id for n in cfg.nodes} - {cfg.exit, cfg.raise_exit}
+    return any(lab in RAISING and escapes(cfg, d, inside) for d, lab in cfg.successors(start))
 
 
 def _serves(lc, fn, loop, serve_calls: tuple[str, ...], fed: set[str]) -> bool:
