@@ -20,7 +20,6 @@ records the failed blocks: every failed load is taken as loaded).
 from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import short
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import ClassFact
 from kvflowmap.lifecycle.view import walk
@@ -104,7 +103,7 @@ def _facade(ctx: CheckContext, cls: str, fact: ClassFact, own: list[str],
                     f"{fact.name} hands {', '.join(sorted(handed)[:4])}"
                     f"{' ...' if len(handed) > 4 else ''} on to {recv} "
                     f"({engine.rpartition('.')[2]}) but not {hook}: "
-                    f"{short(member)} (line {ctx.function(member).line}) is never "
+                    f"{'.'.join(member.split('.')[-2:])} (line {ctx.function(member).line}) is never "
                     f"called, so what it does for vLLM's {hook} never happens. Forward the "
                     "hook to it",
                     column=fact.col if where[0] == cls else 1,
