@@ -420,6 +420,22 @@ BUGS = (
              ".mooncake_connector.MooncakeConnectorScheduler.request_finished",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"
              ".mooncake_connector.MooncakeConnectorScheduler.request_finished"),
+    # The same two bugs on the workers' side, where the fixes also landed
+    # (the worker discards reqs_not_processed from the set / dict it filled).
+    FixedBug("vllm nixl worker takes announced ids it is never told to drop",
+             _vllm("0.11.0"),
+             _vllm("0.11.1"),
+             "kvc-finish-tells-workers",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector"
+             ".NixlConnectorWorker.start_load_kv"),
+    FixedBug("vllm mooncake worker takes announced ids it is never told to drop",
+             _vllm("0.15.1"),
+             _vllm("0.16.0"),
+             "kvc-finish-tells-workers",
+             "vllm.distributed.kv_transfer.kv_connector.v1"
+             ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs",
+             "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"
+             ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs"),
 )
 
 

@@ -223,7 +223,11 @@ class DataFactsMixin:
         return True
 
     def _literal(self, value: cst.BaseExpression | None) -> str | None:
-        """Source text of a literal display (``AssignFact.literal``), else None."""
+        """Source text of a literal display (``AssignFact.literal``), else None.
+        An empty ``{}`` or ``[]`` is kept too: ``self._x = {}`` empties a
+        container, where a display with items may fill it."""
+        if isinstance(value, (cst.Dict, cst.List)) and not value.elements:
+            return "{}" if isinstance(value, cst.Dict) else "[]"
         return self._code(value) if isinstance(value, _LITERALS) else None
 
     def _assign_target(self, target, value, annotation, node, literal=None, key=None,

@@ -51,7 +51,10 @@ class Asserted:
     container: Container
     remover: str
     remover_line: int
-    claim: str = "assert"  # assert | del (``del c[k]``: a KeyError where it is gone)
+    # assert | del (``del c[k]``: a KeyError where it is gone) | del-unadded
+    # (``del c[k]`` where the request ends, of an entry only an earlier hook
+    # puts in: ``remover`` is that hook, the add at ``remover_line``)
+    claim: str = "assert"
 
 
 def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Container],
@@ -69,6 +72,7 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
     class does not."""
     flags = _end_flags(fns, judged, ending, finished_params)
     removals: dict[Container, list[tuple[str, int]]] = {}
+    adds: dict[Container, list[tuple[str, int]]] = {}
     for f in sorted(judged):
         fn = fns.get(f)
         if fn is None or fn.name in SETUP or f in ending:
@@ -81,6 +85,8 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
         for r in ops:
             if r.op in REMOVE_OPS | RESET_OPS and not any(_undone(r, a) for a in ops):
                 removals.setdefault(r.container, []).append((f, r.line))
+            elif r.op in ADD_OPS:
+                adds.setdefault(r.container, []).append((f, r.line))
     out = []
     for f in sorted(judged):
         fn = fns.get(f)
@@ -100,7 +106,39 @@ def asserted_entries(fns: dict[str, FnView], eff: Effects, keyed: Collection[Con
                       for g, ln in removals[c2] if g != f]
             if others and not _filled_by_callers(fns, eff, f, c, keyed):
                 out += [Asserted(f, line, at, c, g, ln, how) for g, ln in others]
+            elif how == "del" and _ends_here(fn.fact.body, line, f in ending, finished_params):
+                out += _unadded(fns, eff, f, line, c, keyed, classes, adds)
     return out
+
+
+def _unadded(fns: dict[str, FnView], eff: Effects, f: str, line: int, c: Container,
+             keyed: Collection[Container], classes: ClassIndex,
+             adds: dict[Container, list[tuple[str, int]]]) -> list[Asserted]:
+    """``del c[k]`` where the request ends (``request_finished`` runs for every
+    request, also one aborted before any other hook saw it) of an entry that
+    only other hooks put in: the request that skipped them ends in a
+    ``KeyError``."""
+    adders = [(g, ln) for c2 in _same_instance(c, adds, classes) for g, ln in adds[c2]]
+    if not adders or any(g == f for g, _ in adders) or _adds_before(fns, eff, f, line, c, keyed) \
+            or _filled_by_callers(fns, eff, f, c, keyed):
+        return []
+    return [Asserted(f, line, line, c, g, ln, "del-unadded") for g, ln in sorted(adders)]
+
+
+def _ends_here(body: tuple[Stmt, ...], line: int, ending: bool,
+               finished: Collection[str]) -> bool:
+    """``line`` runs for every request that ends: straight in the body of an
+    ``ending`` function (no test decides whether it runs), or straight in a
+    loop over the finished ids (``for rid in finished_req_ids: del c[rid]``)."""
+    for s in body:
+        if s.line == line and s.kind not in _COMPOUND:
+            return ending
+        if s.kind == "with" and _ends_here(s.body, line, ending, finished):
+            return True
+        if _finished_loop(s, finished) and s.kind == "for" and \
+                _ends_here(s.body, line, True, finished):
+            return True
+    return False
 
 
 def _keyed_on_instance(c: Container, keyed: Collection[Container], classes: ClassIndex) -> bool:

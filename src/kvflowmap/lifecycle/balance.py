@@ -31,12 +31,13 @@ are judged: a custom or bounded container manages its own contents.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kvflowmap.facts import AssignFact
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, READ_METHODS,
-                                           REMOVE_OPS, RESET_OPS, self_attr)
+                                           REMOVE_OPS, RESET_OPS, assigns_empty,
+                                           self_attr)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.classes import ClassIndex
@@ -69,12 +70,16 @@ class Unbalanced:
     how: str  # never-removed | never-filled
     site: Use  # the first add (never-removed) or the first take/read (never-filled)
     uses: tuple[Use, ...]
+    # set when only one process side leaks: the class serves both, and its
+    # removals all run in the other process (``scheduler`` or ``worker``)
+    side: str = ""
 
 
 def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owed_attrs: set[str],
                id_removals: dict[tuple[str, str], int],
                live: Callable[[str], bool] = lambda fqn: True,
-               builder: str = "build_connector_meta") -> list[Unbalanced]:
+               builder: str = "build_connector_meta",
+               sides: Mapping[str, frozenset[str]] | None = None) -> list[Unbalanced]:
     """Every unbalanced container of every leaf class of the subject.
 
     ``keyed``: attribute names ids enter by key or element (``IdState.keyed_attrs``);
@@ -83,7 +88,10 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     was lost still shows them); ``live(fqn)``: the function runs for the
     connector (a removal, or a hand-off of the container, in a method nothing
     calls takes nothing out); ``builder``: the hook whose returned metadata
-    carries containers to the workers."""
+    carries containers to the workers; ``sides``: per function, the process
+    sides (``scheduler``, ``worker``) whose hooks reach it (a class that
+    serves both has one instance per process, so each side must balance on
+    its own)."""
     by_cls: dict[str, list[FnView]] = {}
     for fn in fns.values():
         if fn.cls:
@@ -117,6 +125,8 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
             if not _empty_builtin(members, attr):
                 continue
             found = _judge(leaf, attr, us, keyed, owed_attrs, id_removals)
+            if found is None and sides:
+                found = _one_side(leaf, attr, us, keyed, sides)
             if found and found.how == "never-filled" and _sibling_state(
                     classes, leaf, us, adders.get(attr, set()) - {leaf}):
                 continue
@@ -150,6 +160,29 @@ def _judge(cls: str, attr: str, us: list[Use], keyed: set[str], owed_attrs: set[
     if not adds and (taken or forwards or (attr in owed_attrs and "read" in kinds)):
         first = (taken or forwards or [u for u in us if u.what == "read"])[0]
         return Unbalanced(cls, attr, "never-filled", first, steps)
+    return None
+
+
+def _one_side(cls: str, attr: str, us: list[Use], keyed: set[str],
+              sides: Mapping[str, frozenset[str]]) -> Unbalanced | None:
+    """``never-removed`` on one side of a class that serves both: ids enter
+    in code only one side's hooks reach, and every removal runs only for
+    the other side's hooks. The scheduler's and the workers' instances are
+    separate objects in separate processes, so the other side's removals
+    never touch these entries. Code of unknown or both sides counts as
+    able to remove on either."""
+    if attr not in keyed:
+        return None
+    for side in ("scheduler", "worker"):
+        only = frozenset({side})
+        adds = [u for u in us if u.what == "add" and sides.get(u.fqn) == only]
+        if not adds:
+            continue
+        removes = [u for u in us if u.what in ("remove", "clear")
+                   and side in sides.get(u.fqn, frozenset({side}))]
+        if not removes:
+            steps = tuple(u for u in us if u.what != "init")
+            return Unbalanced(cls, attr, "never-removed", adds[0], steps, side)
     return None
 
 
@@ -273,9 +306,9 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
 
 
 def _empty(a: AssignFact) -> bool:
-    """``self.X = set()``: a fresh empty builtin container (a display, which
-    may hold items, is not told apart from ``{}`` and counts as a hand-off)."""
-    return (a.value or "").replace(" ", "") in EMPTY_CONTAINERS
+    """``self.X = set()``, ``self.X = {}``: a fresh empty builtin container (a
+    display with items counts as a hand-off)."""
+    return assigns_empty(a)
 
 
 def _returned(fn: FnView) -> set[str]:
@@ -304,8 +337,8 @@ def _empty_builtin(members: list[FnView], attr: str) -> bool:
             if a.target != f"self.{attr}" or a.aug:
                 continue
             if a.value is None and a.literal is None:
-                found = True  # a display: ``{}``, ``[]``, a comprehension
-            elif a.value in EMPTY_CONTAINERS:
+                found = True  # a display with items, a comprehension
+            elif (a.value or a.literal) in EMPTY_CONTAINERS:
                 bounded = any(c.line == a.line and any(k == "maxlen" for k, _ in c.kwargs)
                               for c in fn.all_calls)
                 if bounded:

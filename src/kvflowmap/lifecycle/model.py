@@ -25,7 +25,7 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
-from kvflowmap.lifecycle.announced import Unannounced, unannounced
+from kvflowmap.lifecycle.announced import Intake, Unannounced, intakes, unannounced
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.polled import Unacted, unacted
 from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
@@ -207,7 +207,7 @@ class Lifecycle:
                         for s in info.sites if s.kind == "remove"}
             self._unbalanced = unbalanced(self.functions, self.classes, self.state.keyed_attrs,
                                           {c.attr for c in self.owed}, removals, self._runs_at_all,
-                                          self.spec.metadata_builder)
+                                          self.spec.metadata_builder, self.sides)
         return self._unbalanced
 
     def _runs_at_all(self, fqn: str) -> bool:
@@ -406,6 +406,12 @@ class Lifecycle:
         sp = self.spec
         return unannounced(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
                            sp.metadata_builder, sp.delay_element)
+
+    def intakes(self) -> list[Intake]:
+        """Worker code that takes an unannounced request's id from the
+        metadata into a container of its own (``announced.intakes``)."""
+        return [i for u in self.unannounced()
+                for i in intakes(self.functions, self.effects, u, self.sides)]
 
     def skipped_releases(self, fqn: str) -> list[SkippedRelease]:
         """Early returns of ``fqn`` before every loop that releases something

@@ -18,7 +18,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
-from kvflowmap.lifecycle.announced import Unannounced
+from kvflowmap.lifecycle.announced import Intake, Unannounced
 
 READS = ("Reads: per class, the protocol's commit hook (`lifecycle.commit`), metadata "
          "builder (`lifecycle.metadata_builder`) and delay-free hook (`lifecycle.delay_free`); "
@@ -39,10 +39,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     request without a word to the workers."""
     lc = lifecycle(ctx)
     by_fn: dict[str, list[Unannounced]] = by_function(ctx, lc, lc.unannounced())
+    # the workers' side of the same gap: where the id enters their own state
+    taken: dict[str, list[Intake]] = by_function(ctx, lc, lc.intakes())
 
     def one(f: str) -> list[Finding]:
-        out = []
-        for u in by_fn[f]:
+        out = [_intake(ctx, i) for i in
+               {(i.line, i.attr): i for i in taken.get(f, [])}.values()]
+        for u in by_fn.get(f, []):
             out.append(ctx.finding(
                 f, u.line,
                 f"{short(f)} ends the request here without delaying the free and without "
@@ -61,4 +64,21 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 anchor=f"unannounced:{u.attr}"))
         return out
 
-    return each_function(ctx, sorted(by_fn), one)
+    return each_function(ctx, sorted(set(by_fn) | set(taken)), one)
+
+
+def _intake(ctx: CheckContext, i: Intake) -> Finding:
+    """The finding at the worker's intake of an announced id."""
+    u = i.u
+    return ctx.finding(
+        i.fqn, i.line,
+        f"{short(i.fqn)} takes each request of the metadata's {i.field} into self.{i.attr} "
+        f"here, but {short(u.fqn)} can end such a request without delaying the free and "
+        f"without telling the workers (line {u.line}): its entry here is never paired with "
+        "a send and never removed, and a peer that pulls it waits. Give the workers a way "
+        "to drop it (a not-processed set in the metadata, removed here).",
+        path=steps(ctx, u.commit, [(u.commit_line,
+                                    f"announces the request to the workers: self.{u.attr}")])
+        + steps(ctx, u.fqn, [(u.line, "ends it and tells the workers nothing")])
+        + steps(ctx, i.fqn, [(i.line, f"the workers' entry: self.{i.attr}")]),
+        anchor=f"unannounced-intake:{i.attr}")

@@ -44,7 +44,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     by_fn: dict[str, list[tuple[str, Asserted]]] = {}
     found = lc.asserted(opts.teardown_methods)
     for a in found:
-        if a.remover in wanted:
+        if a.remover in wanted and a.claim != "del-unadded":
             by_fn.setdefault(a.remover, []).append(("remover", a))
     for a in {(a.fqn, a.line): a for a in found}.values():
         if a.fqn in wanted:
@@ -54,6 +54,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out = []
         for role, a in by_fn[f]:
             label = a.container.label
+            if a.claim == "del-unadded" and role == "assert":
+                out.append(_unadded(ctx, f, a, [r for r in found if (r.fqn, r.line) ==
+                                                 (a.fqn, a.line)]))
+                continue
             if a.claim == "del":
                 claims, error = f"deletes the request's entry from {label}, assuming it", \
                     "KeyError"
@@ -92,6 +96,25 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         return out
 
     return each_function(ctx, sorted(by_fn), one)
+
+
+def _unadded(ctx: CheckContext, f: str, a: Asserted, adders: list[Asserted]) -> Finding:
+    """The finding at a ``del`` where the request ends, of an entry only
+    earlier hooks put in."""
+    label = a.container.label
+    where = ", ".join(sorted({f"{short(r.remover)} (line {r.remover_line})" for r in adders}))
+    return ctx.finding(
+        f, a.line,
+        f"{short(f)} deletes the request's entry from {label}, assuming it is there, but "
+        f"only {where} puts entries in, and the request ends here whether or not that ran "
+        "(a request aborted while waiting, or one no earlier hook recorded): for it the "
+        "KeyError ends the hook, and with it the scheduler. Remove it with "
+        "`pop(<id>, None)` instead.",
+        path=steps(ctx, f, [(a.line, "deletes it, assuming it is there")]) +
+        tuple(s for r in adders
+              for s in steps(ctx, r.remover, [(r.remover_line, f"puts an entry in {label} "
+                                               "(only here)")])),
+        anchor=f"asserted-unadded:{label}")
 
 
 def _claim_steps(a: Asserted, label: str, step: str) -> list[tuple[int, str]]:

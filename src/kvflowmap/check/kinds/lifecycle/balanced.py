@@ -69,7 +69,16 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
              commit: str | None) -> Finding:
     cls = u.cls.rpartition(".")[2]
     where = f"{short(u.site.fqn)} (line {u.site.line})"
-    if u.how == "never-removed":
+    if u.how == "never-removed" and u.side:
+        other = "worker" if u.side == "scheduler" else "scheduler"
+        msg = (f"request ids enter self.{u.attr} of {cls} in {where}, which only the "
+               f"{u.side}'s hooks reach, but every removal of them runs only for the "
+               f"{other}'s hooks. {cls} serves both sides, and the {u.side}'s instance is a "
+               f"separate object in a separate process: its entries are never removed, one "
+               "per request for the life of the process. Remove the entry on the "
+               f"{u.side} side too, or hand the container to the {other} in the step's "
+               "metadata.")
+    elif u.how == "never-removed":
         msg = (f"request ids enter self.{u.attr} of {cls} in {where}, but no member of "
                f"{cls} ever removes them (no pop/del/discard/clear, no reassignment, and "
                "the container is not handed to other code): one entry per request stays "
