@@ -42,20 +42,25 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
     """``produces`` edges from the functions whose return values the carrier
     writes ``stores`` (``dataflow.add_fields``) are filled from (see the
     module docstring)."""
-    found: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], tuple[int, str]] = {}
     for s in stores:
         if s.value and s.field in lk.graph:
-            for fqn, line in _trace(lk, s.module, s.scope, s.value, Want(s.position), 0, set()):
-                found.setdefault((fqn, s.field), line)
-    for (fqn, field), line in sorted(found.items()):
+            for fqn, line, local in _trace(lk, s.module, s.scope, s.value, Want(s.position), 0,
+                                           set()):
+                found.setdefault((fqn, s.field), (line, local))
+    for (fqn, field), (line, local) in sorted(found.items()):
         d = lk.model.defs[fqn]
-        lk.add_edge(fqn, field, "produces", d.module, line, via="return")
+        # ``value``: the local (or ``local.field``) the return hands on into
+        # the field (``path`` follows only what that is made of)
+        extra = {"value": local} if local else {}
+        lk.add_edge(fqn, field, "produces", d.module, line, via="return", **extra)
 
 
 def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
-           depth: int, seen: set) -> list[tuple[str, int]]:
-    """(function, return line) of every analysed function whose return the
-    value ``origin`` (read in ``module``/``scope``) comes from."""
+           depth: int, seen: set) -> list[tuple[str, int, str]]:
+    """(function, return line, the plain local it returns of the value or "")
+    of every analysed function whose return the value ``origin`` (read in
+    ``module``/``scope``) comes from."""
     key = (module, scope, origin, want)
     if depth > MAX_DEPTH or key in seen:
         return []
@@ -85,7 +90,7 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
 
 
 def _through_call(lk: Linker, module: str, scope: str, callee: str,
-                  want: Want, depth: int, seen: set) -> list[tuple[str, int]]:
+                  want: Want, depth: int, seen: set) -> list[tuple[str, int, str]]:
     call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == callee), None)
     if call is None:
         return []
@@ -97,7 +102,12 @@ def _through_call(lk: Linker, module: str, scope: str, callee: str,
             if nxt is None:
                 continue
             origin, rest = nxt
-            out.append((target, r.line))
+            # ``return done`` hands the local on whole; ``return results`` of a
+            # wanted field hands on ``results.<field>`` (``local.field``)
+            local = origin if origin and origin.isidentifier() and rest.slot is None else ""
+            if local and rest.field:
+                local = f"{local}.{rest.field}"
+            out.append((target, r.line, local))
             if origin:
                 out += _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen)
     return out

@@ -325,11 +325,19 @@ class _ReturnContexts:
         self.copied: dict[str, dict[str, set[str]]] = {}
         # function -> state field -> the names the writing statements depend on
         self.deps: dict[str, dict[str, set[str]]] = {}
+        # function -> callee -> the names the calling statements depend on
+        self.call_deps: dict[str, dict[str, set[str]]] = {}
+        # function -> callee -> the locals the calls' results are bound to
+        self.binds: dict[str, dict[str, set[str]]] = {}
         for u, v, d in g.edges(data=True):
             if d.get("kind") == "produces" and d.get("copied"):
                 self.copied.setdefault(u, {}).setdefault(v, set()).update(d["copied"])
             if d.get("kind") == "produces" and d.get("deps"):
                 self.deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
+            if d.get("kind") == "call" and d.get("deps"):
+                self.call_deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
+            if d.get("kind") == "call" and d.get("binds"):
+                self.binds.setdefault(u, {}).setdefault(v, set()).update(d["binds"])
         # function -> the fields it both reads and writes (vLLM's aggregator
         # copies each worker's ``invalid_block_ids`` into the merged output's):
         # what it read of one it passes on into the same one
@@ -401,6 +409,9 @@ class _ReturnContexts:
         if isinstance(live, str) and "produces" in kinds and v in self.deps.get(u, {}) and \
                 live.rpartition(".")[2] not in self.deps[u][v]:
             return False  # the write does not depend on the field the path read
+        if isinstance(live, str) and kinds == {"call"} and v in self.call_deps.get(u, {}) and \
+                live.rpartition(".")[2] not in self.call_deps[u][v]:
+            return False  # the call does not depend on the field the path read
         if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
                                       or v in self.deps):
             return u  # entered reading a field it passes on, copies, or writes from
@@ -420,11 +431,23 @@ class _ReturnContexts:
             # the override returns to the base method's caller
             return live if isinstance(live, frozenset) else None
         if any(d.get("kind") == "call" and not d.get("ref") for d in edges):
-            mine = self.returns.get(u, set())
+            mine = self._through_result(u, v)
             reach = (mine & live if isinstance(live, frozenset) else mine) | \
                 (self.stores.get(u, set()) & self.fields)
             return None if reach >= self.fields else frozenset(reach)
         return None
+
+
+    def _through_result(self, u: str, v: str) -> set[str]:
+        """The fields ``u``'s return value fills that the result of its call
+        of ``v`` can reach: those whose returned value depends on a local
+        the result is bound to (all of them when that is not known)."""
+        mine = self.returns.get(u, set())
+        binds = self.binds.get(u, {}).get(v)
+        if not binds:
+            return mine
+        deps = self.deps.get(u, {})
+        return {f for f in mine if f not in deps or binds & deps[f]}
 
 
 def _order(node: State) -> tuple:

@@ -24,7 +24,7 @@ defined where a constructor binds the attribute.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 import networkx as nx
 
@@ -32,7 +32,7 @@ from kvflowmap.lifecycle.balance import is_init
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.view import FnView, view
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
 FAILED_BLOCKS = "failed_blocks"  # the protocol's report channel of failed load blocks
@@ -44,7 +44,61 @@ def with_state_links(linker) -> nx.MultiDiGraph:
     lc = build_lifecycle(linker)
     g = linker.graph.copy()
     add_state_links(g, lc, linker.where)
+    add_store_deps(g, linker.model)
     return g
+
+
+def add_store_deps(g: nx.MultiDiGraph, model) -> None:
+    """Give each write of a protocol carrier field (``produces`` made by the
+    graph, not by the state links or return values) the names its statement
+    depends on (``_deps``): a ``path`` that enters the writer reading one
+    field leaves into another only when the write depends on it. vLLM's
+    runner mixin reads ``kv_connector_metadata`` only to bind it to the
+    connector, and fills ``finished_recving`` from ``get_finished()``: the
+    metadata does not flow into the report there, only through the
+    connector's hooks."""
+    for u, v, d in g.edges(data=True):
+        if _carrier_write(g, u, v, d) and not d.get("deps"):
+            deps = _deps(view(model, u), int(d.get("line") or 0))
+            if deps:
+                d["deps"] = deps
+    # a return value handed on into a field: what the returned local is made of
+    for u, v, d in g.edges(data=True):
+        if d.get("kind") == "produces" and d.get("via") == "return" and d.get("value") \
+                and not d.get("deps"):
+            deps = _local_deps(view(model, u), str(d["value"]))
+            if deps:
+                d["deps"] = deps
+    # the calls of every such writer too: what it read of one field goes on
+    # only into the calls whose statement depends on it (the runner binds the
+    # metadata, it does not hand it to ``get_finished``; NIXL's
+    # ``get_transfer_results`` does not pass ``_replicated_pcp_done_sending``
+    # to ``_pop_done_transfers``)
+    writers = {u for u, _, d in g.edges(data=True) if d.get("kind") == "produces"
+               and d.get("deps")}
+    for u in sorted(writers):
+        fn = view(model, u)
+        if fn is None:
+            continue
+        for _, _, d in g.out_edges(u, data=True):
+            if d.get("kind") == "call" and not d.get("deps"):
+                line = int(d.get("line") or 0)
+                deps = _deps(fn, line)
+                if deps:
+                    d["deps"] = deps
+                # the locals the call's result is bound to: which of the
+                # writer's own returns it can reach (``done_pushing, failed =
+                # self._pop_done_transfers(...)`` feeds ``finished_sending`` only)
+                binds = tuple(sorted(a.target for a in fn.all_assigns
+                                     if a.line == line and a.target.isidentifier()))
+                if binds:
+                    d["binds"] = binds
+
+
+def _carrier_write(g: nx.MultiDiGraph, u: str, v: str, d: dict) -> bool:
+    """A graph-made ``produces`` of a protocol carrier field by a function."""
+    return d.get("kind") == "produces" and not d.get("via") and \
+        g.nodes[v].get("kind") == "field" and g.nodes[u].get("kind") == "function"
 
 
 def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
@@ -302,21 +356,57 @@ def _deps(fn: FnView | None, line: int) -> tuple[str, ...]:
     if fn is None:
         return ()
     names: set[str] = set()
+    found = False
+    for st, around in _with_headers(fn.fact.body, ()):
+        if st.line == line:
+            found = True
+            for x in (st, *around):
+                names.update(x.names)
+    return _closure(fn, names) if found else ()
 
-    def visit(stmts, around: list) -> bool:
-        for st in stmts:
-            if st.line == line and st.kind not in ("def", "class"):
-                for x in [st, *around]:
-                    names.update(x.names)
-                return True
-            inner = [*around, st] if st.kind in ("for", "while", "if", "with") else around
-            for part in (st.body, st.orelse, st.handlers, st.final):
-                if visit(part, inner):
-                    return True
-        return False
 
-    if not visit(fn.fact.body, []):
+def _with_headers(stmts, around: tuple) -> Iterator:
+    """Each statement (not a nested ``def``/``class``) with the loop, test
+    and ``with`` headers around it."""
+    for st in stmts:
+        if st.kind in ("def", "class"):
+            continue
+        yield st, around
+        inner = (*around, st) if st.kind in ("for", "while", "if", "with") else around
+        for part in (st.body, st.orelse, st.handlers, st.final):
+            yield from _with_headers(part, inner)
+
+
+def _local_deps(fn: FnView | None, value: str) -> tuple[str, ...]:
+    """The names ``value`` of ``fn`` is made of: for a local, the statements
+    that bind it or change it in place (``done_sending.update(self._extra)``);
+    for ``local.field``, those that bind the local, set or change the field,
+    or change an alias of it (``done = results.finished_sending;
+    done.add(rid)``); with the headers around them, through the locals those
+    read (as ``_deps``). The other fields of a returned object do not count:
+    NIXL's push worker returns its base's ``results`` with only
+    ``finished_sending`` added to."""
+    if fn is None:
         return ()
+    local, _, part = value.partition(".")
+    changed = {value} if part else {local}
+    if part:
+        changed |= {a.target for a in fn.all_assigns
+                    if a.target.isidentifier() and value in (a.value, a.origin)}
+    names: set[str] = set()
+    for st, around in _with_headers(fn.fact.body, ()):
+        if any(a.target == local or a.target in changed for a in fn.assigns(st)) or \
+                any(op.container in changed for op in fn.containers(st)) or \
+                any("." in (c.callee or "") and (c.callee or "").rpartition(".")[0] in changed
+                    for c in fn.calls(st)):
+            for x in (st, *around):
+                names.update(x.names)
+    return _closure(fn, names) if names else ()
+
+
+def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
+    """``names`` and, through the function's local assignments, what those
+    locals were made of; as attribute and head names."""
     made: dict[str, set[str]] = {}
     for st in fn.stmts:
         for a in fn.assigns(st):
