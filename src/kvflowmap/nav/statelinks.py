@@ -63,7 +63,7 @@ def add_store_deps(g: nx.MultiDiGraph, model) -> None:
             if deps:
                 d["deps"] = deps
     # a return value handed on into a field: what the returned local is made of
-    for u, v, d in g.edges(data=True):
+    for u, _v, d in g.edges(data=True):
         if d.get("kind") == "produces" and d.get("via") == "return" and d.get("value") \
                 and not d.get("deps"):
             deps = _local_deps(view(model, u), str(d["value"]))
