@@ -54,6 +54,14 @@ BUGS = (
              _pegaflow("0.25.1"),
              "kvc-thread-loop-survives",
              "pegaflow.connector.worker.WorkerConnector._save_worker"),
+    # PegaFlow 0.18.0's save thread asserted a per-request layer counter that
+    # went negative when a request's saves spanned two steps: the assert ended
+    # the only save thread. 0.19.0 dropped the counter (one save per step).
+    FixedBug("pegaflow save thread dies on a layer-counter assert",
+             _pegaflow("0.18.0"),
+             _pegaflow("0.19.0"),
+             "kvc-thread-loop-survives",
+             "pegaflow.connector.worker.WorkerConnector._decrement_layer_counter"),
     # The same bug on the release pair that fixed it: from 0.23.11 the task is
     # built by a helper (``put(self._make_save_task(metadata.save_intents))``),
     # which hid the queue's request work until a request-keyed collection

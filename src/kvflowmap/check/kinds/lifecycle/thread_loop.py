@@ -51,11 +51,11 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             targets.setdefault(sp.target, []).append(sp)
     fed = _fed_queues(lc) if targets else set()  # once: it reads every subject function
     return each_function(ctx, sorted(targets),
-                         lambda f: _check(ctx, lc, f, targets[f], opts, fed))
+                         lambda f: _check(ctx, lc, f, targets[f], opts, fed, wanted))
 
 
 def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
-           fed: set[str]) -> list[Finding]:
+           fed: set[str], wanted: set[str]) -> list[Finding]:
     fn = lc.functions[fqn]
     cfg = _cfg(ctx, lc, fn)
     nested = {id(x) for s in fn.stmts if s.kind in ("while", "for") for x in walk(s.body)}
@@ -82,8 +82,21 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
             f"in the background ({sp.call}): every transfer it would complete later hangs "
             "with no error. Catch it in the loop body, fail the request it was serving, and "
             "continue", path=path, anchor=f"loop:{n.stmt.text}"))
+        if origin and origin[2] == _ASSERTS and origin[0] in wanted:
+            # an ``assert`` is no way to fail one transfer: where it is, is
+            # where a fix lands as often as the loop
+            out.append(ctx.finding(
+                origin[0], origin[1],
+                f"this `assert` runs in {short(fqn)}'s background loop ({sp.call}) with "
+                "nothing catching its AssertionError on the way: when it fails, the thread "
+                "ends and every transfer it would complete later hangs with no error. Handle "
+                "the case (fail the request it concerns) instead of asserting it",
+                path=path, anchor=f"loop-assert:{n.stmt.text}"))
         break  # one finding per function: the first loop that dies
     return out
+
+
+_ASSERTS = "this `assert` can fail: its AssertionError reaches the loop uncaught"
 
 
 def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
@@ -107,8 +120,7 @@ def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
                 if st.kind == "raise":
                     return t.fqn, node.line, "this `raise` reaches the loop uncaught"
                 if st.kind == "assert":
-                    return t.fqn, node.line, "this `assert` can fail: its AssertionError " \
-                        "reaches the loop uncaught"
+                    return t.fqn, node.line, _ASSERTS
                 deeper = _raised_below(ctx, lc, callee, st, depth - 1)
                 if deeper:
                     return deeper
