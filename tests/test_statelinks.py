@@ -369,3 +369,66 @@ def test_a_writer_is_passed_only_from_the_field_its_write_depends_on(tmp_path_fa
     saves = paths.find_paths(g, "Scheduler.update_state_after_alloc", "Worker.report_saves",
                              max_paths=20)
     assert isinstance(saves, paths.NoPath)
+
+
+HANDED = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Worker:
+    def __init__(self):
+        self._failures = set()
+        self._invalid = set()
+
+    def _handle_failed(self, req_id, failed_req_ids=None):
+        self._invalid.add(req_id)
+        if failed_req_ids is not None:
+            failed_req_ids.add(req_id)
+
+    def _read(self, request):
+        self._handle_failed(request.request_id, self._failures)
+
+    def _write(self, request):
+        self._handle_failed(request.request_id)
+
+    def start_load_kv(self, requests):
+        for request in requests:
+            self._read(request)
+            self._write(request)
+
+    def get_finished(self, finished_req_ids):
+        failed = set(self._failures)
+        self._failures.clear()
+        return set(), failed
+
+    def get_block_ids_with_load_errors(self):
+        out = set(self._invalid)
+        self._invalid.clear()
+        return out
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = Worker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata().requests)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+def test_a_helper_fills_only_the_container_its_caller_hands_it(tmp_path_factory) -> None:
+    g = with_state_links(_analysed(tmp_path_factory, "handed", HANDED).linker)
+    # ``_read`` hands ``self._failures``: through the helper into it
+    read = paths.find_paths(g, "Worker._read", "Worker.get_finished")
+    assert isinstance(read, paths.PathResult)
+    assert [s.dst.rpartition(".")[2] for s in read.paths[0]] == \
+        ["_handle_failed", "_failures", "get_finished"]
+    # ``_write`` hands nothing: the helper fills no container of its caller
+    write = paths.find_paths(g, "Worker._write", "Worker.get_finished")
+    assert isinstance(write, paths.NoPath)
+    # from the helper itself, every container some caller hands it
+    helper = paths.find_paths(g, "Worker._handle_failed", "Worker.get_finished")
+    assert isinstance(helper, paths.PathResult)

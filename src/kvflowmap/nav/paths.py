@@ -300,6 +300,8 @@ def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[t
 # state, the function that wrote it on the path (or None).
 Live = frozenset[str] | str | None
 State = tuple[str, Live]
+# a ``Live`` of a helper entered by a call: ``_CALLED + caller``
+_CALLED = "\0called:"
 
 
 class _ReturnContexts:
@@ -329,6 +331,8 @@ class _ReturnContexts:
         self.call_deps: dict[str, dict[str, set[str]]] = {}
         # function -> callee -> the locals the calls' results are bound to
         self.binds: dict[str, dict[str, set[str]]] = {}
+        # helper -> field -> the callers that hand the helper that container
+        self.fillers: dict[str, dict[str, set[str]]] = {}
         for u, v, d in g.edges(data=True):
             if d.get("kind") == "produces" and d.get("copied"):
                 self.copied.setdefault(u, {}).setdefault(v, set()).update(d["copied"])
@@ -338,6 +342,8 @@ class _ReturnContexts:
                 self.call_deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
             if d.get("kind") == "call" and d.get("binds"):
                 self.binds.setdefault(u, {}).setdefault(v, set()).update(d["binds"])
+            if d.get("kind") == "produces" and d.get("fillers"):
+                self.fillers.setdefault(u, {}).setdefault(v, set()).update(d["fillers"])
         # function -> the fields it both reads and writes (vLLM's aggregator
         # copies each worker's ``invalid_block_ids`` into the merged output's):
         # what it read of one it passes on into the same one
@@ -400,6 +406,11 @@ class _ReturnContexts:
         ``live``; False when the step is not taken."""
         edges = [d for d in self.g[u][v].values() if d.get("kind") in self.kinds]
         kinds = {d.get("kind") for d in edges}
+        if isinstance(live, str) and live.startswith(_CALLED):
+            if "produces" in kinds and v in self.fillers.get(u, {}) and \
+                    live[len(_CALLED):] not in self.fillers[u][v]:
+                return False  # this caller hands the helper another container, or none
+            live = None
         if isinstance(live, str) and "produces" in kinds and v != live and \
                 live in self.passes.get(u, ()) and v in self.passes.get(u, ()):
             return False  # what it read of one field it writes into that field only
@@ -415,6 +426,9 @@ class _ReturnContexts:
         if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
                                       or v in self.deps):
             return u  # entered reading a field it passes on, copies, or writes from
+        if v in self.fillers and self.g.nodes[v].get("kind") == "function" and \
+                any(d.get("kind") == "call" for d in edges) and v not in self.relevant:
+            return _CALLED + u  # entered from this caller: fills only what it hands over
         if not self.fields:
             return None
         if self.g.nodes[v].get("kind") != "function":

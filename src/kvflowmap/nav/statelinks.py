@@ -122,9 +122,12 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
             written.setdefault((site.fqn, c.attr), set()).add(site.line)
             for leaf in _leaves(lc, c.owner):
                 writes.setdefault((leaf, c.attr), {}).setdefault(site.fqn, site.line)
+    # (leaf, attr, helper) -> the callers that hand the helper ``self.<attr>``
+    fillers: dict[tuple[str, str, str], set[str]] = {}
     for leaf, attr, fqn, line, caller, call_line in _param_fills(lc):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         written.setdefault((caller, attr), set()).add(call_line)
+        fillers.setdefault((leaf, attr, fqn), set()).add(caller)
     # (leaf, attr, writer) -> the writer's own attributes the field is a copy of
     copied: dict[tuple[str, str, str], set[str]] = {}
     for leaf, attr, fqn, line, src in _handed_over(lc):
@@ -156,7 +159,8 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
         what = "failed blocks" if (leaf, attr) in blocks else "ids"
         for fqn, line in sorted(writers.items()):
             _edge(g, lc, fqn, node, "produces", line, where, f"puts {what} into {label}",
-                  sorted(copied.get((leaf, attr, fqn), ())), _deps(lc.functions.get(fqn), line))
+                  sorted(copied.get((leaf, attr, fqn), ())), _deps(lc.functions.get(fqn), line),
+                  tuple(sorted(fillers.get((leaf, attr, fqn), ()))))
         for fqn, line in sorted(readers.items()):
             _edge(g, lc, node, fqn, "consumes", line, where, f"reads {what} from {label}")
 
@@ -424,14 +428,20 @@ def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
 
 
 def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: int, where,
-          note: str, copied: list[str] | None = None, deps: tuple[str, ...] = ()) -> None:
+          note: str, copied: list[str] | None = None, deps: tuple[str, ...] = (),
+          fillers: tuple[str, ...] = ()) -> None:
     """One state step; ``copied``: the ``self`` attributes a field written
     whole is a copy of; ``deps``: the names the writing statement depends on
-    (``path`` passes through the writer only from a field among them)."""
+    (``path`` passes through the writer only from a field among them);
+    ``fillers``: for a helper that fills a container it is handed, the
+    callers that hand it this one (``path`` takes the step only after a
+    call from one of them, or from the helper itself)."""
     fn = lc.functions.get(u if kind == "produces" else v)
     if fn is None or u not in g or v not in g:
         return
     extra: dict[str, tuple[str, ...]] = {"copied": tuple(copied)} if copied else {}
     if deps:
         extra["deps"] = deps
+    if fillers:
+        extra["fillers"] = fillers
     g.add_edge(u, v, kind=kind, line=line, via=VIA, carrier=note, **extra, **where(fn.module))
