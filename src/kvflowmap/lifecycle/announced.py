@@ -24,6 +24,7 @@ is false where ``params.get(...)`` is true).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -429,6 +430,99 @@ def _iterable_base(text: str | None) -> str:
     _, iterable = loop_targets(text)
     base = iterable.removesuffix("()")
     return base.rsplit(".", 1)[0] if base.endswith((".items", ".keys", ".values")) else base
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """``fqn`` (the delay-free hook) returns at ``line`` for a request whose
+    ``flag`` (a ``kv_transfer_params`` key the commit hook clears) is still
+    set, so the commit hook never ran for it, without making the
+    announcement the commit hook makes at ``commit_line`` into ``attr``."""
+
+    fqn: str
+    line: int
+    commit: str
+    commit_line: int
+    attr: str
+    builder: str
+    flag: str
+
+
+def _under_flag(fn: FnView, atom: str) -> set[int]:
+    """Lines of ``fn``'s returns that sit in an arm of its own test of
+    ``atom`` that holds only where ``atom`` is true (``if
+    params.get("do_remote_prefill"):``): the function itself saw the flag set."""
+    tests = local_tests(fn)
+    out = set()
+    for s, guards in _guarded(fn.fact.body, ()):
+        if s.kind != "return":
+            continue
+        for text, arm in guards:
+            full = expand(text, tests)
+            if atom in leaves(full) and evaluate(full, {atom: False}) is (not arm):
+                out.add(s.line)
+    return out
+
+
+def _handed_by(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> set[str]:
+    """``forwarded_attrs`` of the builder and of the builders its
+    ``super().<name>()`` calls reach (a subclass's builder adds its fields to
+    what the base's builds)."""
+    out: set[str] = set()
+    todo, seen = [builder], set()
+    while todo:
+        f = todo.pop()
+        if f in seen or f not in fns:
+            continue
+        seen.add(f)
+        fn = fns[f]
+        out |= forwarded_attrs(fn)
+        for c in fn.all_calls:
+            if (c.callee or "") == f"super().{fn.name}" and fn.cls:
+                base = classes.find_member(fn.cls, fn.name, after=fn.cls)
+                if base:
+                    todo.append(base)
+    return out
+
+
+def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_name: str,
+           finish_name: str, builder_name: str, element: int) -> list[Unseen]:
+    """Per class whose commit hook announces ids to the workers under a test
+    of a request flag it then clears (``if params.get("do_remote_prefill"):
+    ... self._reqs_need_recv[rid] = ...; params["do_remote_prefill"] = False``),
+    the returns of the delay-free hook on a path that tests the flag set
+    (the request was aborted before the commit hook ran) and announces
+    nothing: the workers never learn of it, and the peer that holds KV for it
+    (the prefill side's blocks) is never told to free it."""
+    out: set[Unseen] = set()
+    handed: dict[str, set[str]] = {}
+    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
+        commit, finish, builder = (classes.find_member(cls, n)
+                                   for n in (commit_name, finish_name, builder_name))
+        if not (commit in fns and finish in fns and builder in fns):
+            continue
+        if builder not in handed:
+            handed[builder] = _handed_by(fns, classes, builder)
+        attrs = handed[builder]
+        # ``params["do_remote_prefill"] = False``: the keys the commit hook sets
+        cleared = {op.key.strip("'\"") for op in fns[commit].all_containers
+                   if op.op == "setitem" and op.key and op.key[:1] in "'\"" and
+                   "." not in op.container}
+        tests = local_tests(fns[commit])
+        for line, attr, _, guards in announcements(fns[commit], eff, attrs) if attrs else ():
+            for text, arm in guards:
+                full = expand(text, tests)
+                found = next(((a, k) for a in leaves(full) for k in sorted(cleared)
+                              if re.search(rf"\(['\"]{re.escape(k)}['\"]", a)), None)
+                if found is None or evaluate(full, {found[0]: True}) is not arm:
+                    continue  # the announcement needs the flag set
+                atom, flag = found
+                tested = _under_flag(fns[finish], atom)
+                for e in exits(fns[finish], eff, (atom,), element, attrs):
+                    if e.line in tested and not e.told and not e.handed and \
+                            e.first in _FALSY:
+                        out.add(Unseen(finish, e.line, commit, line, attr, builder, flag))
+    return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
 
 
 def leaves(test: str) -> list[str]:

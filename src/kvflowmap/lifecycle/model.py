@@ -25,7 +25,8 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
-from kvflowmap.lifecycle.announced import Intake, Unannounced, intakes, unannounced
+from kvflowmap.lifecycle.announced import (Intake, Unannounced, Unseen, intakes,
+                                            unannounced, unseen)
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.polled import Unacted, unacted
 from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
@@ -406,6 +407,13 @@ class Lifecycle:
         sp = self.spec
         return unannounced(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
                            sp.metadata_builder, sp.delay_element)
+
+    def unseen(self) -> list[Unseen]:
+        """Returns of the delay-free hook for a request the commit hook never
+        saw (its cleared flag still set) that announce nothing (``announced``)."""
+        sp = self.spec
+        return unseen(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
+                      sp.metadata_builder, sp.delay_element)
 
     def intakes(self) -> list[Intake]:
         """Worker code that takes an unannounced request's id from the

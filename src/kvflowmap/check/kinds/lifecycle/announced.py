@@ -18,14 +18,16 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
-from kvflowmap.lifecycle.announced import Intake, Unannounced
+from kvflowmap.lifecycle.announced import Intake, Unannounced, Unseen
 
 READS = ("Reads: per class, the protocol's commit hook (`lifecycle.commit`), metadata "
          "builder (`lifecycle.metadata_builder`) and delay-free hook (`lifecycle.delay_free`); "
          "the `self` containers the builder puts into the metadata it returns; the adds of "
          "request ids to them in the commit hook with the tests they sit under; and the paths "
          "of the delay-free hook, its tests evaluated three-valued against those (locals bound "
-         "to a test are expanded).")
+         "to a test are expanded); the request flags the commit hook clears "
+         "(`params[\"flag\"] = ...`); and the worker loops over the metadata fields the "
+         "builder fills from an announcing container.")
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     by_fn: dict[str, list[Unannounced]] = by_function(ctx, lc, lc.unannounced())
     # the workers' side of the same gap: where the id enters their own state
     taken: dict[str, list[Intake]] = by_function(ctx, lc, lc.intakes())
+    # requests the commit hook never saw (aborted before it ran)
+    unseen: dict[str, list[Unseen]] = by_function(ctx, lc, lc.unseen())
 
     def one(f: str) -> list[Finding]:
         out = [_intake(ctx, i) for i in
                {(i.line, i.attr): i for i in taken.get(f, [])}.values()]
+        out += [_unseen(ctx, u) for u in {u.line: u for u in unseen.get(f, [])}.values()]
         for u in by_fn.get(f, []):
             out.append(ctx.finding(
                 f, u.line,
@@ -64,7 +69,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 anchor=f"unannounced:{u.attr}"))
         return out
 
-    return each_function(ctx, sorted(set(by_fn) | set(taken)), one)
+    return each_function(ctx, sorted(set(by_fn) | set(taken) | set(unseen)), one)
 
 
 def _intake(ctx: CheckContext, i: Intake) -> Finding:
@@ -82,3 +87,21 @@ def _intake(ctx: CheckContext, i: Intake) -> Finding:
         + steps(ctx, u.fqn, [(u.line, "ends it and tells the workers nothing")])
         + steps(ctx, i.fqn, [(i.line, f"the workers' entry: self.{i.attr}")]),
         anchor=f"unannounced-intake:{i.attr}")
+
+
+def _unseen(ctx: CheckContext, u: Unseen) -> Finding:
+    """The finding at a return of the delay-free hook for a request the
+    commit hook never saw."""
+    return ctx.finding(
+        u.fqn, u.line,
+        f"{short(u.fqn)} ends here a request whose \"{u.flag}\" is still set: "
+        f"{short(u.commit)} clears it, so it never ran for this request (aborted before it "
+        f"was scheduled), and the announcement it makes into self.{u.attr} (line "
+        f"{u.commit_line}) never happened. Nothing tells the workers, so the peer that "
+        "holds KV for this request (the prefill side's blocks) is never told to free it. "
+        f"Announce it here too (an empty entry in self.{u.attr}).",
+        path=steps(ctx, u.commit, [(u.commit_line, f"announces the request: self.{u.attr}")])
+        + (ctx.step(u.builder, ctx.function(u.builder).line,
+                    f"hands self.{u.attr} to the workers in the step's metadata"),)
+        + steps(ctx, u.fqn, [(u.line, f"\"{u.flag}\" is still set here; nothing is announced")]),
+        anchor=f"unseen:{u.attr}")
