@@ -162,6 +162,17 @@ class ContainerOpFact(NamedTuple):
     col: int
 
 
+class KeyReadFact(NamedTuple):
+    """A subscript ``base["key"]`` with a string-literal key (loads and
+    stores alike; a store also has its ``ContainerOpFact``): a read of it
+    raises ``KeyError`` where the key is missing, where ``.get`` would not."""
+
+    scope: str
+    base: str
+    key: str
+    line: int
+
+
 class AttrReadFact(NamedTuple):
     """An attribute load ``base.attr`` that is not itself called."""
 
@@ -271,6 +282,7 @@ class FileFacts:
     assigns: list[AssignFact] = field(default_factory=list)
     containers: list[ContainerOpFact] = field(default_factory=list)
     reads: list[AttrReadFact] = field(default_factory=list)
+    key_reads: list[KeyReadFact] = field(default_factory=list)
     compares: list[CompareFact] = field(default_factory=list)
     returns: list[ReturnFact] = field(default_factory=list)
     refs: list[RefFact] = field(default_factory=list)

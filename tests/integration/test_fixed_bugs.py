@@ -428,6 +428,17 @@ BUGS = (
              ".mooncake_connector.MooncakeConnectorScheduler.request_finished",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"
              ".mooncake_connector.MooncakeConnectorScheduler.request_finished"),
+    # vLLM 0.25.1's NIXL push scheduler announced a D-side request aborted
+    # before scheduling (do_remote_prefill still set) with empty blocks, but
+    # without the remote_block_ids the commit hook seeds: build_connector_meta's
+    # add_new_req_to_recv subscripts it, KeyError in the scheduler. 0.26.0
+    # seeds it on that path too.
+    FixedBug("vllm nixl push aborted request announced without remote_block_ids",
+             _vllm("0.25.1"),
+             _vllm("0.26.0"),
+             "kvc-finish-tells-workers",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl.push_scheduler"
+             ".NixlPushConnectorScheduler.request_finished"),
     # The same two bugs on the workers' side, where the fixes also landed
     # (the worker discards reqs_not_processed from the set / dict it filled).
     FixedBug("vllm nixl worker takes announced ids it is never told to drop",

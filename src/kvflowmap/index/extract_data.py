@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, CompareFact, ContainerOpFact,
-                             ElementFact, ReturnFact)
+                             ElementFact, KeyReadFact, ReturnFact)
 from kvflowmap.index.text import chain, literal_key, literal_string
 
 if TYPE_CHECKING:
@@ -319,6 +319,16 @@ class DataFactsMixin:
             if base:
                 line, col = self._pos(node)
                 self.facts.reads.append(AttrReadFact(self._scope, base, node.attr.value, line, col))
+        return True
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = literal_string(node.slice[0].slice.value) if isinstance(
+                node.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString)) else None
+            base = chain(node.value)
+            if key is not None and base:
+                self.facts.key_reads.append(KeyReadFact(self._scope, base, key,
+                                                        self._pos(node)[0]))
         return True
 
     def visit_Comparison(self, node: cst.Comparison) -> bool:

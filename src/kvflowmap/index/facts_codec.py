@@ -15,14 +15,15 @@ from typing import Any
 import msgpack
 
 from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, ClassFact, CompareFact,
-                             ContainerOpFact, ElementFact, FileFacts, FunctionFact, ImportFact, LogFact, Param,
-                             ProblemFact, RefFact, ReturnFact, Stmt)
+                             ContainerOpFact, ElementFact, FileFacts, FunctionFact, ImportFact,
+                             KeyReadFact, LogFact, Param, ProblemFact, RefFact, ReturnFact, Stmt)
 
 # FileFacts list fields and the flat NamedTuple each element is
 _FLAT = (("classes", ClassFact), ("calls", CallFact), ("assigns", AssignFact),
          ("containers", ContainerOpFact), ("reads", AttrReadFact), ("compares", CompareFact),
          ("returns", ReturnFact), ("refs", RefFact), ("logs", LogFact),
-         ("imports", ImportFact), ("elements", ElementFact), ("binds", AssignFact))
+         ("imports", ImportFact), ("elements", ElementFact), ("binds", AssignFact),
+         ("key_reads", KeyReadFact))
 _PARAMS = FunctionFact._fields.index("params")
 _BODY = FunctionFact._fields.index("body")
 

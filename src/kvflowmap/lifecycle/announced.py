@@ -446,6 +446,72 @@ class Unseen:
     attr: str
     builder: str
     flag: str
+    # set when the path does announce but leaves out a request field the
+    # commit hook sets (at ``commit_line``) and ``reader`` subscripts
+    key: str = ""
+    reader: str = ""
+    read_line: int = 0
+
+
+def _unseeded(fns: dict[str, FnView], eff: Effects, builders: list[str], commit: FnView,
+              finish: FnView, line: int, keys: set[str]) -> list[tuple[str, int, str, int]]:
+    """``(key, commit line, reader, read line)`` for each request field among
+    ``keys`` the commit hook sets (``params["remote_block_ids"] = ()``) that
+    the ``if`` arm of ``finish`` holding the return at ``line`` does not set,
+    and that the metadata ``builders`` (the class's and the base one its
+    ``super()`` call runs) read by subscript with no default
+    (``kv_transfer_params["remote_block_ids"]``): a ``KeyError`` there."""
+    arm = _arm_of(finish.fact.body, line)
+    if arm is None:
+        return []
+    set_here = {(op.key or "").strip("'\"") for st in walk(arm) for op in finish.containers(st)
+                if op.op == "setitem"}
+    out = []
+    for key in sorted(keys - set_here):
+        at = min((op.line for op in commit.all_containers
+                  if op.op == "setitem" and (op.key or "").strip("'\"") == key), default=0)
+        read = next((r for b in builders if (r := _subscript_reader(fns, eff, b, key))), None)
+        if at and read:
+            out.append((key, at, *read))
+    return out
+
+
+def _arm_of(body: tuple[Stmt, ...], line: int) -> tuple[Stmt, ...] | None:
+    """The innermost ``if`` body or ``else`` that holds the statement at ``line``."""
+    for s in body:
+        for part in (s.body, s.orelse):
+            if any(x.line == line for x in walk(part)):
+                inner = _arm_of(part, line)
+                return inner if inner is not None else (part if s.kind == "if" else None)
+        for part in (s.final, *(h.body for h in s.handlers)):
+            inner = _arm_of(part, line)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _subscript_reader(fns: dict[str, FnView], eff: Effects, builder: str,
+                      key: str) -> tuple[str, int] | None:
+    """The first function the metadata builder runs (itself and what it
+    calls, three calls down) that reads ``x["key"]`` (a subscript, no
+    default) other than to store into it: where the step's metadata is
+    built, for every request in it."""
+    reach, todo = [builder], [(builder, 0)]
+    while todo:
+        f, depth = todo.pop()
+        fn = fns[f]
+        for c in fn.all_calls if depth < 3 else ():
+            for t in eff.calls.resolve(fn.ctx, c):
+                if t.fqn in fns and t.fqn not in reach:
+                    reach.append(t.fqn)
+                    todo.append((t.fqn, depth + 1))
+    for f in reach:
+        fn = fns[f]
+        stored = {(op.container, op.line) for op in fn.all_containers if op.op == "setitem"}
+        for r in fn.facts.key_reads:
+            if r.scope == fn.fact.qualname and r.key == key and (r.base, r.line) not in stored:
+                return f, r.line
+    return None
 
 
 def _under_flag(fn: FnView, atom: str) -> set[int]:
@@ -464,25 +530,23 @@ def _under_flag(fn: FnView, atom: str) -> set[int]:
     return out
 
 
+def _builders(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> list[str]:
+    """The builder and the builders its ``super().<name>()`` calls reach."""
+    out: list[str] = []
+    f: str | None = builder
+    while f and f in fns and f not in out:
+        out.append(f)
+        fn = fns[f]
+        f = classes.find_member(fn.cls, fn.name, after=fn.cls) if fn.cls and any(
+            (c.callee or "") == f"super().{fn.name}" for c in fn.all_calls) else None
+    return out
+
+
 def _handed_by(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> set[str]:
     """``forwarded_attrs`` of the builder and of the builders its
     ``super().<name>()`` calls reach (a subclass's builder adds its fields to
     what the base's builds)."""
-    out: set[str] = set()
-    todo, seen = [builder], set()
-    while todo:
-        f = todo.pop()
-        if f in seen or f not in fns:
-            continue
-        seen.add(f)
-        fn = fns[f]
-        out |= forwarded_attrs(fn)
-        for c in fn.all_calls:
-            if (c.callee or "") == f"super().{fn.name}" and fn.cls:
-                base = classes.find_member(fn.cls, fn.name, after=fn.cls)
-                if base:
-                    todo.append(base)
-    return out
+    return set().union(*(forwarded_attrs(fns[b]) for b in _builders(fns, classes, builder)))
 
 
 def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_name: str,
@@ -522,6 +586,14 @@ def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_nam
                     if e.line in tested and not e.told and not e.handed and \
                             e.first in _FALSY:
                         out.add(Unseen(finish, e.line, commit, line, attr, builder, flag))
+                    elif e.line in tested and attr in e.told:
+                        # announced, but without the request fields the commit
+                        # hook sets for the consumer (``params["remote_block_ids"]``)
+                        for key, at, reader, read_at in _unseeded(
+                                fns, eff, _builders(fns, classes, builder), fns[commit],
+                                fns[finish], e.line, cleared - {flag}):
+                            out.add(Unseen(finish, e.line, commit, at, attr, builder, flag,
+                                           key, reader, read_at))
     return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
 
 

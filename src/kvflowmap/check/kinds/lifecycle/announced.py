@@ -49,7 +49,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     def one(f: str) -> list[Finding]:
         out = [_intake(ctx, i) for i in
                {(i.line, i.attr): i for i in taken.get(f, [])}.values()]
-        out += [_unseen(ctx, u) for u in {u.line: u for u in unseen.get(f, [])}.values()]
+        out += [_unseen(ctx, u) for u in {(u.line, u.key): u for u in unseen.get(f, [])}.values()]
         for u in by_fn.get(f, []):
             out.append(ctx.finding(
                 f, u.line,
@@ -92,6 +92,19 @@ def _intake(ctx: CheckContext, i: Intake) -> Finding:
 def _unseen(ctx: CheckContext, u: Unseen) -> Finding:
     """The finding at a return of the delay-free hook for a request the
     commit hook never saw."""
+    if u.key:
+        return ctx.finding(
+            u.fqn, u.line,
+            f"{short(u.fqn)} announces here a request whose \"{u.flag}\" is still set (the "
+            f"commit hook never ran for it) into self.{u.attr}, but without the request's "
+            f"\"{u.key}\", which {short(u.commit)} sets before it announces (line "
+            f"{u.commit_line}) and {short(u.reader)} reads with a subscript (line "
+            f"{u.read_line}): building the next step's metadata raises KeyError, in the "
+            f"scheduler. Set \"{u.key}\" here too, or read it with .get().",
+            path=steps(ctx, u.commit, [(u.commit_line, f"sets \"{u.key}\" before announcing")])
+            + steps(ctx, u.fqn, [(u.line, f"announces without \"{u.key}\"")])
+            + steps(ctx, u.reader, [(u.read_line, f"reads \"{u.key}\" with no default")]),
+            anchor=f"unseen-key:{u.key}")
     return ctx.finding(
         u.fqn, u.line,
         f"{short(u.fqn)} ends here a request whose \"{u.flag}\" is still set: "
