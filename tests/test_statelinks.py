@@ -371,7 +371,7 @@ def test_a_writer_is_passed_only_from_the_field_its_write_depends_on(tmp_path_fa
     assert isinstance(saves, paths.NoPath)
 
 
-HANDED = '''
+HELPER_HANDED = '''
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
 
@@ -420,7 +420,7 @@ class Connector(KVConnectorBase_V1):
 
 
 def test_a_helper_fills_only_the_container_its_caller_hands_it(tmp_path_factory) -> None:
-    g = with_state_links(_analysed(tmp_path_factory, "handed", HANDED).linker)
+    g = with_state_links(_analysed(tmp_path_factory, "handed", HELPER_HANDED).linker)
     # ``_read`` hands ``self._failures``: through the helper into it
     read = paths.find_paths(g, "Worker._read", "Worker.get_finished")
     assert isinstance(read, paths.PathResult)
