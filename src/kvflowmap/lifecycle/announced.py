@@ -24,7 +24,6 @@ is false where ``params.get(...)`` is true).
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -91,7 +90,7 @@ def announcements(fn: FnView, eff: Effects, attrs: set[str]
     """``(line, attr, op, guards)`` per statement of ``fn`` adding a request
     id to a forwarded ``self`` attribute, with the tests it sits under."""
     out = []
-    for s, guards in _guarded(fn.fact.body, ()):
+    for s, guards in guarded(fn.fact.body, ()):
         for op in fn.containers(s):
             x = self_attr(op.container)
             if x in attrs and op.op in ADD_OPS and eff.state.is_id(fn, op.key):
@@ -99,20 +98,20 @@ def announcements(fn: FnView, eff: Effects, attrs: set[str]
     return out
 
 
-def _guarded(body: tuple[Stmt, ...], guards: tuple[Guard, ...]
+def guarded(body: tuple[Stmt, ...], guards: tuple[Guard, ...]
              ) -> Iterator[tuple[Stmt, tuple[Guard, ...]]]:
     """Each statement with the tests it sits under: the arms of enclosing
     ``if``s, and the tests of earlier ``if T: return`` (false after them)."""
     for s in body:
         yield s, guards
         if s.kind == "if" and s.text:
-            yield from _guarded(s.body, guards + ((s.text, True),))
-            yield from _guarded(s.orelse, guards + ((s.text, False),))
+            yield from guarded(s.body, guards + ((s.text, True),))
+            yield from guarded(s.orelse, guards + ((s.text, False),))
             if not s.orelse and s.body and s.body[-1].kind in ("return", "raise"):
                 guards = guards + ((s.text, False),)
         else:
             for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-                yield from _guarded(part, guards)
+                yield from guarded(part, guards)
 
 
 # -- paths of the delay-free hook ---------------------------------------------
@@ -291,7 +290,7 @@ def _eval(node: ast.expr, known: dict[str, bool | None]) -> bool | None:
     return None
 
 
-_FALSY = frozenset({"False", "None", "0"})
+FALSY = frozenset({"False", "None", "0"})
 # path states grow as 2**atoms: an announcement under more tests is skipped
 _MAX_ATOMS = 8
 
@@ -323,7 +322,7 @@ def unannounced(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commi
             ex = [e for e in exits(fns[finish], eff, atoms, element, attrs)
                   if all(evaluate(t, dict(zip(atoms, e.atoms, strict=True))) in (None, arm)
                          for t, arm in guards)]
-            paired = [e for e in ex if e.handed and e.first not in _FALSY
+            paired = [e for e in ex if e.handed and e.first not in FALSY
                       and (attr in e.told or (op == "add" and e.told))]
             if not paired:
                 continue
@@ -331,269 +330,6 @@ def unannounced(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commi
                 if not e.handed and e.first == "False":
                     out.add(Unannounced(finish, e.line, commit, line, attr, builder,
                                         paired[0].handed))
-    return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
-
-
-@dataclass(frozen=True)
-class Intake:
-    """Worker code that takes the ids of metadata field ``field`` (fed from
-    the scheduler's ``self.<u.attr>``) into its own ``self.<attr>`` at
-    ``line``: where an unannounced request's entry stays."""
-
-    fqn: str
-    line: int
-    attr: str
-    field: str
-    u: Unannounced
-
-
-def intakes(fns: dict[str, FnView], eff: Effects, u: Unannounced,
-            sides: dict[str, frozenset[str]]) -> list[Intake]:
-    """The worker-side loops over a metadata field the builder fills from
-    ``self.<u.attr>`` that add each id to a ``self`` container: the workers'
-    entry that ``u``'s path leaves unpaired."""
-    builder = fns[u.builder]
-    fields = metadata_fields(fns, eff, builder, u.attr)
-    kinds = _metadata_classes(builder)
-    out = []
-    worker = frozenset({"worker"})
-    for f, fn in sorted(fns.items()):
-        if sides.get(f) != worker or not _knows(fn, kinds):
-            continue
-        for s in fn.stmts:
-            if s.kind != "for":
-                continue
-            names, iterable = loop_targets(s.text)
-            base = iterable.removesuffix("()")
-            base = base.rsplit(".", 1)[0] if base.endswith((".items", ".keys")) else base
-            field = base.rpartition(".")[2]
-            if not names or "." not in base or field not in fields:
-                continue
-            for t in walk(s.body):
-                for op in fn.containers(t):
-                    x = self_attr(op.container)
-                    if x and op.op in ADD_OPS and op.key == names[0]:
-                        out.append(Intake(f, op.line, x, field, u))
-    return out
-
-
-def _metadata_classes(builder: FnView) -> set[str]:
-    """Short names of the classes the builder makes what it returns from
-    (``meta = NixlConnectorMetadata()``)."""
-    back = {(r.value or "").strip() for r in builder.all_returns}
-    return {a.value[:-2].rpartition(".")[2] for a in builder.all_assigns
-            if a.target in back and a.value and a.value.endswith("()")}
-
-
-def _knows(fn: FnView, kinds: set[str]) -> bool:
-    """``fn``'s module defines or imports one of the metadata classes: it
-    is the worker of the same connector (another connector in the package
-    reads fields of the same names from metadata of its own)."""
-    return bool(kinds) and (any(c.name in kinds for c in fn.facts.classes)
-                            or any((i.asname or i.name) in kinds for i in fn.facts.imports))
-
-
-def metadata_fields(fns: dict[str, FnView], eff: Effects, builder: FnView, attr: str) -> set[str]:
-    """Fields of the metadata the builder fills from ``self.<attr>``:
-    ``meta.f = self.X``, ``Meta(f=self.X)``, ``meta.f[rid] = ...`` in a loop
-    over it, or the fields a metadata method called in that loop fills
-    (``meta.add_new_req(rid, ...)`` writing ``self.reqs_to_send[rid]``)."""
-    out: set[str] = set()
-    mine = f"self.{attr}"
-    for a in builder.all_assigns:
-        if a.value == mine and "." in a.target and not a.target.startswith("self."):
-            out.add(a.target.rpartition(".")[2])
-    for c in builder.all_calls:
-        out.update(k for k, v in c.kwargs if v == mine and k)
-    for s in builder.stmts:
-        if s.kind != "for" or self_attr(_iterable_base(s.text)) != attr:
-            continue
-        for t in walk(s.body):
-            for op in builder.containers(t):
-                head, _, rest = op.container.partition(".")
-                if head != "self" and rest and op.op in ADD_OPS:
-                    out.add(rest.removesuffix("[]").rpartition(".")[2])
-            for c in builder.calls(t):
-                if (c.callee or "").startswith(("self.", "super()")):
-                    continue
-                for target in eff.calls.resolve(builder.ctx, c):
-                    callee = fns.get(target.fqn)
-                    for op in callee.all_containers if callee else ():
-                        x = self_attr(op.container)
-                        if x and op.op in ADD_OPS:
-                            out.add(x)
-    return out
-
-
-def _iterable_base(text: str | None) -> str:
-    """``self._x`` of ``for k, v in self._x.items()``."""
-    _, iterable = loop_targets(text)
-    base = iterable.removesuffix("()")
-    return base.rsplit(".", 1)[0] if base.endswith((".items", ".keys", ".values")) else base
-
-
-@dataclass(frozen=True)
-class Unseen:
-    """``fqn`` (the delay-free hook) returns at ``line`` for a request whose
-    ``flag`` (a ``kv_transfer_params`` key the commit hook clears) is still
-    set, so the commit hook never ran for it, without making the
-    announcement the commit hook makes at ``commit_line`` into ``attr``."""
-
-    fqn: str
-    line: int
-    commit: str
-    commit_line: int
-    attr: str
-    builder: str
-    flag: str
-    # set when the path does announce but leaves out a request field the
-    # commit hook sets (at ``commit_line``) and ``reader`` subscripts
-    key: str = ""
-    reader: str = ""
-    read_line: int = 0
-
-
-def _unseeded(fns: dict[str, FnView], eff: Effects, builders: list[str], commit: FnView,
-              finish: FnView, line: int, keys: set[str]) -> list[tuple[str, int, str, int]]:
-    """``(key, commit line, reader, read line)`` for each request field among
-    ``keys`` the commit hook sets (``params["remote_block_ids"] = ()``) that
-    the ``if`` arm of ``finish`` holding the return at ``line`` does not set,
-    and that the metadata ``builders`` (the class's and the base one its
-    ``super()`` call runs) read by subscript with no default
-    (``kv_transfer_params["remote_block_ids"]``): a ``KeyError`` there."""
-    arm = _arm_of(finish.fact.body, line)
-    if arm is None:
-        return []
-    set_here = {(op.key or "").strip("'\"") for st in walk(arm) for op in finish.containers(st)
-                if op.op == "setitem"}
-    out = []
-    for key in sorted(keys - set_here):
-        at = min((op.line for op in commit.all_containers
-                  if op.op == "setitem" and (op.key or "").strip("'\"") == key), default=0)
-        read = next((r for b in builders if (r := _subscript_reader(fns, eff, b, key))), None)
-        if at and read:
-            out.append((key, at, *read))
-    return out
-
-
-def _arm_of(body: tuple[Stmt, ...], line: int) -> tuple[Stmt, ...] | None:
-    """The innermost ``if`` body or ``else`` that holds the statement at ``line``."""
-    for s in body:
-        for part in (s.body, s.orelse):
-            if any(x.line == line for x in walk(part)):
-                inner = _arm_of(part, line)
-                return inner if inner is not None else (part if s.kind == "if" else None)
-        for part in (s.final, *(h.body for h in s.handlers)):
-            inner = _arm_of(part, line)
-            if inner is not None:
-                return inner
-    return None
-
-
-def _subscript_reader(fns: dict[str, FnView], eff: Effects, builder: str,
-                      key: str) -> tuple[str, int] | None:
-    """The first function the metadata builder runs (itself and what it
-    calls, three calls down) that reads ``x["key"]`` (a subscript, no
-    default) other than to store into it: where the step's metadata is
-    built, for every request in it."""
-    reach, todo = [builder], [(builder, 0)]
-    while todo:
-        f, depth = todo.pop()
-        fn = fns[f]
-        for c in fn.all_calls if depth < 3 else ():
-            for t in eff.calls.resolve(fn.ctx, c):
-                if t.fqn in fns and t.fqn not in reach:
-                    reach.append(t.fqn)
-                    todo.append((t.fqn, depth + 1))
-    for f in reach:
-        fn = fns[f]
-        stored = {(op.container, op.line) for op in fn.all_containers if op.op == "setitem"}
-        for r in fn.facts.key_reads:
-            if r.scope == fn.fact.qualname and r.key == key and (r.base, r.line) not in stored:
-                return f, r.line
-    return None
-
-
-def _under_flag(fn: FnView, atom: str) -> set[int]:
-    """Lines of ``fn``'s returns that sit in an arm of its own test of
-    ``atom`` that holds only where ``atom`` is true (``if
-    params.get("do_remote_prefill"):``): the function itself saw the flag set."""
-    tests = local_tests(fn)
-    out = set()
-    for s, guards in _guarded(fn.fact.body, ()):
-        if s.kind != "return":
-            continue
-        for text, arm in guards:
-            full = expand(text, tests)
-            if atom in leaves(full) and evaluate(full, {atom: False}) is (not arm):
-                out.add(s.line)
-    return out
-
-
-def _builders(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> list[str]:
-    """The builder and the builders its ``super().<name>()`` calls reach."""
-    out: list[str] = []
-    f: str | None = builder
-    while f and f in fns and f not in out:
-        out.append(f)
-        fn = fns[f]
-        f = classes.find_member(fn.cls, fn.name, after=fn.cls) if fn.cls and any(
-            (c.callee or "") == f"super().{fn.name}" for c in fn.all_calls) else None
-    return out
-
-
-def _handed_by(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> set[str]:
-    """``forwarded_attrs`` of the builder and of the builders its
-    ``super().<name>()`` calls reach (a subclass's builder adds its fields to
-    what the base's builds)."""
-    return set().union(*(forwarded_attrs(fns[b]) for b in _builders(fns, classes, builder)))
-
-
-def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_name: str,
-           finish_name: str, builder_name: str, element: int) -> list[Unseen]:
-    """Per class whose commit hook announces ids to the workers under a test
-    of a request flag it then clears (``if params.get("do_remote_prefill"):
-    ... self._reqs_need_recv[rid] = ...; params["do_remote_prefill"] = False``),
-    the returns of the delay-free hook on a path that tests the flag set
-    (the request was aborted before the commit hook ran) and announces
-    nothing: the workers never learn of it, and the peer that holds KV for it
-    (the prefill side's blocks) is never told to free it."""
-    out: set[Unseen] = set()
-    handed: dict[str, set[str]] = {}
-    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
-        commit, finish, builder = (classes.find_member(cls, n)
-                                   for n in (commit_name, finish_name, builder_name))
-        if not (commit in fns and finish in fns and builder in fns):
-            continue
-        if builder not in handed:
-            handed[builder] = _handed_by(fns, classes, builder)
-        attrs = handed[builder]
-        # ``params["do_remote_prefill"] = False``: the keys the commit hook sets
-        cleared = {op.key.strip("'\"") for op in fns[commit].all_containers
-                   if op.op == "setitem" and op.key and op.key[:1] in "'\"" and
-                   "." not in op.container}
-        tests = local_tests(fns[commit])
-        for line, attr, _, guards in announcements(fns[commit], eff, attrs) if attrs else ():
-            for text, arm in guards:
-                full = expand(text, tests)
-                found = next(((a, k) for a in leaves(full) for k in sorted(cleared)
-                              if re.search(rf"\(['\"]{re.escape(k)}['\"]", a)), None)
-                if found is None or evaluate(full, {found[0]: True}) is not arm:
-                    continue  # the announcement needs the flag set
-                atom, flag = found
-                tested = _under_flag(fns[finish], atom)
-                for e in exits(fns[finish], eff, (atom,), element, attrs):
-                    if e.line in tested and not e.told and not e.handed and \
-                            e.first in _FALSY:
-                        out.add(Unseen(finish, e.line, commit, line, attr, builder, flag))
-                    elif e.line in tested and attr in e.told:
-                        # announced, but without the request fields the commit
-                        # hook sets for the consumer (``params["remote_block_ids"]``)
-                        for key, at, reader, read_at in _unseeded(
-                                fns, eff, _builders(fns, classes, builder), fns[commit],
-                                fns[finish], e.line, cleared - {flag}):
-                            out.add(Unseen(finish, e.line, commit, at, attr, builder, flag,
-                                           key, reader, read_at))
     return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
 
 

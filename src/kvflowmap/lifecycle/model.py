@@ -25,8 +25,9 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
-from kvflowmap.lifecycle.announced import (Intake, Unannounced, Unseen, intakes,
-                                            unannounced, unseen)
+from kvflowmap.lifecycle.announced import Unannounced, unannounced
+from kvflowmap.lifecycle.intakes import Intake, intakes
+from kvflowmap.lifecycle.unseen import Unseen, unseen
 from kvflowmap.lifecycle.asserted import Asserted, asserted_entries
 from kvflowmap.lifecycle.polled import Unacted, unacted
 from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied

@@ -18,7 +18,9 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
-from kvflowmap.lifecycle.announced import Intake, Unannounced, Unseen
+from kvflowmap.lifecycle.announced import Unannounced
+from kvflowmap.lifecycle.intakes import Intake
+from kvflowmap.lifecycle.unseen import Unseen
 
 READS = ("Reads: per class, the protocol's commit hook (`lifecycle.commit`), metadata "
          "builder (`lifecycle.metadata_builder`) and delay-free hook (`lifecycle.delay_free`); "

@@ -1,0 +1,191 @@
+"""Requests the commit hook never saw: a ``request_finished`` arm for a request
+aborted before it was scheduled.
+
+A P/D scheduler's commit hook (``update_state_after_alloc``) often announces
+a request under a test of a request flag and then clears the flag (``if
+params.get("do_remote_prefill"): ... self._reqs_need_recv[rid] = ...;
+params["do_remote_prefill"] = False``). Where ``request_finished``'s own test
+sees the flag still set, the commit hook never ran for the request: that arm
+must make the announcement itself (an empty entry, so the worker tells the
+prefill side to free its blocks), with the request fields the commit hook
+sets before announcing when the metadata builder reads them by subscript
+(vLLM 0.25.1's NIXL push scheduler announced without ``remote_block_ids``:
+``KeyError`` in the scheduler; fixed in 0.26.0).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.announced import (FALSY, announcements, evaluate, exits, expand,
+                                           forwarded_attrs, guarded, leaves, local_tests)
+from kvflowmap.lifecycle.effects import Effects
+from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.model.classes import ClassIndex
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """``fqn`` (the delay-free hook) returns at ``line`` for a request whose
+    ``flag`` (a ``kv_transfer_params`` key the commit hook clears) is still
+    set, so the commit hook never ran for it, without making the
+    announcement the commit hook makes at ``commit_line`` into ``attr``."""
+
+    fqn: str
+    line: int
+    commit: str
+    commit_line: int
+    attr: str
+    builder: str
+    flag: str
+    # set when the path does announce but leaves out a request field the
+    # commit hook sets (at ``commit_line``) and ``reader`` subscripts
+    key: str = ""
+    reader: str = ""
+    read_line: int = 0
+
+
+def _unseeded(fns: dict[str, FnView], eff: Effects, builders: list[str], commit: FnView,
+              finish: FnView, line: int, keys: set[str]) -> list[tuple[str, int, str, int]]:
+    """``(key, commit line, reader, read line)`` for each request field among
+    ``keys`` the commit hook sets (``params["remote_block_ids"] = ()``) that
+    the ``if`` arm of ``finish`` holding the return at ``line`` does not set,
+    and that the metadata ``builders`` (the class's and the base one its
+    ``super()`` call runs) read by subscript with no default
+    (``kv_transfer_params["remote_block_ids"]``): a ``KeyError`` there."""
+    arm = _arm_of(finish.fact.body, line)
+    if arm is None:
+        return []
+    set_here = {(op.key or "").strip("'\"") for st in walk(arm) for op in finish.containers(st)
+                if op.op == "setitem"}
+    out = []
+    for key in sorted(keys - set_here):
+        at = min((op.line for op in commit.all_containers
+                  if op.op == "setitem" and (op.key or "").strip("'\"") == key), default=0)
+        read = next((r for b in builders if (r := _subscript_reader(fns, eff, b, key))), None)
+        if at and read:
+            out.append((key, at, *read))
+    return out
+
+
+def _arm_of(body: tuple[Stmt, ...], line: int) -> tuple[Stmt, ...] | None:
+    """The innermost ``if`` body or ``else`` that holds the statement at ``line``."""
+    for s in body:
+        for part in (s.body, s.orelse):
+            if any(x.line == line for x in walk(part)):
+                inner = _arm_of(part, line)
+                return inner if inner is not None else (part if s.kind == "if" else None)
+        for part in (s.final, *(h.body for h in s.handlers)):
+            inner = _arm_of(part, line)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _subscript_reader(fns: dict[str, FnView], eff: Effects, builder: str,
+                      key: str) -> tuple[str, int] | None:
+    """The first function the metadata builder runs (itself and what it
+    calls, three calls down) that reads ``x["key"]`` (a subscript, no
+    default) other than to store into it: where the step's metadata is
+    built, for every request in it."""
+    reach, todo = [builder], [(builder, 0)]
+    while todo:
+        f, depth = todo.pop()
+        fn = fns[f]
+        for c in fn.all_calls if depth < 3 else ():
+            for t in eff.calls.resolve(fn.ctx, c):
+                if t.fqn in fns and t.fqn not in reach:
+                    reach.append(t.fqn)
+                    todo.append((t.fqn, depth + 1))
+    for f in reach:
+        fn = fns[f]
+        stored = {(op.container, op.line) for op in fn.all_containers if op.op == "setitem"}
+        for r in fn.facts.key_reads:
+            if r.scope == fn.fact.qualname and r.key == key and (r.base, r.line) not in stored:
+                return f, r.line
+    return None
+
+
+def _under_flag(fn: FnView, atom: str) -> set[int]:
+    """Lines of ``fn``'s returns that sit in an arm of its own test of
+    ``atom`` that holds only where ``atom`` is true (``if
+    params.get("do_remote_prefill"):``): the function itself saw the flag set."""
+    tests = local_tests(fn)
+    out = set()
+    for s, guards in guarded(fn.fact.body, ()):
+        if s.kind != "return":
+            continue
+        for text, arm in guards:
+            full = expand(text, tests)
+            if atom in leaves(full) and evaluate(full, {atom: False}) is (not arm):
+                out.add(s.line)
+    return out
+
+
+def _builders(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> list[str]:
+    """The builder and the builders its ``super().<name>()`` calls reach."""
+    out: list[str] = []
+    f: str | None = builder
+    while f and f in fns and f not in out:
+        out.append(f)
+        fn = fns[f]
+        f = classes.find_member(fn.cls, fn.name, after=fn.cls) if fn.cls and any(
+            (c.callee or "") == f"super().{fn.name}" for c in fn.all_calls) else None
+    return out
+
+
+def _handed_by(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> set[str]:
+    """``forwarded_attrs`` of the builder and of the builders its
+    ``super().<name>()`` calls reach (a subclass's builder adds its fields to
+    what the base's builds)."""
+    return set().union(*(forwarded_attrs(fns[b]) for b in _builders(fns, classes, builder)))
+
+
+def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_name: str,
+           finish_name: str, builder_name: str, element: int) -> list[Unseen]:
+    """Per class whose commit hook announces ids to the workers under a test
+    of a request flag it then clears (``if params.get("do_remote_prefill"):
+    ... self._reqs_need_recv[rid] = ...; params["do_remote_prefill"] = False``),
+    the returns of the delay-free hook on a path that tests the flag set
+    (the request was aborted before the commit hook ran) and announces
+    nothing: the workers never learn of it, and the peer that holds KV for it
+    (the prefill side's blocks) is never told to free it."""
+    out: set[Unseen] = set()
+    handed: dict[str, set[str]] = {}
+    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
+        commit, finish, builder = (classes.find_member(cls, n)
+                                   for n in (commit_name, finish_name, builder_name))
+        if not (commit in fns and finish in fns and builder in fns):
+            continue
+        if builder not in handed:
+            handed[builder] = _handed_by(fns, classes, builder)
+        attrs = handed[builder]
+        # ``params["do_remote_prefill"] = False``: the keys the commit hook sets
+        cleared = {op.key.strip("'\"") for op in fns[commit].all_containers
+                   if op.op == "setitem" and op.key and op.key[:1] in "'\"" and
+                   "." not in op.container}
+        tests = local_tests(fns[commit])
+        for line, attr, _, guards in announcements(fns[commit], eff, attrs) if attrs else ():
+            for text, arm in guards:
+                full = expand(text, tests)
+                found = next(((a, k) for a in leaves(full) for k in sorted(cleared)
+                              if re.search(rf"\(['\"]{re.escape(k)}['\"]", a)), None)
+                if found is None or evaluate(full, {found[0]: True}) is not arm:
+                    continue  # the announcement needs the flag set
+                atom, flag = found
+                tested = _under_flag(fns[finish], atom)
+                for e in exits(fns[finish], eff, (atom,), element, attrs):
+                    if e.line in tested and not e.told and not e.handed and \
+                            e.first in FALSY:
+                        out.add(Unseen(finish, e.line, commit, line, attr, builder, flag))
+                    elif e.line in tested and attr in e.told:
+                        # announced, but without the request fields the commit
+                        # hook sets for the consumer (``params["remote_block_ids"]``)
+                        for key, at, reader, read_at in _unseeded(
+                                fns, eff, _builders(fns, classes, builder), fns[commit],
+                                fns[finish], e.line, cleared - {flag}):
+                            out.add(Unseen(finish, e.line, commit, at, attr, builder, flag,
+                                           key, reader, read_at))
+    return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
