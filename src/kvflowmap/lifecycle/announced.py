@@ -305,11 +305,8 @@ def unannounced(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commi
     entry), or after a bare existence notice (the id alone, added to a set)."""
     out: set[Unannounced] = set()
     handed: dict[str, set[str]] = {}  # builder -> forwarded attrs (subclasses share one)
-    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
-        commit, finish, builder = (classes.find_member(cls, n)
-                                   for n in (commit_name, finish_name, builder_name))
-        if not (commit in fns and finish in fns and builder in fns):
-            continue
+    for commit, finish, builder in scheduler_hooks(fns, classes, commit_name, finish_name,
+                                                   builder_name):
         if builder not in handed:
             handed[builder] = forwarded_attrs(fns[builder])
         attrs = handed[builder]
@@ -331,6 +328,17 @@ def unannounced(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commi
                     out.add(Unannounced(finish, e.line, commit, line, attr, builder,
                                         paired[0].handed))
     return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))
+
+
+def scheduler_hooks(fns: dict[str, FnView], classes: ClassIndex, commit_name: str,
+                    finish_name: str, builder_name: str) -> Iterator[tuple[str, str, str]]:
+    """``(commit, finish, builder)``, the members an analysed class resolves
+    the three hook names to, for each class where all three are analysed."""
+    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
+        commit, finish, builder = (classes.find_member(cls, n)
+                                   for n in (commit_name, finish_name, builder_name))
+        if commit and finish and builder and commit in fns and finish in fns and builder in fns:
+            yield commit, finish, builder
 
 
 def leaves(test: str) -> list[str]:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.announced import (FALSY, announcements, evaluate, exits, expand,
-                                           forwarded_attrs, guarded, leaves, local_tests)
+                                           forwarded_attrs, guarded, leaves, local_tests,
+                                           scheduler_hooks)
 from kvflowmap.lifecycle.effects import Effects
 from kvflowmap.lifecycle.view import FnView, walk
 from kvflowmap.model.classes import ClassIndex
@@ -154,11 +155,8 @@ def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_nam
     (the prefill side's blocks) is never told to free it."""
     out: set[Unseen] = set()
     handed: dict[str, set[str]] = {}
-    for cls in sorted({fn.cls for fn in fns.values() if fn.cls}):
-        commit, finish, builder = (classes.find_member(cls, n)
-                                   for n in (commit_name, finish_name, builder_name))
-        if not (commit in fns and finish in fns and builder in fns):
-            continue
+    for commit, finish, builder in scheduler_hooks(fns, classes, commit_name, finish_name,
+                                                   builder_name):
         if builder not in handed:
             handed[builder] = _handed_by(fns, classes, builder)
         attrs = handed[builder]
