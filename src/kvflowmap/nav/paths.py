@@ -451,7 +451,6 @@ class _ReturnContexts:
             return None if reach >= self.fields else frozenset(reach)
         return None
 
-
     def _through_result(self, u: str, v: str) -> set[str]:
         """The fields ``u``'s return value fills that the result of its call
         of ``v`` can reach: those whose returned value depends on a local
