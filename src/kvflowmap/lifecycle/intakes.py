@@ -48,9 +48,8 @@ def intakes(fns: dict[str, FnView], eff: Effects, u: Unannounced,
         for s in fn.stmts:
             if s.kind != "for":
                 continue
-            names, iterable = loop_targets(s.text)
-            base = iterable.removesuffix("()")
-            base = base.rsplit(".", 1)[0] if base.endswith((".items", ".keys")) else base
+            names, _ = loop_targets(s.text)
+            base = _iterable_base(s.text)
             field = base.rpartition(".")[2]
             if not names or "." not in base or field not in fields:
                 continue

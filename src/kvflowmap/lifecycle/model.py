@@ -414,13 +414,13 @@ class Lifecycle:
         saw (its cleared flag still set) that announce nothing (``announced``)."""
         sp = self.spec
         return unseen(self.functions, self.classes, self.effects, sp.commit, sp.delay_free,
-                      sp.metadata_builder, sp.delay_element)
+                      sp.metadata_builder, sp.delay_element, lambda f: _reach(self._runs, [f]))
 
-    def intakes(self) -> list[Intake]:
-        """Worker code that takes an unannounced request's id from the
-        metadata into a container of its own (``announced.intakes``)."""
-        return [i for u in self.unannounced()
-                for i in intakes(self.functions, self.effects, u, self.sides)]
+    def intakes(self, found: list[Unannounced]) -> list[Intake]:
+        """Worker code that takes the id of an unannounced request (``found``,
+        from ``unannounced``) from the metadata into a container of its own
+        (``intakes``)."""
+        return [i for u in found for i in intakes(self.functions, self.effects, u, self.sides)]
 
     def skipped_releases(self, fqn: str) -> list[SkippedRelease]:
         """Early returns of ``fqn`` before every loop that releases something

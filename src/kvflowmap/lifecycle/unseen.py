@@ -16,6 +16,7 @@ sets before announcing when the metadata builder reads them by subscript
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
@@ -48,8 +49,9 @@ class Unseen:
     read_line: int = 0
 
 
-def _unseeded(fns: dict[str, FnView], eff: Effects, builders: list[str], commit: FnView,
-              finish: FnView, line: int, keys: set[str]) -> list[tuple[str, int, str, int]]:
+def _unseeded(fns: dict[str, FnView], reach: Callable[[str], set[str]], builders: list[str],
+              commit: FnView, finish: FnView, line: int, keys: set[str]
+              ) -> list[tuple[str, int, str, int]]:
     """``(key, commit line, reader, read line)`` for each request field among
     ``keys`` the commit hook sets (``params["remote_block_ids"] = ()``) that
     the ``if`` arm of ``finish`` holding the return at ``line`` does not set,
@@ -61,13 +63,12 @@ def _unseeded(fns: dict[str, FnView], eff: Effects, builders: list[str], commit:
         return []
     set_here = {(op.key or "").strip("'\"") for st in walk(arm) for op in finish.containers(st)
                 if op.op == "setitem"}
+    at = _set_keys(commit)
     out = []
     for key in sorted(keys - set_here):
-        at = min((op.line for op in commit.all_containers
-                  if op.op == "setitem" and (op.key or "").strip("'\"") == key), default=0)
-        read = next((r for b in builders if (r := _subscript_reader(fns, eff, b, key))), None)
-        if at and read:
-            out.append((key, at, *read))
+        read = next((r for b in builders if (r := _subscript_reader(fns, reach, b, key))), None)
+        if key in at and read:
+            out.append((key, at[key], *read))
     return out
 
 
@@ -85,28 +86,29 @@ def _arm_of(body: tuple[Stmt, ...], line: int) -> tuple[Stmt, ...] | None:
     return None
 
 
-def _subscript_reader(fns: dict[str, FnView], eff: Effects, builder: str,
+def _subscript_reader(fns: dict[str, FnView], reach: Callable[[str], set[str]], builder: str,
                       key: str) -> tuple[str, int] | None:
-    """The first function the metadata builder runs (itself and what it
-    calls, three calls down) that reads ``x["key"]`` (a subscript, no
-    default) other than to store into it: where the step's metadata is
-    built, for every request in it."""
-    reach, todo = [builder], [(builder, 0)]
-    while todo:
-        f, depth = todo.pop()
-        fn = fns[f]
-        for c in fn.all_calls if depth < 3 else ():
-            for t in eff.calls.resolve(fn.ctx, c):
-                if t.fqn in fns and t.fqn not in reach:
-                    reach.append(t.fqn)
-                    todo.append((t.fqn, depth + 1))
-    for f in reach:
+    """The first function the metadata builder runs (itself, then what it
+    makes run, by name) that reads ``x["key"]`` (a subscript, no default)
+    other than to store into it: where the step's metadata is built, for
+    every request in it."""
+    for f in [builder, *sorted(reach(builder) - {builder})]:
         fn = fns[f]
         stored = {(op.container, op.line) for op in fn.all_containers if op.op == "setitem"}
         for r in fn.facts.key_reads:
             if r.scope == fn.fact.qualname and r.key == key and (r.base, r.line) not in stored:
                 return f, r.line
     return None
+
+
+def _set_keys(fn: FnView) -> dict[str, int]:
+    """String keys ``fn`` stores under in a local mapping
+    (``params["do_remote_prefill"] = False``), with the first line of each."""
+    out: dict[str, int] = {}
+    for op in fn.all_containers:
+        if op.op == "setitem" and op.key and op.key[:1] in "'\"" and "." not in op.container:
+            out.setdefault(op.key.strip("'\""), op.line)
+    return out
 
 
 def _under_flag(fn: FnView, atom: str) -> set[int]:
@@ -137,33 +139,26 @@ def _builders(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> list
     return out
 
 
-def _handed_by(fns: dict[str, FnView], classes: ClassIndex, builder: str) -> set[str]:
-    """``forwarded_attrs`` of the builder and of the builders its
-    ``super().<name>()`` calls reach (a subclass's builder adds its fields to
-    what the base's builds)."""
-    return set().union(*(forwarded_attrs(fns[b]) for b in _builders(fns, classes, builder)))
-
-
 def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_name: str,
-           finish_name: str, builder_name: str, element: int) -> list[Unseen]:
+           finish_name: str, builder_name: str, element: int,
+           reach: Callable[[str], set[str]]) -> list[Unseen]:
     """Per class whose commit hook announces ids to the workers under a test
     of a request flag it then clears (``if params.get("do_remote_prefill"):
     ... self._reqs_need_recv[rid] = ...; params["do_remote_prefill"] = False``),
     the returns of the delay-free hook on a path that tests the flag set
     (the request was aborted before the commit hook ran) and announces
     nothing: the workers never learn of it, and the peer that holds KV for it
-    (the prefill side's blocks) is never told to free it."""
+    (the prefill side's blocks) is never told to free it. ``reach(f)``: the
+    subject functions ``f`` makes run."""
     out: set[Unseen] = set()
-    handed: dict[str, set[str]] = {}
+    chains: dict[str, list[str]] = {}  # builder -> it and the base builders it runs
     for commit, finish, builder in scheduler_hooks(fns, classes, commit_name, finish_name,
                                                    builder_name):
-        if builder not in handed:
-            handed[builder] = _handed_by(fns, classes, builder)
-        attrs = handed[builder]
+        if builder not in chains:
+            chains[builder] = _builders(fns, classes, builder)
+        attrs = set().union(*(forwarded_attrs(fns[b]) for b in chains[builder]))
         # ``params["do_remote_prefill"] = False``: the keys the commit hook sets
-        cleared = {op.key.strip("'\"") for op in fns[commit].all_containers
-                   if op.op == "setitem" and op.key and op.key[:1] in "'\"" and
-                   "." not in op.container}
+        cleared = set(_set_keys(fns[commit]))
         tests = local_tests(fns[commit])
         for line, attr, _, guards in announcements(fns[commit], eff, attrs) if attrs else ():
             for text, arm in guards:
@@ -182,8 +177,8 @@ def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_nam
                         # announced, but without the request fields the commit
                         # hook sets for the consumer (``params["remote_block_ids"]``)
                         for key, at, reader, read_at in _unseeded(
-                                fns, eff, _builders(fns, classes, builder), fns[commit],
-                                fns[finish], e.line, cleared - {flag}):
+                                fns, reach, chains[builder], fns[commit], fns[finish],
+                                e.line, cleared - {flag}):
                             out.add(Unseen(finish, e.line, commit, at, attr, builder, flag,
                                            key, reader, read_at))
     return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))

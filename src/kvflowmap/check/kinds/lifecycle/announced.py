@@ -42,9 +42,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per return of the delay-free hook that ends an announced
     request without a word to the workers."""
     lc = lifecycle(ctx)
-    by_fn: dict[str, list[Unannounced]] = by_function(ctx, lc, lc.unannounced())
+    found = lc.unannounced()
+    by_fn: dict[str, list[Unannounced]] = by_function(ctx, lc, found)
     # the workers' side of the same gap: where the id enters their own state
-    taken: dict[str, list[Intake]] = by_function(ctx, lc, lc.intakes())
+    taken: dict[str, list[Intake]] = by_function(ctx, lc, lc.intakes(found))
     # requests the commit hook never saw (aborted before it ran)
     unseen: dict[str, list[Unseen]] = by_function(ctx, lc, lc.unseen())
 

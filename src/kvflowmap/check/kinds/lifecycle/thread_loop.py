@@ -76,13 +76,13 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
         path = (ctx.step(sp.spawner, sp.line, f"{sp.call} runs {short(fqn)}"),
                 *steps(ctx, fqn, [(n.line, "the serving loop"),
                                   (line, "an exception here leaves the loop: the thread ends")]),
-                *(steps(ctx, origin[0], [(origin[1], origin[2])]) if origin else ()))
+                *(steps(ctx, origin[0], [(origin[1], _ORIGIN_NOTES[origin[2]])]) if origin else ()))
         out.append(ctx.finding(
             fqn, line, f"an exception at this line ends the loop of {short(fqn)}, which runs "
             f"in the background ({sp.call}): every transfer it would complete later hangs "
             "with no error. Catch it in the loop body, fail the request it was serving, and "
             "continue", path=path, anchor=f"loop:{n.stmt.text}"))
-        if origin and origin[2] == _ASSERTS and origin[0] in wanted:
+        if origin and origin[2] == "assert" and origin[0] in wanted:
             # an ``assert`` is no way to fail one transfer: where it is, is
             # where a fix lands as often as the loop
             out.append(ctx.finding(
@@ -96,15 +96,17 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
     return out
 
 
-_ASSERTS = "this `assert` can fail: its AssertionError reaches the loop uncaught"
+# the path step's note for the statement an escaping exception starts from
+_ORIGIN_NOTES = {"raise": "this `raise` reaches the loop uncaught",
+                 "assert": "this `assert` can fail: its AssertionError reaches the loop uncaught"}
 
 
 def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
                   ) -> tuple[str, int, str] | None:
-    """An explicit ``raise`` or ``assert`` of the analysed code that an
-    exception of ``stmt`` can start from (the first one, callees in order,
-    ``depth`` calls down), with the note of its path step: the line a reader
-    wants to see next."""
+    """``(function, line, kind)`` of an explicit ``raise`` or ``assert`` of
+    the analysed code that an exception of ``stmt`` can start from (the
+    first one, callees in order, ``depth`` calls down): the line a reader
+    wants to see next (``kind`` picks its note in ``_ORIGIN_NOTES``)."""
     if stmt is None or depth == 0:
         return None
     for call in fn.calls(stmt):
@@ -117,10 +119,8 @@ def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
                 st = node.stmt
                 if st is None or node.kind != "stmt" or not _leaves(cfg, node.id):
                     continue
-                if st.kind == "raise":
-                    return t.fqn, node.line, "this `raise` reaches the loop uncaught"
-                if st.kind == "assert":
-                    return t.fqn, node.line, _ASSERTS
+                if st.kind in _ORIGIN_NOTES:
+                    return t.fqn, node.line, st.kind
                 deeper = _raised_below(ctx, lc, callee, st, depth - 1)
                 if deeper:
                     return deeper
