@@ -49,35 +49,40 @@ def with_state_links(linker) -> nx.MultiDiGraph:
 
 
 def add_store_deps(g: nx.MultiDiGraph, model) -> None:
-    """Give each write of a protocol carrier field (``produces`` made by the
-    graph, not by the state links or return values) the names its statement
-    depends on (``_deps``): a ``path`` that enters the writer reading one
-    field leaves into another only when the write depends on it. vLLM's
-    runner mixin reads ``kv_connector_metadata`` only to bind it to the
-    connector, and fills ``finished_recving`` from ``get_finished()``: the
-    metadata does not flow into the report there, only through the
-    connector's hooks."""
+    """Give the steps out of a function the names their statement depends on
+    (``_deps``), so that a ``path`` entering the function reading one field
+    leaves only where that field goes: each write of a protocol carrier field
+    (``produces`` made by the graph), each value returned into one (the
+    returned local or ``local.field``, ``_local_deps``), and the calls of
+    every function with such a step, with the locals each call's result is
+    bound to. vLLM's runner reads ``kv_connector_metadata`` only to bind it
+    to the connector and fills ``finished_recving`` from ``get_finished()``;
+    NIXL's ``get_transfer_results`` does not pass
+    ``_replicated_pcp_done_sending`` to ``_pop_done_transfers``, whose result
+    (``done_pushing, failed = ...`` in the push worker) feeds
+    ``finished_sending`` only."""
+    views: dict[str, FnView | None] = {}
+
+    def fn_of(u: str) -> FnView | None:
+        if u not in views:
+            views[u] = view(model, u)
+        return views[u]
+
     for u, v, d in g.edges(data=True):
-        if _carrier_write(g, u, v, d) and not d.get("deps"):
-            deps = _deps(view(model, u), int(d.get("line") or 0))
-            if deps:
-                d["deps"] = deps
-    # a return value handed on into a field: what the returned local is made of
-    for u, _v, d in g.edges(data=True):
-        if d.get("kind") == "produces" and d.get("via") == "return" and d.get("value") \
-                and not d.get("deps"):
-            deps = _local_deps(view(model, u), str(d["value"]))
-            if deps:
-                d["deps"] = deps
-    # the calls of every such writer too: what it read of one field goes on
-    # only into the calls whose statement depends on it (the runner binds the
-    # metadata, it does not hand it to ``get_finished``; NIXL's
-    # ``get_transfer_results`` does not pass ``_replicated_pcp_done_sending``
-    # to ``_pop_done_transfers``)
+        if d.get("deps"):
+            continue
+        if _carrier_write(g, u, v, d):
+            deps = _deps(fn_of(u), int(d.get("line") or 0))
+        elif d.get("kind") == "produces" and d.get("via") == "return" and d.get("value"):
+            deps = _local_deps(fn_of(u), str(d["value"]))
+        else:
+            continue
+        if deps:
+            d["deps"] = deps
     writers = {u for u, _, d in g.edges(data=True) if d.get("kind") == "produces"
                and d.get("deps")}
     for u in sorted(writers):
-        fn = view(model, u)
+        fn = fn_of(u)
         if fn is None:
             continue
         for _, _, d in g.out_edges(u, data=True):
@@ -86,9 +91,6 @@ def add_store_deps(g: nx.MultiDiGraph, model) -> None:
                 deps = _deps(fn, line)
                 if deps:
                     d["deps"] = deps
-                # the locals the call's result is bound to: which of the
-                # writer's own returns it can reach (``done_pushing, failed =
-                # self._pop_done_transfers(...)`` feeds ``finished_sending`` only)
                 binds = tuple(sorted(a.target for a in fn.all_assigns
                                      if a.line == line and a.target.isidentifier()))
                 if binds:
