@@ -9,6 +9,7 @@ the loop body, fail the request being served, and go on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kvflowmap.model.cfg import build_cfg
@@ -67,6 +68,7 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
             continue  # an inner loop: what leaves it may be caught by the outer one
         if opts.require_ids and not _serves(lc, fn, n.stmt, opts.serve_calls, fed):
             continue
+        out += _stalled(ctx, fn, n.stmt, spawned[0])
         bad = escaping_raise(cfg, n.stmt, fn)
         if bad is None:
             continue
@@ -94,6 +96,40 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
                 path=path, anchor=f"loop-assert:{n.stmt.text}"))
         break  # one finding per function: the first loop that dies
     return out
+
+
+def _stalled(ctx: CheckContext, fn, loop, sp) -> list[Finding]:
+    """``E.wait()`` with no timeout inside a loop that runs while ``E`` is
+    not set (``while not E.is_set():``): the wait returns only once the loop
+    is told to stop, so the loop takes no further turn until shutdown, and
+    every transfer it would serve meanwhile hangs with no error."""
+    stops = set(_STOP_TEST.findall(loop.text or ""))
+    if not stops:
+        return []
+    out = []
+    for s in walk(loop.body):
+        if s.kind in ("def", "class"):
+            continue
+        for c in fn.calls(s):
+            base, _, meth = (c.callee or "").rpartition(".")
+            if meth == "wait" and base in stops and not c.args and not c.kwargs:
+                path = (ctx.step(sp.spawner, sp.line, f"{sp.call} runs {short(fn.fqn)}"),
+                        *steps(ctx, fn.fqn, [(loop.line, f"the serving loop runs while "
+                                                         f"`{base}` is not set"),
+                                             (c.line, "this wait returns only once it is "
+                                                      "set")]))
+                out.append(ctx.finding(
+                    fn.fqn, c.line, f"`{base}.wait()` has no timeout, in the loop that runs "
+                    f"until `{base}` is set: it returns only at shutdown, so the loop of "
+                    f"{short(fn.fqn)} ({sp.call}) takes no further turn and every transfer "
+                    "it would serve meanwhile hangs with no error. Give the wait a timeout "
+                    "(the loop's polling interval), or wait on an event the work sets",
+                    path=path, anchor=f"loop-stall:{base}"))
+    return out
+
+
+# ``while not self._stop.is_set():`` -> ``self._stop``
+_STOP_TEST = re.compile(r"not\s+([A-Za-z_][\w.]*)\.is_set\(\)")
 
 
 # the path step's note for the statement an escaping exception starts from
