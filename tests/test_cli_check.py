@@ -83,6 +83,10 @@ def test_github_annotations_name_files_from_the_checkout(tree, monkeypatch, caps
     assert run(root, monkeypatch, *RULE, "-o", "r.json", "-q") == 1
     found = json.loads((root / "r.json").read_text())["findings"][0]
     assert found["file"] == "src/conn/hangs.py"
+    # the steps of its path too: a reader opens them from the same place
+    assert found["path"] and {st["file"] for st in found["path"]} == {"src/conn/hangs.py"}
+    # kvflowmap's own JSON is not SARIF: a .sarif file only takes -f sarif
+    assert run(root, monkeypatch, *RULE, "-f", "json", "-o", "r2.sarif", "-q") == 2
     assert found["fingerprint"] == result["partialFingerprints"]["kvflowmap/v1"]
     assert run(root, monkeypatch, *RULE, "-q") == 1
     assert "\nsrc/conn/hangs.py:6:1  error" in capsys.readouterr().out

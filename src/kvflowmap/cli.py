@@ -64,7 +64,7 @@ TEXT_SUFFIXES = {".txt": "text", ".json": "json"}  # where, path, lifecycle
 CHECK_SUFFIXES = {".txt": "text", ".json": "json", ".sarif": "sarif"}
 # formats a suffix also fits besides the one it names: SARIF and PyCG's
 # call graph are JSON documents
-ALSO_FITS = {".json": {"pycg-json", "sarif"}, ".sarif": {"json"}}
+ALSO_FITS = {".json": {"pycg-json", "sarif"}}
 
 
 def out_format(out: str | None, fmt: str | None, suffixes: dict[str, str],
@@ -382,7 +382,7 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str | None,
 @cli.command()
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
-              help="Output format (default: from the --out suffix, else text).")
+              help="Output format (default: from the -o suffix, else text).")
 @output_option("Write here instead of stdout.")
 def states(fmt: str | None, out: str | None, **kw) -> None:
     """The request state machine found in the code."""
@@ -434,7 +434,7 @@ def docs(out: str, check: bool, link_template: tuple[str, ...], **kw) -> None:
 @cli.command()
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "html"]),
-              help="Output format (default: from the --out suffix, else text).")
+              help="Output format (default: from the -o suffix, else text).")
 @output_option("Write here instead of stdout.")
 @click.option("--request", "request_id", metavar="ID", help="Only this request's story.")
 @click.option("--since", metavar="TIME", help="Only lines from TIME on (MM-DD HH:MM:SS or HH:MM:SS).")

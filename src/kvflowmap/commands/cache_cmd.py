@@ -19,10 +19,11 @@ def _size(path: Path) -> tuple[int, int]:
 
 
 def info(cache_dir: str | None) -> str:
-    """Location, entry count and size of facts, compat surfaces and releases."""
+    """Location, entry count and size of facts, stored run results, compat
+    surfaces and releases."""
     root = _root(cache_dir)
     lines = [f"cache: {root}"]
-    for part in ("facts", "compat", "releases"):
+    for part in ("facts", "runs", "compat", "releases"):
         n, size = _size(root / part)
         lines.append(f"{part}: {n} files, {size / 1e6:.1f} MB")
     return "\n".join(lines)

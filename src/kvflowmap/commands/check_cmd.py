@@ -50,15 +50,33 @@ def checkout_path(f: Finding, roots: dict[str, str], cwd: Path | None = None) ->
     """The finding's file relative to the working directory (the checkout a
     GitHub workflow runs in: ``src/conn/hangs.py``, not the root-relative
     ``conn/hangs.py``), or root-relative when it lies outside it."""
-    base = roots.get(f.root)
-    if not base:
-        return f.file
-    full = (Path(base) / f.file).resolve()
+    return _from_checkout(f.file, roots.get(f.root), cwd)
+
+
+def with_checkout_paths(f: Finding, roots: dict[str, str], cwd: Path | None = None) -> Finding:
+    """``f`` with its file and every step's file given from the checkout, so
+    the steps of a path read like its location (``src/conn/hangs.py`` in
+    both). A step's root is the finding's when the file is the same, else
+    the first root (by label) that holds the file."""
+    def step_root(file: str) -> str | None:
+        if file == f.file:
+            return roots.get(f.root)
+        return next((roots[label] for label in sorted(roots)
+                     if (Path(roots[label]) / file).is_file()), None)
+    path = tuple(dataclasses.replace(st, file=_from_checkout(st.file, step_root(st.file), cwd))
+                 for st in f.path)
+    return dataclasses.replace(f, file=checkout_path(f, roots, cwd), path=path)
+
+
+def _from_checkout(file: str, base: str | None, cwd: Path | None) -> str:
+    if not base or not file:
+        return file
+    full = (Path(base) / file).resolve()
     here = (cwd or Path.cwd()).resolve()
     try:
         return full.relative_to(here).as_posix()
     except ValueError:
-        return f.file
+        return file
 
 
 def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
@@ -66,17 +84,17 @@ def render(outcome, fmt: str, rules: list[Rule], roots: dict[str, str],
     """The report in ``fmt``; no colour codes when it goes to a file.
     ``problems`` (files not analysed) are part of the JSON and SARIF reports."""
     findings = outcome.findings
-    if fmt in ("json", "text"):
-        # paths from the checkout (``src/conn/hangs.py``), as SARIF and the
-        # GitHub annotations give them: one path for a finding in every report
-        findings = [dataclasses.replace(f, file=checkout_path(f, roots)) for f in findings]
+    if fmt in ("json", "text", "github"):
+        # paths from the checkout (``src/conn/hangs.py``), as SARIF gives
+        # them: one path for a finding and its steps in every report
+        findings = [with_checkout_paths(f, roots) for f in findings]
     if fmt == "json":
         return render_json(findings, {"suppressed": len(outcome.suppressed),
                                       "baseline": len(outcome.known)}, problems)
     if fmt == "sarif":
         return render_sarif(findings, rules, roots, problems)
     if fmt == "github":
-        return render_github(findings, file_of=lambda f: checkout_path(f, roots))
+        return render_github(findings)
     console = Console(file=io.StringIO(), color_system=None, width=200) if to_file else None
     return render_text(findings, console=console)
 
