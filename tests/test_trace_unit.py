@@ -134,8 +134,13 @@ def test_vllm_line_with_prefix_and_colours() -> None:
            "\x1b[90m[v1/core/sched/scheduler.py:12]\x1b[0m hello")
     rec, fmt = parse_line(raw)
     assert fmt == "vllm" and rec is not None
+    # the prefix (VLLM_LOGGING_PREFIX) names the instance: part of the process
     assert (rec.process, rec.pid, rec.level, rec.ts, rec.file, rec.line, rec.message) == (
-        "Worker_TP1", 77, "INFO", "12-02 10:00:01", "v1/core/sched/scheduler.py", 12, "hello")
+        "node7| Worker_TP1", 77, "INFO", "12-02 10:00:01", "v1/core/sched/scheduler.py", 12, "hello")
+    # a container runtime's prefix carries a clock: no instance name
+    rec, _ = parse_line("2026-12-02T10:00:01Z stdout F (Worker_TP1 pid=77) INFO 12-02 10:00:01 "
+                        "[v1/core/sched/scheduler.py:12] hello")
+    assert rec is not None and rec.process == "Worker_TP1"
 
 
 def test_other_formats_parse() -> None:
@@ -251,16 +256,39 @@ def test_stories_outcomes_and_the_hang(code: CodeIndex, tmp_path: Path) -> None:
     assert [e["function"].rpartition(".")[2] for e in hang["events"]] == [
         "get_num_new_matched_tokens", "update_state_after_alloc", "start_load_kv"]
     assert report["summary"]["matched"] == {"exact": 13, "moved": 0, "unknown": 0}
+    # the report the protocol still owes it: the hook that makes it, which
+    # logged for the others and never for it
+    owed = hang["owed"]
+    assert [c["function"].rpartition(".")[2] for c in owed] == ["get_finished"]
+    assert "finished_recving" in owed[0]["reasons"][0]
+    assert not by["cmpl-00000001-0"]["owed"]
 
 
 def test_restart_starts_a_new_epoch_and_clock_jumps_are_counted(code: CodeIndex, tmp_path: Path) -> None:
-    lines = story_lines("cmpl-00000001-0", 30, finish=False) + story_lines("cmpl-00000001-0", 0, pid=50)
+    lines = story_lines("cmpl-00000001-0", 0, finish=False) + story_lines("cmpl-00000001-0", 30, pid=50)
     report = trace(code, [_write(tmp_path, lines)])
     s = report["summary"]
     assert s["epochs"] == 2 and s["restarts"]
     stories = [(r["epoch"], r["outcome"]) for r in report["requests"]]
     assert stories == [(0, "stuck"), (1, "finished")]
     assert s["clock_jumps"] == 0  # another pid is another clock
+    # two instances' logs given one after the other (prefill, decode): the
+    # second's EngineCore_DP0 logs before the first's last line, so it ran at
+    # the same time, and is no restart
+    both = [_write(tmp_path, story_lines("cmpl-00000002-0", 0) + story_lines("cmpl-00000003-0", 20),
+                   "decode.log"),
+            _write(tmp_path, story_lines("cmpl-00000004-0", 5, pid=90), "prefill.log")]
+    report = trace(code, both)
+    assert report["summary"]["epochs"] == 1
+    assert {r["outcome"] for r in report["requests"]} == {"finished"}
+    # and with VLLM_LOGGING_PREFIX, interleaved in one file, each is its own process
+    tagged = [f"[D] {x}" for x in story_lines("cmpl-00000005-0", 0, finish=False)]
+    tagged += [f"[P] {x}" for x in story_lines("cmpl-00000006-0", 1, pid=90)]
+    tagged += [f"[D] {x}" for x in story_lines("cmpl-00000005-0", 3)[3:]]
+    report = trace(code, [_write(tmp_path, tagged, "merged.log")])
+    assert report["summary"]["epochs"] == 1
+    assert {r["request_id"]: r["outcome"] for r in report["requests"]} == {
+        "cmpl-00000005-0": "finished", "cmpl-00000006-0": "finished"}
     # two live processes of one name taking turns are not restarts after the first switch
     turns = story_lines("cmpl-00000005-0", 0) + story_lines("cmpl-00000006-0", 1, pid=70)
     turns += story_lines("cmpl-00000007-0", 2) + story_lines("cmpl-00000008-0", 3, pid=70)
@@ -295,6 +323,12 @@ def test_outputs_are_deterministic_and_sane(code: CodeIndex, tmp_path: Path) -> 
     assert json.dumps(a) == json.dumps(b)
     text = render_text(a)
     assert "stuck" in text and "cmpl-00000002-0" in text and "where it may have stopped" in text
+    assert "where its owed report is made" in text
+    assert "no DEBUG line" not in text  # the tiny connector logs nothing at DEBUG
+    # a line the request logs every step is shown once, with its count
+    again = lines + [story_lines("cmpl-00000002-0", 1, finish=False)[2]] * 4
+    text = render_text(trace(code, [_write(tmp_path, again, "again.log")]))
+    assert "... and 4 more times from the same call" in text
     page = render_html(a)
     assert page.startswith("<!DOCTYPE html>") and "<script>" in page and "http" not in page.split("<body>")[0]
     assert 'href="https://code/tiny/connector.py#L' in page and 'data-outcome="stuck"' in page
@@ -382,3 +416,19 @@ def test_a_delayed_free_needs_finished_sending(tmp_path: Path) -> None:
                  "[Tiny] free of cmpl-00000031-0 waits for the transfer")]
     r = trace(code, [_write(tmp_path, log)])["requests"][0]
     assert r["outcome"] == "stuck" and r["problems"] == ["delayed_free"]
+
+
+def test_pipes_are_logs_folders_are_sources(tmp_path: Path) -> None:
+    """``trace <(zcat prefill.log.gz) src/``: a pipe is read as a log."""
+    import os
+
+    from kvflowmap.commands.trace_cmd import split_arguments
+
+    fifo = tmp_path / "p"
+    os.mkfifo(fifo)
+    (tmp_path / "a.log").write_text("x\n")
+    (tmp_path / "m.py").write_text("")
+    logs, sources = split_arguments((str(fifo), str(tmp_path / "a.log"), str(tmp_path),
+                                     str(tmp_path / "m.py"), "-"))
+    assert logs == [str(fifo), str(tmp_path / "a.log"), "-"]
+    assert sources == [str(tmp_path), str(tmp_path / "m.py")]

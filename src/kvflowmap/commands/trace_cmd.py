@@ -22,14 +22,16 @@ TRACE_SUFFIXES = {".txt": "text", ".json": "json", ".mmd": "mermaid", ".mermaid"
 
 
 def split_arguments(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(logs, sources): ``-`` and files that are not ``.py`` are logs;
-    folders and ``.py`` files are sources, as for every other command."""
+    """(logs, sources): ``-``, files that are not ``.py`` and pipes
+    (``<(zcat prefill.log.gz)``) are logs; folders and ``.py`` files are
+    sources, as for every other command."""
     logs: list[str] = []
     sources: list[str] = []
     for a in args:
         p = Path(a)
-        if a == "-" or (p.is_file() and p.suffix != ".py") or (not p.exists() and p.suffix in
-                                                               (".log", ".gz", ".txt", ".jsonl")):
+        piped = p.exists() and not p.is_dir() and not p.is_file()  # a FIFO, /dev/stdin
+        if a == "-" or piped or (p.is_file() and p.suffix != ".py") or (
+                not p.exists() and p.suffix in (".log", ".gz", ".txt", ".jsonl")):
             logs.append(a)
         else:
             sources.append(a)

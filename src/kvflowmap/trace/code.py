@@ -76,6 +76,8 @@ class CodeIndex:
     save_hooks: tuple[str, ...]  # hooks that send a finished request's KV cache
     report_kinds: tuple[str, ...]  # finished_recving, finished_sending, failed_recving, ...
     hook_stages: dict[str, str] = field(default_factory=dict)  # hook or vLLM function -> "load: probe"
+    # report -> the hooks that make it (finished_recving -> get_finished, ...)
+    report_hooks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     roots: list[dict] = field(default_factory=list)  # label, path, subject, prefix
     vllm_version: str | None = None
 
@@ -247,6 +249,7 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
         commit_hooks=(commit,) if commit else (),
         delay_free_hooks=tuple(sorted(delay_hooks)),
         save_hooks=tuple(sorted(save_hooks)), report_kinds=report_kinds, hook_stages=hook_stages,
+        report_hooks={r: tuple(spec.get("methods", ())) for r, spec in sorted(reports_spec.items())},
         roots=list(g.graph.get("roots") or []), vllm_version=analysis.vllm_version)
 
 

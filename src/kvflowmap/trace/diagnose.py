@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvflowmap.trace.code import CodeIndex, Function, Marker
@@ -33,8 +34,10 @@ PARKED, DELAYED_FREE, FAILURE_UNREPORTED, FINISHED_TWICE = (
 OUTCOMES = ("stuck", "failed", "aborted", "finished", "preempted", "open")
 SEARCH_DEPTH = 4
 _LEVEL_RANK = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
-_WAITING_WORDS = ("wait", "poll", "recv", "receive", "join", "result", "acquire", "sleep",
-                  "read", "accept", "select", "loop", "block")
+# words of a function name that say it waits ("read" and "block" are in
+# every KV connector's names, and say nothing of waiting there)
+_WAITING_WORDS = ("wait", "poll", "join", "acquire", "sleep", "accept", "select")
+_RECEIVING = ("recv", "receive")
 _IGNORED_EXTERNAL = ("<builtin>.", "logging.", "time.", "typing.", "dataclasses.", "math.",
                      "collections.", "os.", "json.", "re.")
 
@@ -62,6 +65,8 @@ class Diagnosis:
     silent_for: float | None = None  # seconds from its last line to the end of its epoch
     candidates: list[Candidate] = field(default_factory=list)
     would_log: list[tuple[str, Marker]] = field(default_factory=list)  # (function, marker)
+    # where the reports the protocol still owes it are made (``owed_reports``)
+    owed: list[Candidate] = field(default_factory=list)
 
 
 @functools.lru_cache(maxsize=16)  # asked for every story: once per code is enough
@@ -122,6 +127,7 @@ def diagnose(s: Story, code: CodeIndex, stats: TraceStats,
             d.silent_for = max(0.0, b - a)
     if outcome == "stuck":
         d.candidates, d.would_log = rank_candidates(s, code, stats, callers=callers)
+        d.owed = owed_reports(s, code, stats, _awaited(problems))
     return d
 
 
@@ -130,8 +136,12 @@ def _visible(m: Marker, lowest: int) -> bool:
 
 
 def _waits(name: str) -> bool:
-    words = re.split(r"[^a-z]+", name.rpartition(".")[2].lower())
-    return any(w.startswith(_WAITING_WORDS) for w in words if w)
+    words = [w for w in re.split(r"[^a-z]+", name.rpartition(".")[2].lower()) if w]
+    # "result" alone (``get_transfer_results`` hands results over); "recv" and
+    # "receive" only first (``recv_multipart`` waits, ``_send_pending_recv_notifs``
+    # names the receiving side, as much of a KV connector does)
+    return bool(words) and (words[0].startswith(_RECEIVING) or any(
+        w.startswith(_WAITING_WORDS) or w == "result" for w in words))
 
 
 Callers = dict[str, list[tuple[str, int]]]  # function -> [(caller, line of the call)]
@@ -146,6 +156,72 @@ def callers_of(code: CodeIndex) -> Callers:
     return out
 
 
+def _awaited(problems: list[str]) -> tuple[str, ...]:
+    """The reports the protocol still owes a story with ``problems``."""
+    return ((("finished_recving",) if PARKED in problems else ())
+            + (("finished_sending",) if DELAYED_FREE in problems else ()))
+
+
+def _lowest_level(stats: TraceStats) -> int:
+    """The lowest level the log shows: a level it never shows (no DEBUG line
+    at all) proves nothing."""
+    shown = [_LEVEL_RANK[lv] for lv in stats.levels if lv in _LEVEL_RANK]
+    return min(shown) if shown else 20
+
+
+def _mine_only(s: Story, code: CodeIndex) -> Callable[[str, str], bool]:
+    """Which call edges to follow for ``s``: a base class's call dispatched
+    into the overrides only into a class the request logged from (NIXL's
+    pull worker, not the push one)."""
+    classes = {code.markers[e.marker].function.rpartition(".")[0]
+               for e in s.events() if e.marker >= 0}
+    return lambda callee, kind: kind != "dispatch" or callee.rpartition(".")[0] in classes
+
+
+def owed_reports(s: Story, code: CodeIndex, stats: TraceStats, awaited: tuple[str, ...],
+                 top: int = 4) -> list[Candidate]:
+    """Where the reports the protocol still owes ``s`` (``awaited``:
+    ``finished_recving`` for a parked request) would have been made: the
+    connector's hooks that make them, as vLLM calls them (a hook no other
+    such hook calls: the connector's facade), the hooks they hand on to (its
+    worker's), then what those run, three calls deep, never into another
+    class's override; the hooks first, then the silent functions. These ran
+    for other requests, so what they log says nothing of this one: the
+    question is which of their branches never picked it up."""
+    seen = {e.marker for e in s.events()}
+    lowest = _lowest_level(stats)
+    mine = _mine_only(s, code)
+    fns = code.functions
+    out: dict[str, Candidate] = {}
+    for report, hooks in _report_hooks(s, code, awaited):
+        called = {c for h in hooks for c, _at, _k in fns[h].calls}
+        todo = deque((h, 0, [h]) for h in hooks if h not in called)
+        while todo:
+            name, depth, via = todo.popleft()
+            fn = fns.get(name)
+            if fn is None or name in out:
+                continue
+            visible = [code.markers[i] for i in fn.logs if _visible(code.markers[i], lowest)]
+            if any(m.id in seen for m in visible):
+                continue  # it logged for this request: the report was on its way
+            hook = name in hooks
+            reasons = [f"makes {report}, which the protocol still owes this request" if hook
+                       else f"{_short2(via[-2])} runs it on the way to {report}"]
+            if not visible:
+                reasons.append("no logging call on it the log would show: a silent path")
+            score = (4.0 if hook else 2.0 if not visible else 1.0) - 0.25 * depth
+            if not hook and name.rpartition(".")[0] == via[-2].rpartition(".")[0]:
+                score += 0.5  # the hook's own class's work, before a shared utility
+            out[name] = Candidate(name, fn.file, fn.root, fn.line, score, depth, via, reasons)
+            if depth < 3:
+                # calls only: a bridge (a carrier to vLLM's side) is the report made
+                todo.extend((callee, depth + 1, [*via, callee]) for callee, _at, kind in fn.calls
+                            if callee in fns and kind != "bridge" and mine(callee, kind))
+    ranked = sorted(out.values(), key=lambda c: (-c.score, c.depth, c.function))
+    # every hook, then the ``top`` likeliest of what they run
+    return [c for c in ranked if c.score >= 3] + [c for c in ranked if c.score < 3][:top]
+
+
 def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
                     callers: Callers | None = None
                     ) -> tuple[list[Candidate], list[tuple[str, Marker]]]:
@@ -154,9 +230,7 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
     if s.last_marker < 0:
         return [], []
     seen_markers = {e.marker for e in s.events()}
-    # a level the log never shows (no DEBUG line at all) proves nothing
-    shown = [_LEVEL_RANK[lv] for lv in stats.levels if lv in _LEVEL_RANK]
-    lowest = min(shown) if shown else 20
+    lowest = _lowest_level(stats)
     fns = code.functions
     scores: dict[str, Candidate] = {}
     would: dict[int, str] = {}
@@ -201,6 +275,7 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
             scores[name] = Candidate(name, fn.file if fn else "", fn.root if fn else "",
                                      fn.line if fn else 0, round(score, 2), depth, via, reasons)
 
+    mine = _mine_only(s, code)
     for marker, line in _starts(s, code):
         start = fns.get(marker.function)
         if start is None:
@@ -223,8 +298,8 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
             for m in logs_after(fn, after_line):
                 if m.id not in seen_markers:
                     would.setdefault(m.id, name)
-            for callee, at, _kind in fn.calls:
-                if at < after_line:
+            for callee, at, kind in fn.calls:
+                if at < after_line or not mine(callee, kind):
                     continue
                 consider(callee, depth + 1, [*via, callee], fn, at)
                 if callee in fns and depth + 1 < SEARCH_DEPTH:
@@ -232,6 +307,38 @@ def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,
     ranked = sorted(scores.values(), key=lambda c: (-c.score, c.depth, c.function))
     would_log = [(fn, code.markers[i]) for i, fn in sorted(would.items(), key=lambda x: x[0])]
     return ranked[:top], would_log[:8]
+
+
+def _report_hooks(s: Story, code: CodeIndex, awaited: tuple[str, ...]
+                  ) -> list[tuple[str, set[str]]]:
+    """``(report, functions)``: for each awaited report, the analysed hooks
+    that make it, of the connector the story ran in: those whose names share
+    the most leading parts with a connector function it logged from (the
+    NIXL worker's ``get_transfer_results`` next to its ``start_load_kv``,
+    not another connector's)."""
+    subject = {r.get("label") for r in code.roots if r.get("subject")}
+    logged = {code.markers[e.marker].function for e in s.events() if e.marker >= 0}
+    mine = [f.split(".") for f in logged
+            if (fn := code.functions.get(f)) is not None and fn.root in subject]
+    out: list[tuple[str, set[str]]] = []
+    for report in awaited:
+        hooks = set(code.report_hooks.get(report, ()))
+        found = [f for f in sorted(code.functions) if code.functions[f].hook in hooks
+                 and code.functions[f].root in subject]
+        near = {f: max((_common(f.split("."), m) for m in mine), default=0) for f in found}
+        best = max(near.values(), default=0)
+        if best:
+            out.append((report, {f for f in found if near[f] == best}))
+    return out
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _starts(s: Story, code: CodeIndex) -> list[tuple[Marker, int]]:

@@ -92,6 +92,9 @@ def render_html(report: dict[str, Any]) -> str:
             out.append(f'<div class="cand">{i}. {_link(c["url"], c["function"])} '
                        f'<span class="dim">score {c["score"]}</span><br>'
                        + "<br>".join(_e("– " + why) for why in c["reasons"]) + "</div>")
+        for i, c in enumerate(r.get("owed", ()), 1):
+            out.append(f'<div class="cand">owed report {i}. {_link(c["url"], c["function"])}<br>'
+                       + "<br>".join(_e("– " + why) for why in c["reasons"]) + "</div>")
         out.append("</details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

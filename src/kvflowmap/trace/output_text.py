@@ -55,6 +55,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if s["moved_calls"]:
         out.append(f"{len(s['moved_calls'])} logging calls matched by their format at another line "
                    "(the log is from another release): " + ", ".join(s["moved_calls"][:5]))
+    if s["lines"] and not s["levels"].get("DEBUG") and s.get("debug_request_calls"):
+        out.append(f"the log has no DEBUG line: {s['debug_request_calls']} of the "
+                   f"{s['request_calls']} logging calls that name a request log at DEBUG, so a "
+                   "request's path shows only in part (VLLM_LOGGING_LEVEL=DEBUG logs it all)")
     for u in s["unknown_samples"][:3]:
         out.append(f"not matched: {u}")
     for u in s["unparsed_samples"][:3]:
@@ -85,7 +89,13 @@ def _story(c: Console, r: dict[str, Any]) -> None:
         c.print("  silent per process: " + ", ".join(f"{p} {_secs(v)}" for p, v in r["silent_by_process"].items()))
     if r["lines_dropped"]:
         c.print(f"  ({r['lines_dropped']} lines in the middle not kept)")
-    for e in r["events"]:
+    events = r["events"]
+    for n, e in enumerate(events):
+        if _repeats(events, n):
+            continue  # the same line again: counted on the first of the run
+        run = 1
+        while n + run < len(events) and _repeats(events, n + run):
+            run += 1
         line = Text("    ")
         line.append(f"{e['ts'] or '-'} ", style="dim")
         line.append(f"{e['process'] or '-':<15} ")
@@ -96,6 +106,9 @@ def _story(c: Console, r: dict[str, Any]) -> None:
             line.append(f" [{e['match']}]", style="yellow")
         line.append(f"  {(e.get('text') or e['message'])[:100]}")
         c.print(line)
+        if run > 1:
+            c.print(f"    ... and {run - 1} more times from the same call, until "
+                    f"{events[n + run - 1]['ts'] or '-'}", style="dim")
     if r["candidates"]:
         c.print("  where it may have stopped:", style="bold")
         for i, cand in enumerate(r["candidates"], 1):
@@ -104,10 +117,25 @@ def _story(c: Console, r: dict[str, Any]) -> None:
             c.print(f"      via {' -> '.join(_short(v) for v in cand['via'])}", style="dim")
             for why in cand["reasons"]:
                 c.print(f"      - {why}")
+    for i, cand in enumerate(r.get("owed", ()), 1):
+        if i == 1:
+            c.print("  where its owed report is made (these ran for other requests, never "
+                    "for it):", style="bold")
+        c.print(f"   {i}. {_short(cand['function'])} ({cand['where']})")
+        if len(cand["via"]) > 1:
+            c.print(f"      via {' -> '.join(_short(v) for v in cand['via'])}", style="dim")
+        for why in cand["reasons"]:
+            c.print(f"      - {why}")
     if r["would_have_logged"]:
         c.print("  on the paths on from there, never logged for it:", style="bold")
         for w in r["would_have_logged"][:5]:
             c.print(f"    {w['level']:<7} {_short(w['function'])} {w['where']}  {w['message'][:70]}")
+
+
+def _repeats(events: list[dict[str, Any]], n: int) -> bool:
+    """Event ``n`` is the line before it again: the same call in the same
+    process (``is still in WAITING_FOR_REMOTE_KVS`` every step)."""
+    return n > 0 and all(events[n][k] == events[n - 1][k] for k in ("where", "process", "pid"))
 
 
 def render_text(report: dict[str, Any], width: int | None = None) -> str:

@@ -42,6 +42,9 @@ _ASCTIME = re.compile(
     r"(?P<ts>\d{4}-(?P<md>\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d))(?:[.,]\d+)?\s*(?:-\s*)?"
     r"(?:(?P<name1>[\w.]+)\s+-\s+)?\[?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?\s*[-:]?\s*"
     r"(?:(?P<name2>[a-z_][\w]*(?:\.[\w]+)+):\s)?")
+# a VLLM_LOGGING_PREFIX that names an instance: one short token, no clock
+# (a container runtime's ``2026-12-04T10:00:00Z stdout F`` is no instance)
+_INSTANCE = re.compile(r"[^\s:]{1,40}")
 _TRACEBACK = re.compile(r"\s|Traceback \(|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
 
 
@@ -243,6 +246,11 @@ def parse_header(text: str) -> tuple[Header | None, str, str]:
     m = _vllm_search(text)
     if m is not None:
         proc, pid, level, ts, file, line = m.groups()
+        prefix = text[:m.start()].strip()
+        if proc and _INSTANCE.fullmatch(prefix):
+            # VLLM_LOGGING_PREFIX names the instance (``[P]``, ``[decode-0]``):
+            # two instances' EngineCore_DP0 are two processes, not a restart
+            proc = f"{prefix} {proc}"
         return Header(proc or "", int(pid) if pid else 0, "WARNING" if level == "WARN" else level,
                       ts, file, int(line)), text[m.end():], "vllm"
     first = text[:1]

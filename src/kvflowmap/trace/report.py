@@ -8,7 +8,7 @@ from typing import Any
 
 from kvflowmap.render import links
 from kvflowmap.trace.code import CodeIndex, Marker
-from kvflowmap.trace.diagnose import OUTCOMES, Diagnosis, callers_of, diagnose
+from kvflowmap.trace.diagnose import OUTCOMES, Candidate, Diagnosis, callers_of, diagnose
 from kvflowmap.trace.parse import ParseStats
 from kvflowmap.trace.story import Story, Tracer, seconds
 
@@ -79,14 +79,18 @@ def story_dict(s: Story, d: Diagnosis, code: CodeIndex, linker: Linker,
             "function": last.function, "where": _where(last), "root": last.root, "step": step,
             "url": linker.url(last.root, last.file, last.line)},
         "events": [event_dict(code, e, linker) for e in s.events()] if lines else [],
-        "candidates": [{"function": c.function, "where": f"{c.file}:{c.line}" if c.file else "",
-                        "root": c.root, "score": c.score, "via": c.via, "reasons": c.reasons,
-                        "url": linker.url(c.root, c.file, c.line) if c.file else None}
-                       for c in d.candidates],
+        "candidates": [_candidate(c, linker) for c in d.candidates],
+        "owed": [_candidate(c, linker) for c in d.owed],
         "would_have_logged": [{"function": fn, "level": m.level, "message": m.message,
                                "where": _where(m), "url": linker.url(m.root, m.file, m.line)}
                               for fn, m in d.would_log],
     }
+
+
+def _candidate(c: Candidate, linker: Any) -> dict[str, Any]:
+    return {"function": c.function, "where": f"{c.file}:{c.line}" if c.file else "",
+            "root": c.root, "score": c.score, "via": c.via, "reasons": c.reasons,
+            "url": linker.url(c.root, c.file, c.line) if c.file else None}
 
 
 def _median(xs: list[float]) -> float | None:
@@ -133,6 +137,9 @@ def build_report(tracer: Tracer, parse: ParseStats, code: CodeIndex,
             "lines_with_request": st.with_request, "filtered_out": st.filtered_out,
             "clock_jumps": st.clock_jumps, "epochs": st.epochs + 1, "restarts": st.restarts,
             "levels": dict(sorted(st.levels.items())), "first_ts": st.first_ts, "last_ts": st.last_ts,
+            # logging calls naming a request that only a DEBUG log shows
+            "debug_request_calls": sum(1 for m in code.markers if m.level == "DEBUG" and m.id_args),
+            "request_calls": sum(1 for m in code.markers if m.id_args),
             "requests": len(requests) + sum(retired.values()), "outcomes": by_outcome,
             # settled requests counted but not listed (memory), and retired ids seen again
             "not_listed": dict(sorted(retired.items())), "revived": tracer.revived,

@@ -409,8 +409,11 @@ class Tracer:
         if old is None:
             self._pids[hdr.process] = hdr.pid
             self._seen_pids.add(hdr.pid)
-        elif hdr.pid in self._seen_pids:
-            # two live processes with one name (JSON's "MainProcess"): no restart
+        elif hdr.pid in self._seen_pids or self._overlaps(old, t):
+            # two live processes with one name (JSON's "MainProcess", the
+            # prefill and the decode instance's EngineCore_DP0 in two files):
+            # no restart
+            self._seen_pids.add(hdr.pid)
             self._pids[hdr.process] = hdr.pid
         else:
             self._seen_pids.add(hdr.pid)
@@ -425,6 +428,14 @@ class Tracer:
             self._last_time.clear()
             if t is not None:
                 self._last_time[hdr.pid] = t
+
+    def _overlaps(self, old: int, t: float | None) -> bool:
+        """A line at ``t`` from a new pid comes before the last line of
+        ``old``, the pid its process name had: the two ran at once (logs of
+        two instances given one after the other), where a restarted process
+        logs only after its predecessor's last line."""
+        last = self._last_time.get(old)
+        return t is not None and last is not None and t < last
 
     def _elsewhere(self, hdr: Header, msg: str, source: str, lineno: int, t: float | None) -> None:
         """A record no call at its logged place explains: by its logger's
