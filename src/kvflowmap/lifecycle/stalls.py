@@ -10,6 +10,7 @@ a clock, so no arm ever gives up on it and reports it failed.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -122,6 +123,8 @@ def _queries(fn: FnView, s: Stmt, items: set[str], walked: str = "") -> bool:
     ``walked``, ``self._futures[rid].done()``)."""
     for c in fn.calls(s):
         callee = c.callee or ""
+        if callee in _BUILTINS or callee.rpartition(".")[2] in _CONTAINER_READS:
+            continue  # ``set(ids).issubset(self._done)`` reads our own state, not a transfer's
         if walked and callee.startswith(walked + "[]."):
             return True
         head = callee.partition(".")[0].partition("[")[0]  # ``status_list[-1].Succeeded()``
@@ -129,6 +132,12 @@ def _queries(fn: FnView, s: Stmt, items: set[str], walked: str = "") -> bool:
                                                  for a in c.args} & items:
             return True
     return False
+
+
+_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+# what a value's own container methods answer: about data held, never a status
+_CONTAINER_READS = frozenset({"issubset", "issuperset", "isdisjoint", "get", "keys", "values",
+                              "items", "count", "index", "startswith", "endswith"})
 
 
 def _lets_go(fn: FnView, s: Stmt, walked: str, ids: set[str]) -> bool:

@@ -497,9 +497,12 @@ class Evaluator:
             values = self._attr_values(k, attr, depth)
             if values:
                 break
-        if not values:  # assigned by the subclasses only (``self.child = self.func2``)
-            values = [v for sub in self.classes.all_subclasses(cls)
-                      for v in self._attr_values(sub, attr, depth)]
+        if not any(self._analysed(v) for v in values):
+            # assigned by the subclasses only (``self.child = self.func2``), or
+            # only declared here (``_worker_cls: type``) and given a class by
+            # each subclass (``_worker_cls = DecodeWorker``): what they assign
+            values += [v for sub in self.classes.all_subclasses(cls)
+                       for v in self._attr_values(sub, attr, depth)]
         if any(attr in self.self_elems.get(k, {}) for k in self.classes.mro(cls)):
             values = [*values, ("elems", f"cls|{cls}|{attr}")]
         if not values:
@@ -538,7 +541,16 @@ class Evaluator:
                 values.append(("inst", cls))
         for ctx, a in self.self_attrs.get(cls, {}).get(attr, ()):
             values += self.from_assign(ctx, a, depth)
+        if fact is not None and attr in fact.members and not self.classes.is_enum(cls):
+            # a class body's ``_worker_cls = DecodeWorker``
+            body = (module, cls[len(module) + 1:])
+            for a in self.model.assigns.get(body, {}).get(attr, ()):
+                values += self.from_assign(body, a, depth)
         return values
+
+    def _analysed(self, v: Value) -> bool:
+        """A value naming analysed code (a class, an instance, a function)."""
+        return v[0] in ("class", "inst", "func") and v[1] in self.model.defs
 
     def call_result(self, callee: Value, depth: int) -> tuple[Value, ...]:
         """Values a call of ``callee`` returns."""

@@ -211,12 +211,21 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
     override in a class whose probe may answer ``load_kv_async=True``, the
     hook itself (the stub to fix, failure branches visible or not)."""
     base = ctx.protocol.base_class
+
+    def silent(hook: str | None) -> bool:
+        return hook is not None and (hook.rpartition(".")[0] == base
+                                     or empty_hook(lc.functions, hook))
+
+    # code shared with a connector whose hook does report failed blocks (a
+    # prefill connector reusing the decode side's worker base, whose wait
+    # list it leaves empty) is judged on that connector's terms
+    reported = set().union(*(p.reached for p in paths if p.hook and not silent(p.hook)))
     seen: set[tuple[str, int]] = set()
     stubs: set[str] = set()
     out = []
     for p in paths:
         cls, hook = p.cls, p.hook
-        if hook is None or not (hook.rpartition(".")[0] == base or empty_hook(lc.functions, hook)):
+        if hook is None or not silent(hook):
             continue
         failures = load_failures(lc.functions, set(p.reached),
                                  lambda f: lc.state.of(f).own_request_names(),
@@ -229,7 +238,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
             stubs.add(hook)
             out.append(_stub(ctx, lc, cls, hook, parks, failures))
         for fqn, line in failures:
-            if (fqn, line) in seen:
+            if (fqn, line) in seen or fqn in reported:
                 continue
             seen.add((fqn, line))
             where = (f"the protocol base's default {short(hook)}" if hook.rpartition(".")[0] == base
