@@ -63,6 +63,9 @@ class Match:
         return values_of(self.marker, self.found, self.partial, self.text)
 
 
+_GUESS_MISSES = 256  # lines of a marker with no id by shape before it is no longer searched
+
+
 def values_of(marker: Marker | None, found: re.Match[str] | None, partial: bool,
               text: str) -> tuple[str, ...]:
     """The placeholders' values of a line ``text`` matched by ``marker``'s
@@ -150,6 +153,10 @@ class Matcher:
         self.places: dict[str, list[Exact]] = {}
         self.id_shapes: set[str] = set()
         self._learning = _LEARN  # ids whose shapes are learnt; later ones only use them
+        # marker -> its lines in a row whose values held no id of a learnt
+        # shape (a dict of transfer params logged every step): past
+        # _GUESS_MISSES the marker is no longer searched; -1: it named one
+        self._guess_misses: dict[int, int] = {}
 
     def exact_at(self, file: str, line: int) -> list[Exact]:
         """The logging calls at ``[file:LINE]`` as logged, with the pattern
@@ -277,6 +284,9 @@ class Matcher:
                     if len(v) >= 6 and s != "x" and len(self.id_shapes) < _MAX_SHAPES:
                         self.id_shapes.add(s)  # digits alone are no id shape
         elif self.id_shapes and not m.id_args:
+            misses = self._guess_misses.get(m.id, 0)
+            if misses >= _GUESS_MISSES:
+                return ids, related
             for v in values_of(m, found, partial, text):
                 if len(v) < 6:  # no id in it (counts, flags): the common case
                     continue
@@ -284,4 +294,6 @@ class Matcher:
                     # digits alone are no id shape (see the learning above)
                     if len(part) >= 6 and not part.isdigit() and _shape(part) in self.id_shapes:
                         ids.append(part)
+            if misses >= 0:
+                self._guess_misses[m.id] = -1 if ids else misses + 1
         return ids, related

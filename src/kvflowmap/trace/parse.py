@@ -313,23 +313,27 @@ def read_records(paths: list[str], stats: ParseStats) -> Iterator[list[RawRecord
                     cr = text[-1:] == "\r"
                     if cr:
                         text = text[:-1]
-                cut = text.find("] ", text.find(" ["))
+                if text.find("\x1b", 0, 48) < 0:
+                    cut, skip = text.find("] ", text.find(" [")), 2
+                else:  # coloured: the header ends ``[file.py:LINE]\x1b[0m ``
+                    cut, skip = text.find("]\x1b[0m "), 6
                 hdr: Header | None = heads.get(text[:cut]) if cut > 0 else None
                 if hdr is not None:
                     if not open_multi:  # the common line: a record of its own, hand on the one before
                         if p_hdr is not None:
                             out.append((p_hdr, p_msg, path, p_lineno))
-                        p_hdr, p_msg, p_lineno = hdr, text[cut + 2:], lineno
+                        p_hdr, p_msg, p_lineno = hdr, text[cut + skip:], lineno
                         n_vllm += 1
                         open_multi = cr
                         continue
-                    msg = text[cut + 2:]
+                    msg = text[cut + skip:]
                     fmt = "vllm"
                 else:
                     hdr, msg, fmt = parse_header(text)
-                    # the header ends where the quick cut put it: later lines with it skip the regex
+                    # the header ends where the quick cut put it (and the
+                    # message holds no colour code): later lines with it skip the regex
                     if (hdr is not None and fmt == "vllm" and cut > 0
-                            and len(text) - len(msg) == cut + 2 and "\x1b" not in text):
+                            and len(text) - len(msg) == cut + skip):
                         if len(heads) >= _MAX_HEADERS:
                             heads.clear()
                         heads[text[:cut]] = hdr

@@ -216,9 +216,11 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
         return hook is not None and (hook.rpartition(".")[0] == base
                                      or empty_hook(lc.functions, hook))
 
-    # code shared with a connector whose hook does report failed blocks (a
-    # prefill connector reusing the decode side's worker base, whose wait
-    # list it leaves empty) is judged on that connector's terms
+    # code shared with a connector whose hook does report failed blocks, by
+    # a connector that says in its own override it reports none (a prefill
+    # connector reusing the decode side's worker base, whose wait list it
+    # leaves empty), is judged on the reporting connector's terms; one that
+    # merely lacks the override (the base default answers) is still judged
     reported = set().union(*(p.reached for p in paths if p.hook and not silent(p.hook)))
     seen: set[tuple[str, int]] = set()
     stubs: set[str] = set()
@@ -226,6 +228,12 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
     for p in paths:
         cls, hook = p.cls, p.hook
         if hook is None or not silent(hook):
+            continue
+        if hook.rpartition(".")[0] == base and any(
+                ctx.classes.find_member(sub, hook.rpartition(".")[2]) != hook
+                for sub in ctx.classes.all_subclasses(cls)):
+            # a base of connectors that answer the hook themselves (PegaFlow's
+            # _PdSplitConnector): vLLM loads those, each judged on its own path
             continue
         failures = load_failures(lc.functions, set(p.reached),
                                  lambda f: lc.state.of(f).own_request_names(),
@@ -238,7 +246,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
             stubs.add(hook)
             out.append(_stub(ctx, lc, cls, hook, parks, failures))
         for fqn, line in failures:
-            if (fqn, line) in seen or fqn in reported:
+            if (fqn, line) in seen or (fqn in reported and hook.rpartition(".")[0] != base):
                 continue
             seen.add((fqn, line))
             where = (f"the protocol base's default {short(hook)}" if hook.rpartition(".")[0] == base
