@@ -455,6 +455,17 @@ BUGS = (
              ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"
              ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs"),
+    # vLLM 0.25.1's MoRIIO producer get_finished drained the decode's release
+    # ACKs (pop_finished_req_ids empties its list) and dropped, with a
+    # warning, an ACK whose transfer id was not mapped yet: the request was
+    # never in finished_sending and its prefill blocks leaked. 0.26.0 keeps
+    # the unmatched ACKs for the next call.
+    FixedBug("vllm moriio drained release ack dropped before its id is mapped",
+             _vllm("0.25.1"),
+             _vllm("0.26.0"),
+             "kvc-request-id-not-dropped",
+             "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
+             ".MoRIIOConnectorWorker.get_finished"),
 )
 
 

@@ -13,6 +13,7 @@ container and handed nowhere. Such a request is named in neither
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
@@ -21,7 +22,9 @@ from kvflowmap.check.kinds.lifecycle._shared import (TEARDOWN, functions, lifecy
                                                      steps)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.callbacks import Unchecked
+from kvflowmap.lifecycle.drained import Drained, drained_drops, is_drain
 from kvflowmap.lifecycle.paths import Drop
 from kvflowmap.lifecycle.swallowed import Swallowed
 from kvflowmap.lifecycle.taken import Taken
@@ -51,6 +54,8 @@ _HOW = {
                  "nothing reports the request afterwards",
     "unchecked": "this done-callback never looks at its future, and hands the request on as if "
                  "the work had succeeded",
+    "drained": "this arm only logs and moves on: the completion was taken out of its source, "
+               "and nothing keeps it",
 }
 
 
@@ -59,10 +64,11 @@ class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
     hows: tuple[str, ...] = option(("except", "early-exit", "abandoned", "removed", "raised",
-                                    "lost", "ignored", "swallowed", "forgotten", "unchecked"),
+                                    "lost", "ignored", "swallowed", "forgotten", "unchecked",
+                                    "drained"),
                                    "kinds of drop to report: except, early-exit, abandoned, "
                                    "removed, raised, lost, ignored, swallowed, forgotten, "
-                                   "unchecked")
+                                   "unchecked, drained")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
@@ -70,6 +76,17 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per dropping path."""
     lc = lifecycle(ctx)
     fns = [f for f in functions(ctx, lc) if lc.functions[f].name not in opts.exempt_methods]
+    drains: dict[str, bool] = {}
+
+    def drain_of(f: str) -> Callable[[CallFact], str | None]:
+        def of(call: CallFact) -> str | None:
+            for t in ctx.linker.calls.resolve(lc.functions[f].ctx, call):
+                if t.fqn in lc.functions and drains.setdefault(
+                        t.fqn, is_drain(lc.functions[t.fqn])):
+                    return t.fqn
+            return None
+        return of
+
     def one(f: str) -> list[Finding]:
         out = [_finding(ctx, d) for d in lc.drops(f) if d.how in opts.hows]
         if "lost" in opts.hows:
@@ -82,9 +99,24 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             out += [_forgotten(ctx, w) for w in lc.forgotten(f)]
         if "unchecked" in opts.hows:
             out += [_unchecked(ctx, u) for u in lc.unchecked(f)]
+        if "drained" in opts.hows:
+            out += [_drained(ctx, d) for d in drained_drops(lc.functions[f], drain_of(f))]
         return out
 
     return each_function(ctx, fns, one)
+
+
+def _drained(ctx: CheckContext, d: Drained) -> Finding:
+    msg = (f"{short(d.fqn)} walks a batch of completions that `{d.source}()` took out of "
+           f"their source ({short(d.drain)} empties it), and this arm drops an item that is "
+           "not known yet: it only logs and moves on, nothing keeps the completion, and no "
+           "later call sees it again, so its request is never reported (a completion that "
+           "arrived before its request was registered is lost). Keep the item for the next "
+           "call, or report it")
+    path = steps(ctx, d.fqn, [(d.loop_line, f"the walk of what `{d.source}()` handed over"),
+                              (d.arm_line, "the item is not known yet"),
+                              (d.exit_line, "dropped: the iteration moves on")])
+    return ctx.finding(d.fqn, d.arm_line, msg, path=path, anchor=f"drained:{d.source}")
 
 
 def _lost(ctx: CheckContext, t: Taken) -> Finding:
