@@ -360,6 +360,8 @@ def test_the_command(code: CodeIndex, tmp_path: Path, monkeypatch) -> None:
     assert json.loads(out.read_text())["summary"]["records"] == 8
     assert main(["trace", str(root / "tiny"), "--context", str(stub_root())]) == 2  # no log
     assert main(["trace", log, str(root / "tiny"), "--context", str(stub_root()), "--since", "noon"]) == 2
+    assert main(["trace", log, str(root / "tiny"), "--context", str(stub_root()),
+                 "--since", "25:99:00"]) == 2
 
 
 def test_settled_idle_stories_are_compacted_stuck_ones_kept(code: CodeIndex, tmp_path: Path,

@@ -82,6 +82,8 @@ def run_trace(req: Request, config: ProjectConfig, rep: Reporter, logs: list[str
     with _reading(rep) as progress:
         report = trace(code, logs, request, since, until, templates, progress=progress)
     report["request"] = request
+    if request and not report["requests"]:
+        click.echo(f"kvflowmap: no line of the log names request {request!r}", err=True)
     if fmt == "json":
         import json
 

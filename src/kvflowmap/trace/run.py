@@ -27,6 +27,10 @@ def parse_time(text: str, default_day: str = "") -> float:
     if m is None:
         raise ValueError(f"cannot read the time {text!r}: use MM-DD HH:MM:SS or HH:MM:SS")
     day = f"{m.group(2)}-{m.group(3)}" if m.group(2) else (default_day or "01-01")
+    hh, mm, ss = (int(x) for x in m.group(4).split(":"))
+    month, dd = int(day[:2]), int(day[3:5])
+    if hh > 23 or mm > 59 or ss > 59 or not 1 <= month <= 12 or not 1 <= dd <= 31:
+        raise ValueError(f"no such time {text!r}: use MM-DD HH:MM:SS or HH:MM:SS")
     t = seconds(f"{day} {m.group(4)}")
     if t is None:
         raise ValueError(f"cannot read the time {text!r}")
