@@ -548,7 +548,9 @@ class Tracer:
             fails=m.level in ("ERROR", "CRITICAL")
             or (m.level == "WARNING" and any(w.startswith("fail") for w in words)),
             finishes=tuple(r for r in m.reports if r.startswith("finished")),
-            hooks=hooks, reports=m.reports, scheduler=m.side == "scheduler",
+            # a call several hooks reach says only that one of them ran: the
+            # story names the hooks a request certainly reached
+            hooks=hooks if single else (), reports=m.reports, scheduler=m.side == "scheduler",
             # values may name a state ("request_status=%s"): only then are they read
             value_states=value_states,
             any_state=bool(states) or value_states)
