@@ -58,6 +58,9 @@ class TinyConnector(KVConnectorBase_V1):
     def _wait_for_remote(self, req_id):
         return None
 
+    def _log_failure(self, req_id):
+        logger.error("[Tiny] transfer failed req=%s", req_id, stacklevel=2)
+
     def get_finished(self, finished_req_ids):
         done, self._done = self._done, set()
         for req_id in done:
@@ -326,7 +329,7 @@ def test_outputs_are_deterministic_and_sane(code: CodeIndex, tmp_path: Path) -> 
     assert "stuck" in text and "cmpl-00000002-0" in text and "where it may have stopped" in text
     assert "where its owed report is made" in text
     # the tiny connector's one DEBUG call naming a request never shows in an INFO log
-    assert "the log has no DEBUG line: 1 of the 8 logging calls that name a request" in text
+    assert "the log has no DEBUG line: 1 of the 9 logging calls that name a request" in text
     # a line the request logs every step is shown once, with its count
     again = lines + [story_lines("cmpl-00000002-0", 1, finish=False)[2]] * 4
     text = render_text(trace(code, [_write(tmp_path, again, "again.log")]))
@@ -436,3 +439,13 @@ def test_pipes_are_logs_folders_are_sources(tmp_path: Path) -> None:
                                      str(tmp_path / "m.py"), "-"))
     assert logs == [str(fifo), str(tmp_path / "a.log"), "-"]
     assert sources == [str(tmp_path), str(tmp_path / "m.py")]
+
+
+def test_a_call_logging_its_callers_place_is_exact(code: CodeIndex, tmp_path: Path) -> None:
+    """``stacklevel=2``: the line carries the caller's [file:LINE]; it is this
+    release's call all the same, not one from another release."""
+    line = vline("Worker_TP0", 11, "ERROR", "10:00:05", f"connector.py:{_line('self._transfer(req_id)')}",
+                 "[Tiny] transfer failed req=cmpl-00000009-0")
+    report = trace(code, [_write(tmp_path, story_lines("cmpl-00000009-0", 0, finish=False) + [line])])
+    assert report["summary"]["matched"] == {"exact": 4, "moved": 0, "unknown": 0}
+    assert not report["summary"]["moved_calls"]

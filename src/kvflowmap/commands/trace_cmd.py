@@ -43,7 +43,7 @@ def code_index(req: Request, config: ProjectConfig, rep: Reporter) -> CodeIndex:
     from kvflowmap.commands.memo_run import run_memoised
     from kvflowmap.trace.code import build_code_index
 
-    code: CodeIndex = run_memoised(req, config, rep, ("trace-code", 2), build_code_index)
+    code: CodeIndex = run_memoised(req, config, rep, ("trace-code", 3), build_code_index)
     return code
 
 

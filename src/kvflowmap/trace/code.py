@@ -47,6 +47,8 @@ class Marker:
     reports: tuple[str, ...]  # protocol reports it signals (finished_recving, ...)
     side: str  # scheduler, worker or ""
     id_how: str = ""  # how id_args were found: "flow" (data flow), "name", "" (none)
+    # ``stacklevel=`` given: the line logs its caller's [file:LINE], not its own
+    caller_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,8 @@ def build_code_index(analysis: Analysis) -> CodeIndex:
                 id_args=idargs.ids, related_args=idargs.related,
                 hooks=hooks_of(fn), states=tuple(states), reports=reports,
                 side=str(node.get("side") or protocol.side_of_module(module) or ""),
-                id_how=idargs.how)
+                id_how=idargs.how,
+                caller_place=call is not None and any(k == "stacklevel" for k, _ in call.kwargs))
             markers.append(m)
             logs_of[fn].append(m.id)
     functions: dict[str, Function] = {}

@@ -450,7 +450,9 @@ class Tracer:
             if self.stories:
                 self._add_unknown(hdr, msg, source, lineno, t)
             return
-        if m.kind == EXACT:
+        # a call logging its caller's place (``stacklevel=2``) is where it is
+        kind = EXACT if marker.caller_place else m.kind
+        if kind == EXACT:
             st.exact += 1
         else:
             st.moved += 1
@@ -460,7 +462,7 @@ class Tracer:
         if not ids:
             return
         st.with_request += 1
-        ev = Event(st.records, source, lineno, hdr, m.kind, marker, m.found, m.partial, m.text)
+        ev = Event(st.records, source, lineno, hdr, kind, marker, m.found, m.partial, m.text)
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
         for rid in ids:
