@@ -449,3 +449,16 @@ def test_a_call_logging_its_callers_place_is_exact(code: CodeIndex, tmp_path: Pa
     report = trace(code, [_write(tmp_path, story_lines("cmpl-00000009-0", 0, finish=False) + [line])])
     assert report["summary"]["matched"] == {"exact": 4, "moved": 0, "unknown": 0}
     assert not report["summary"]["moved_calls"]
+
+
+def test_a_story_across_per_process_files_is_in_time_order(code: CodeIndex, tmp_path: Path) -> None:
+    """Logs written one per process: the worker's file given first still
+    tells the request's story in the order it happened."""
+    lines = story_lines("cmpl-00000010-0", 0)
+    worker = [x for x in lines if "Worker_TP0" in x]
+    engine = [x for x in lines if "EngineCore" in x]
+    report = trace(code, [_write(tmp_path, worker, "worker.log"), _write(tmp_path, engine, "engine.log")])
+    events = report["requests"][0]["events"]
+    assert [e["function"].rpartition(".")[2] for e in events] == [
+        "get_num_new_matched_tokens", "update_state_after_alloc", "start_load_kv", "start_load_kv",
+        "get_finished"]

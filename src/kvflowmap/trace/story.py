@@ -111,8 +111,14 @@ class Story:
         return any(k in self.reports and self.reports[k][1] > seq for k in kinds)
 
     def events(self) -> list[Event]:
-        """Its kept lines in order (the middle of a long story is dropped)."""
-        return self.head + list(self.tail)
+        """Its kept lines in order (the middle of a long story is dropped):
+        the log's order, or, when its lines come from several files (a log
+        per process), by time, each file's own order kept for lines of the
+        same second."""
+        out = self.head + list(self.tail)
+        if len({e.source for e in out}) > 1:
+            out.sort(key=lambda e: (e.header.t if e.header.t is not None else -1.0, e.seq))
+        return out
 
     @property
     def dropped(self) -> int:
