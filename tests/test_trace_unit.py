@@ -462,3 +462,10 @@ def test_a_story_across_per_process_files_is_in_time_order(code: CodeIndex, tmp_
     assert [e["function"].rpartition(".")[2] for e in events] == [
         "get_num_new_matched_tokens", "update_state_after_alloc", "start_load_kv", "start_load_kv",
         "get_finished"]
+
+
+def test_a_json_line_keeps_its_traceback() -> None:
+    rec, fmt = parse_line('{"message": "send failed", "levelname": "ERROR", '
+                          '"exc_info": "Traceback (most recent call last):\\nRuntimeError: x"}')
+    assert fmt == "json" and rec is not None
+    assert rec.message == "send failed\nTraceback (most recent call last):\nRuntimeError: x"

@@ -228,6 +228,11 @@ def _parse_json(text: str) -> tuple[Header, str] | None:
     msg = d.get("message", d.get("msg"))
     if not isinstance(msg, str):
         return None
+    # the traceback of logger.exception(), as the text format puts it after the message
+    for key in ("exc_info", "exc_text", "stack_info"):
+        extra = d.get(key)
+        if isinstance(extra, str) and extra:
+            msg += "\n" + extra
     ts = str(d.get("asctime") or "")
     m = re.search(r"(\d\d-\d\d)[ T](\d\d:\d\d:\d\d)", ts)
     pid = d.get("process")
