@@ -16,6 +16,8 @@ For a stuck request the functions that lead on from its last logged line
 caller) are ranked: a function with no logging call the log could show is a
 silent path; one whose caller logs right after the call that never came, one
 whose name says it waits, one run on a thread or executor rank higher.
+Beside them, for the report the protocol still owes the request, the
+connector's hooks that make it and what they run (``owed_reports``).
 """
 
 from __future__ import annotations
@@ -218,8 +220,10 @@ def owed_reports(s: Story, code: CodeIndex, stats: TraceStats, awaited: tuple[st
                 todo.extend((callee, depth + 1, [*via, callee]) for callee, _at, kind in fn.calls
                             if callee in fns and kind != "bridge" and mine(callee, kind))
     ranked = sorted(out.values(), key=lambda c: (-c.score, c.depth, c.function))
+    hooks_met = {h for _, hooks in _report_hooks(s, code, awaited) for h in hooks}
     # every hook, then the ``top`` likeliest of what they run
-    return [c for c in ranked if c.score >= 3] + [c for c in ranked if c.score < 3][:top]
+    return ([c for c in ranked if c.function in hooks_met]
+            + [c for c in ranked if c.function not in hooks_met][:top])
 
 
 def rank_candidates(s: Story, code: CodeIndex, stats: TraceStats, top: int = 3,

@@ -229,9 +229,9 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
         cls, hook = p.cls, p.hook
         if hook is None or not silent(hook):
             continue
-        if hook.rpartition(".")[0] == base and any(
-                ctx.classes.find_member(sub, hook.rpartition(".")[2]) != hook
-                for sub in ctx.classes.all_subclasses(cls)):
+        subs = ctx.classes.all_subclasses(cls)
+        if hook.rpartition(".")[0] == base and subs and all(
+                ctx.classes.find_member(sub, hook.rpartition(".")[2]) != hook for sub in subs):
             # a base of connectors that answer the hook themselves (PegaFlow's
             # _PdSplitConnector): vLLM loads those, each judged on its own path
             continue
