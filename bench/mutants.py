@@ -323,24 +323,47 @@ def run_codebase(cb: Codebase, subject: Subject, rules: Sequence[Rule],
 
 # -- report -----------------------------------------------------------------------
 
-def _cell(ms: list[MutantResult]) -> str:
+VERDICTS = Path(__file__).with_name("mutant_verdicts.json")
+
+
+def read_verdicts(path: Path = VERDICTS) -> set[tuple[str, str, str, int]]:
+    """The missed mutants read in the code and judged harmless (equivalent,
+    or made safe by the connector's design), as (code base, operator, file,
+    line); each entry of the file carries its reason."""
+    if not path.exists():
+        return set()
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {(v["codebase"], v["operator"], v["file"], int(v["line"])) for v in data["verdicts"]}
+
+
+def _cell(ms: list[MutantResult], harmless: Callable[[MutantResult], bool] = lambda m: False
+          ) -> str:
     valid = [m for m in ms if m.valid]
     if not valid:
         return "-"
     d = sum(m.detected for m in valid)
     pre = sum(m.preflagged for m in valid)
-    return f"{d}/{len(valid)} ({100 * d / len(valid):.0f}%)" + (f" +{pre} pre" if pre else "")
+    read = sum(not m.detected and not m.preflagged and harmless(m) for m in valid)
+    return (f"{d}/{len(valid)} ({100 * d / len(valid):.0f}%)" + (f" +{pre} pre" if pre else "")
+            + (f" +{read} read" if read else ""))
 
 
-def table(results: Sequence[CodebaseResult], operators: Sequence[str]) -> str:
+def table(results: Sequence[CodebaseResult], operators: Sequence[str],
+          verdicts: set[tuple[str, str, str, int]] | None = None) -> str:
     """Detected/total per operator and code base (``+N pre``: of the missed,
-    N at a site the unmutated code is already reported at), candidate sites,
+    N at a site the unmutated code is already reported at; ``+N read``: N
+    read and judged harmless, ``mutant_verdicts.json``), candidate sites,
     baseline counts."""
     names = [r.name for r in results]
     rows: list[list[str]] = [["operator", *names]]
+    seen = verdicts if verdicts is not None else read_verdicts()
+
+    def cell(r: CodebaseResult, ms: list[MutantResult]) -> str:
+        return _cell(ms, lambda m: (r.name, m.operator, m.file, m.line) in seen)
+
     for op in operators:
-        rows.append([op, *(_cell([m for m in r.mutants if m.operator == op]) for r in results)])
-    rows.append(["all", *(_cell(r.mutants) for r in results)])
+        rows.append([op, *(cell(r, [m for m in r.mutants if m.operator == op]) for r in results)])
+    rows.append(["all", *(cell(r, r.mutants) for r in results)])
     rows.append(["baseline findings", *(str(r.baseline_findings) for r in results)])
     rows.append(["", *([""] * len(results))])
     rows.append(["candidate sites", *names])
@@ -351,14 +374,22 @@ def table(results: Sequence[CodebaseResult], operators: Sequence[str]) -> str:
                      for row in rows)
 
 
-def summary(results: Sequence[CodebaseResult], total: float) -> str:
-    """Totals: mutants, invalid ones, seconds per mutant."""
+def summary(results: Sequence[CodebaseResult], total: float,
+            verdicts: set[tuple[str, str, str, int]] | None = None) -> str:
+    """Totals: mutants, invalid ones, seconds per mutant, caught among all
+    and among those not judged harmless."""
+    seen = verdicts if verdicts is not None else read_verdicts()
     ms = [m for r in results for m in r.mutants]
     valid = [m for m in ms if m.valid]
     per = sum(m.seconds for m in valid) / len(valid) if valid else 0.0
     bad = [f"{m.operator} {m.file}:{m.line} {m.error}" for m in ms if not m.valid]
+    caught = sum(m.detected for m in valid)
+    harmless = sum(not m.detected and (r.name, m.operator, m.file, m.line) in seen
+                   for r in results for m in r.mutants if m.valid)
     lines = [f"{len(valid)} mutants ({len(ms) - len(valid)} invalid), "
-             f"{per:.2f} s per mutant, {total:.0f} s in all"]
+             f"{per:.2f} s per mutant, {total:.0f} s in all",
+             f"caught {caught}/{len(valid)}; {harmless} missed ones read and judged harmless "
+             f"(bench/mutant_verdicts.json): caught {caught}/{len(valid) - harmless} of the rest"]
     return "\n".join([*lines, *("  invalid: " + b for b in bad)])
 
 
