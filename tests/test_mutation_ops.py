@@ -212,3 +212,20 @@ def test_drop_reply_drops_one_of_two_replies_in_a_loop() -> None:
     text = mutate(REPLY, sites["drop-reply"][1])
     compile(text, "s.py", "exec")
     assert "            except Exception:\n                pass\n" in text
+
+
+def test_verdicts_name_real_sites_and_mark_misses_read() -> None:
+    """Every harmless verdict names a mutant the bench makes (an operator it
+    has, a code base it runs) and has a reason; a read miss shows as such,
+    and counts neither as caught nor among the rest."""
+    import mutants
+
+    data = __import__("json").loads(mutants.VERDICTS.read_text(encoding="utf-8"))
+    names = {c.name for c in mutants.CODEBASES}
+    assert data["verdicts"] and all(
+        v["codebase"] in names and v["operator"] in mutants.OPERATORS and v["reason"]
+        and v["verdict"] in ("equivalent", "safe by design") for v in data["verdicts"])
+    read = mutants.MutantResult("a.py", 3, "m.f", "drop-lock", "", True)
+    caught = mutants.MutantResult("a.py", 9, "m.g", "drop-lock", "", True, detected=True)
+    cell = mutants._cell([read, caught], lambda m: m.line == 3)
+    assert cell == "1/2 (50%) +1 read"
