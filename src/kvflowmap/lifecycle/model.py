@@ -396,8 +396,9 @@ class Lifecycle:
     def asserted(self, teardown: tuple[str, ...] = ()) -> list[Asserted]:
         """Asserts in connected code that a request's entry is still in a
         container another function removes entries from (``asserted``)."""
+        ends = {self.spec.delay_free, *self.spec.delay_free_instead}
         ending = self.runs_from(sorted(f for f, fn in self.functions.items()
-                                       if fn.name == self.spec.delay_free))
+                                       if fn.name in ends))
         return asserted_entries(self.functions, self.effects, self.containers,
                                 self._judged(teardown), ending, self.spec.finished_params,
                                 self.classes)
@@ -602,7 +603,9 @@ def _save_only(fns: dict[str, FnView], spec: LifecycleSpec,
 def _entries(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> list[str]:
     """Where vLLM enters the subject: its hooks, and the constructors of
     classes with one (see ``Lifecycle.connected``)."""
-    hooks = set(spec.hooks)
+    # and the hooks vLLM calls instead of the delay-free one (a mixin's, such
+    # as SupportsHMA.request_finished_all_groups, not the base class's)
+    hooks = {*spec.hooks, *spec.delay_free_instead}
     # every method of the analysed connector base class is called by vLLM
     # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not
     base = linker.protocol.base_class

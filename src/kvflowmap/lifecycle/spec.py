@@ -66,6 +66,9 @@ class LifecycleSpec:
                                    "concurrent.futures.ProcessPoolExecutor.shutdown")
     delay_free: str = "request_finished"
     delay_element: int = 0
+    # hooks vLLM calls instead of ``delay_free`` for some connectors (once per
+    # finished request too: ``request_finished_all_groups`` for the hybrid KV cache)
+    delay_free_instead: tuple[str, ...] = ()
     channels: tuple[Channel, ...] = ()
     blocking_hooks: tuple[str, ...] = ()
     spawners: tuple[Spawner, ...] = ()
@@ -113,6 +116,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         closeables=tuple(raw.get("closeables") or LifecycleSpec.closeables),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
+        delay_free_instead=tuple(delay.get("instead") or ()),
         channels=channels,
         blocking_hooks=tuple(raw.get("blocking_hooks") or ()),
         spawners=spawners,
