@@ -17,6 +17,7 @@ from kvflowmap.check.loader import default_rule_dirs, load_rules, select_rules
 from kvflowmap.check.model import Finding, Rule
 from kvflowmap.commands.output import write_output
 from kvflowmap.problems import Problem
+from kvflowmap.report.step_roots import step_root
 from kvflowmap.report.github import render_github
 from kvflowmap.report.json_out import render_json
 from kvflowmap.report.sarif import render_sarif
@@ -56,15 +57,10 @@ def checkout_path(f: Finding, roots: dict[str, str], cwd: Path | None = None) ->
 def with_checkout_paths(f: Finding, roots: dict[str, str], cwd: Path | None = None) -> Finding:
     """``f`` with its file and every step's file given from the checkout, so
     the steps of a path read like its location (``src/conn/hangs.py`` in
-    both). A step's root is the finding's when the file is the same, else
-    the first root (by label) that holds the file."""
-    def step_root(file: str) -> str | None:
-        if file == f.file:
-            return roots.get(f.root)
-        return next((roots[label] for label in sorted(roots)
-                     if (Path(roots[label]) / file).is_file()), None)
-    path = tuple(dataclasses.replace(st, file=_from_checkout(st.file, step_root(st.file), cwd))
-                 for st in f.path)
+    both); a step's root as SARIF finds it (``step_roots.step_root``)."""
+    path = tuple(dataclasses.replace(
+        st, file=_from_checkout(st.file, roots.get(step_root(st, f, roots)), cwd))
+        for st in f.path)
     return dataclasses.replace(f, file=checkout_path(f, roots, cwd), path=path)
 
 

@@ -39,10 +39,10 @@ Guard = tuple[str, bool]
 
 
 @dataclass(frozen=True)
-class Unannounced:
-    """``fqn`` (the delay-free hook) returns at ``line`` without delaying and
-    without telling the workers, for a request ``commit`` announced at
-    ``commit_line`` into ``attr`` (handed over by ``builder``)."""
+class Missed:
+    """``fqn`` (the delay-free hook) returns at ``line`` without the
+    announcement ``commit`` makes at ``commit_line`` into ``attr`` (handed
+    over to the workers by ``builder``)."""
 
     fqn: str
     line: int
@@ -50,6 +50,13 @@ class Unannounced:
     commit_line: int
     attr: str
     builder: str
+
+
+@dataclass(frozen=True)
+class Unannounced(Missed):
+    """A return that also does not delay the free, for a request the commit
+    hook announced: the workers are never told it ended."""
+
     paired_line: int  # where the delaying path announces it again
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.announced import (FALSY, announcements, evaluate, exits, expand,
+from kvflowmap.lifecycle.announced import (FALSY, Missed, announcements, evaluate, exits, expand,
                                            forwarded_attrs, guarded, leaves, local_tests,
                                            scheduler_hooks)
 from kvflowmap.lifecycle.effects import Effects
@@ -29,18 +29,11 @@ from kvflowmap.model.classes import ClassIndex
 
 
 @dataclass(frozen=True)
-class Unseen:
-    """``fqn`` (the delay-free hook) returns at ``line`` for a request whose
-    ``flag`` (a ``kv_transfer_params`` key the commit hook clears) is still
-    set, so the commit hook never ran for it, without making the
-    announcement the commit hook makes at ``commit_line`` into ``attr``."""
+class Unseen(Missed):
+    """A return for a request whose ``flag`` (a ``kv_transfer_params`` key
+    the commit hook clears) is still set, so the commit hook never ran for
+    it."""
 
-    fqn: str
-    line: int
-    commit: str
-    commit_line: int
-    attr: str
-    builder: str
     flag: str
     # set when the path does announce but leaves out a request field the
     # commit hook sets (at ``commit_line``) and ``reader`` subscripts

@@ -21,6 +21,7 @@ from kvflowmap.check.model import Finding, Rule, Step
 from kvflowmap.problems import Problem
 from kvflowmap.report.json_out import ordered
 from kvflowmap.report.sources import SourceLines
+from kvflowmap.report.step_roots import step_root
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
@@ -122,14 +123,8 @@ class _Locator:
         return {"uri": quote(rel or ".", safe="/")}
 
     def root_of(self, step: Step, finding: Finding) -> str:
-        """The root a step's file lies in: the finding's when the file is the
-        same, else the first root (by label) holding that file."""
-        if step.file == finding.file:
-            return finding.root
-        for label in sorted(self.roots):
-            if os.path.isfile(os.path.join(self.roots[label], step.file)):
-                return label
-        return ""
+        """The root a step's file lies in (``step_roots.step_root``)."""
+        return step_root(step, finding, self.roots)
 
     def base_ids(self) -> dict[str, Any]:
         return {label: {"uri": _file_uri(path).rstrip("/") + "/"}

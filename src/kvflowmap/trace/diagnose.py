@@ -195,7 +195,8 @@ def owed_reports(s: Story, code: CodeIndex, stats: TraceStats, awaited: tuple[st
     mine = _mine_only(s, code)
     fns = code.functions
     out: dict[str, Candidate] = {}
-    for report, hooks in _report_hooks(s, code, awaited):
+    owed = _report_hooks(s, code, awaited)
+    for report, hooks in owed:
         called = {c for h in hooks for c, _at, _k in fns[h].calls}
         todo = deque((h, 0, [h]) for h in hooks if h not in called)
         while todo:
@@ -220,7 +221,7 @@ def owed_reports(s: Story, code: CodeIndex, stats: TraceStats, awaited: tuple[st
                 todo.extend((callee, depth + 1, [*via, callee]) for callee, _at, kind in fn.calls
                             if callee in fns and kind != "bridge" and mine(callee, kind))
     ranked = sorted(out.values(), key=lambda c: (-c.score, c.depth, c.function))
-    hooks_met = {h for _, hooks in _report_hooks(s, code, awaited) for h in hooks}
+    hooks_met = {h for _, hooks in owed for h in hooks}
     # every hook, then the ``top`` likeliest of what they run
     return ([c for c in ranked if c.function in hooks_met]
             + [c for c in ranked if c.function not in hooks_met][:top])

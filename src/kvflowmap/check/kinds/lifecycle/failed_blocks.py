@@ -212,9 +212,11 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
     hook itself (the stub to fix, failure branches visible or not)."""
     base = ctx.protocol.base_class
 
+    def default(hook: str) -> bool:  # the protocol base's, no override
+        return hook.rpartition(".")[0] == base
+
     def silent(hook: str | None) -> bool:
-        return hook is not None and (hook.rpartition(".")[0] == base
-                                     or empty_hook(lc.functions, hook))
+        return hook is not None and (default(hook) or empty_hook(lc.functions, hook))
 
     # code shared with a connector whose hook does report failed blocks, by
     # a connector that says in its own override it reports none (a prefill
@@ -230,7 +232,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
         if hook is None or not silent(hook):
             continue
         subs = ctx.classes.all_subclasses(cls)
-        if hook.rpartition(".")[0] == base and subs and all(
+        if default(hook) and subs and all(
                 ctx.classes.find_member(sub, hook.rpartition(".")[2]) != hook for sub in subs):
             # a base of connectors that answer the hook themselves (PegaFlow's
             # _PdSplitConnector): vLLM loads those, each judged on its own path
@@ -246,7 +248,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
             stubs.add(hook)
             out.append(_stub(ctx, lc, cls, hook, parks, failures))
         for fqn, line in failures:
-            if (fqn, line) in seen or (fqn in reported and hook.rpartition(".")[0] != base):
+            if (fqn, line) in seen or (fqn in reported and not default(hook)):
                 continue
             seen.add((fqn, line))
             where = (f"the protocol base's default {short(hook)}" if hook.rpartition(".")[0] == base
