@@ -158,15 +158,16 @@ def _same_instance(c: Container, removals: dict[Container, list[tuple[str, int]]
 
 def _bare_dels(fn: FnView, eff: Effects, keyed: Collection[Container]
                ) -> list[tuple[int, Container]]:
-    """``del c[k]`` of a request's entry with nothing that says it is there:
+    """``del c[k]`` (or ``c.pop(k)``) of a request's entry with nothing that says it is there:
     no ``k in c`` test around it, not in a loop over ``c`` itself, not in a
     ``try`` that handles the ``KeyError``."""
     out: list[tuple[int, Container]] = []
 
     def visit(body: tuple[Stmt, ...], context: tuple[str, ...]) -> None:
         for s in body:
+            raising = _raising_pops(fn, s)
             for op in fn.containers(s) if s.kind not in _COMPOUND else ():
-                if op.op != "delitem":
+                if op.op != "delitem" and (op.op != "pop" or op.container not in raising):
                     continue
                 c = container_of(op.container, fn, eff.values)
                 chain = op.container.replace("[]", "")
@@ -185,6 +186,15 @@ def _bare_dels(fn: FnView, eff: Effects, keyed: Collection[Container]
     # in a ``try`` with handlers: the KeyError is caught
     return [(ln, c) for ln, c in out
             if c not in sure and not _in_handled_try(fn.fact.body, ln)]
+
+
+def _raising_pops(fn: FnView, s: Stmt) -> set[str]:
+    """Chains statement ``s`` pops one key from with no default
+    (``c.pop(k)``): like ``del c[k]``, a ``KeyError`` where it is gone. An
+    integer argument is a list's index, no key."""
+    return {c.callee[:-len(".pop")] for c in fn.calls(s)
+            if c.callee and c.callee.endswith(".pop") and len(c.args) == 1 and not c.kwargs
+            and not (c.args[0] or "").lstrip("-").isdigit()}
 
 
 def _present(fn: FnView, eff: Effects) -> set[Container]:
@@ -211,16 +221,17 @@ def _present(fn: FnView, eff: Effects) -> set[Container]:
                 # ``if k not in A and k not in B: continue`` leaves k in A *or* B
                 continue
             ops = fn.containers(s)
-            dels = {op.container for op in ops if op.op == "delitem"}
+            raising = _raising_pops(fn, s)
+            dels = {op.container for op in ops if op.op == "delitem"} | raising
             for n in s.names:
-                if n in dels:
+                if n in dels or n.removesuffix(".pop") in raising:
                     continue
                 c = container_of(n, fn, eff.values)
                 if c is not None:
                     out.add(c)
             for op in ops:
                 c = container_of(op.container, fn, eff.values)
-                if c is not None and op.op != "delitem":
+                if c is not None and op.container not in dels:
                     out.add(c)
     return out
 
@@ -318,10 +329,41 @@ def _filled_by_callers(fns: dict[str, FnView], eff: Effects, target: str, c: Con
                        keyed: Collection[Container]) -> bool:
     """Every analysed call of ``target`` follows, in its caller, an add to
     ``c`` (made there or by a function called before): ``submit(rid);
-    check(rid)``, where ``check`` asserts what ``submit`` just put in."""
+    check(rid)``, where ``check`` asserts what ``submit`` just put in; or
+    is in the arm of a test that the key is in ``c``."""
     sites = [(g, call.line) for g, fn in fns.items() for call in fn.all_calls
              if any(t.fqn == target for t in eff.calls.resolve(fn.ctx, call))]
-    return bool(sites) and all(_adds_before(fns, eff, g, line, c, keyed) for g, line in sites)
+    return bool(sites) and all(_adds_before(fns, eff, g, line, c, keyed)
+                               or _tested_around(fns[g], eff, fns[g].fact.body, line, c)
+                               for g, line in sites)
+
+
+def _tested_around(fn: FnView, eff: Effects, body: tuple[Stmt, ...], line: int,
+                   c: Container) -> bool:
+    """``line`` is in the arm of a test that the key is in ``c``
+    (``if rid in self.c: self._remove(rid)``), so the entry is there."""
+    for s in body:
+        if s.kind == "if" and any(x.line == line for x in walk(s.body)) and \
+                _tests_in(fn, eff, s.text or "", c):
+            return True
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            if _tested_around(fn, eff, part, line, c):
+                return True
+    return False
+
+
+def _tests_in(fn: FnView, eff: Effects, text: str, c: Container) -> bool:
+    """The test ``text`` holds only where some key is in ``c``: ``k in c``,
+    alone or as a part of an ``and``."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+        else [node]
+    return any(isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In)
+               and container_of(ast.unparse(p.comparators[0]), fn, eff.values) == c
+               for p in parts)
 
 
 def _adds_before(fns: dict[str, FnView], eff: Effects, g: str, line: int, c: Container,

@@ -21,7 +21,8 @@ from kvflowmap.lifecycle.asserted import Asserted
 READS = ("Reads: in every connected subject function but constructors and teardown, the "
          "`assert` statements whose test claims an entry of a request-keyed container is "
          "there (a local read from it with a default, `c.get(k)` or `c.pop(k, None)`, "
-         "asserted truthy or not None; or `k in c`), and the removals (pops, `del`, "
+         "asserted truthy or not None; or `k in c`), the `del c[k]` and `c.pop(k)` with no "
+         "default, and the removals (pops, `del`, "
          "discards, clears) other functions make from that container.")
 
 
@@ -59,10 +60,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                                  (a.fqn, a.line)]))
                 continue
             if a.claim == "del":
-                claims, error = f"deletes the request's entry from {label}, assuming it", \
+                claims, error = f"removes the request's entry from {label} (no default), assuming it", \
                     "KeyError"
-                step, other = "deletes it, assuming it is there", \
-                    "deletes that entry without checking it is there"
+                step, other = "removes it (no default), assuming it is there", \
+                    "removes that entry (no default) without checking it is there"
             else:
                 claims, error = f"asserts that the request's entry in {label}", "AssertionError"
                 step, other = "asserts it is there", "asserts that entry is still there"
@@ -105,12 +106,13 @@ def _unadded(ctx: CheckContext, f: str, a: Asserted, adders: list[Asserted]) -> 
     where = ", ".join(sorted({f"{short(r.remover)} (line {r.remover_line})" for r in adders}))
     return ctx.finding(
         f, a.line,
-        f"{short(f)} deletes the request's entry from {label}, assuming it is there, but "
+        f"{short(f)} removes the request's entry from {label} with no default (`del` or "
+        "`pop(<id>)`), assuming it is there, but "
         f"only {where} puts entries in, and the request ends here whether or not that ran "
         "(a request aborted while waiting, or one no earlier hook recorded): for it the "
         "KeyError ends the hook, and with it the scheduler. Remove it with "
         "`pop(<id>, None)` instead.",
-        path=steps(ctx, f, [(a.line, "deletes it, assuming it is there")]) +
+        path=steps(ctx, f, [(a.line, "removes it (no default), assuming it is there")]) +
         tuple(s for r in adders
               for s in steps(ctx, r.remover, [(r.remover_line, f"puts an entry in {label} "
                                                "(only here)")])),
