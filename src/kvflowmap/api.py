@@ -94,7 +94,7 @@ def analyse(req: Request, progress: Progress | None = None) -> Analysis:
 
 
 def _link(lk: build.Linker, version: str | None) -> None:
-    from kvflowmap.graph import build, dataflow, paramstates, returnflow
+    from kvflowmap.graph import build, dataflow, paramstates, returnflow, returnstates
 
     build.add_definitions(lk)
     build.add_calls(lk)
@@ -103,6 +103,7 @@ def _link(lk: build.Linker, version: str | None) -> None:
     dataflow.add_states(lk)
     paramstates.add_param_states(lk)
     returnflow.add_return_producers(lk, dataflow.add_fields(lk))
+    returnstates.add_return_states(lk)
     dataflow.add_bridges(lk)
     dataflow.check_protocol(lk, version)
     dataflow.check_carrier_fields(lk, version)

@@ -99,7 +99,11 @@ def touches(g: nx.MultiDiGraph, lk: Linker, fn: str) -> list[Site]:
     out: list[Site] = []
     if fn in g:
         for direction, kinds in TOUCH_RELATIONS:
-            out += [Site(s.node, s.kind, s.file, s.line, s.root)
+            # a return value tested where a state is set decides it
+            # (``graph.returnstates``)
+            out += [Site(s.node, "decides (return value)" if s.kind == "produces" and
+                         g.nodes[s.node].get("kind") == "state" else s.kind,
+                         s.file, s.line, s.root)
                     for s in edge_sites(g, fn, direction, kinds)]
     d = lk.model.defs.get(fn)
     if d is not None and not d.is_class:

@@ -56,6 +56,14 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
         lk.add_edge(fqn, field, "produces", d.module, line, via="return", **extra)
 
 
+def trace_value(lk: Linker, module: str, scope: str, origin: str,
+                want: Want) -> list[tuple[str, int, str]]:
+    """(function, return line, returned local or "") of every analysed
+    function whose return value ``origin``, read in ``module``/``scope``,
+    comes from (through locals, tuple positions, attributes and calls)."""
+    return _trace(lk, module, scope, origin, want, 0, set())
+
+
 def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
            depth: int, seen: set) -> list[tuple[str, int, str]]:
     """(function, return line, the plain local it returns of the value or "")

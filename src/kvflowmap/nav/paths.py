@@ -321,6 +321,10 @@ class _ReturnContexts:
                 if d.get("kind") == "produces":
                     into = self.returns if d.get("via") == "return" else self.stores
                     into.setdefault(u, set()).add(v)
+                elif d.get("kind") == "sets_state":
+                    # the writer of a state whose test reads a callee's
+                    # return value (``graph.returnstates``) takes that value
+                    self.stores.setdefault(u, set()).add(v)
         self.fields = frozenset(f for fs in self.returns.values() for f in fs)
         # function -> field -> the attributes that field is written as a copy
         # of (``meta.push_registrations = dict(self._pending_registrations)``)
@@ -487,6 +491,9 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
     same = sorted({int(d.get("line") or 0) for d in edges if d["kind"] == first["kind"]})
     note = str(first.get("carrier") or ("its return value" if first.get("via") == "return"
                                         else ""))
+    if first.get("test"):  # ``graph.returnstates``: the test that chooses the state
+        note += f", tested `{first['test']}` in {str(first.get('tester')).rpartition('.')[2]}" \
+            f" (line {first.get('test_line')})"
     return Step(u, v, str(first["kind"]), str(first.get("file") or ""),
                 int(first.get("line") or 0), str(first.get("root") or ""), note,
                 tuple(same) if len(same) > 1 else ())

@@ -45,7 +45,7 @@ RELATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 # Edge attributes worth showing next to a site (all short names or text of a
 # test; never whole statements).
-NOTE_KEYS = ("carrier", "registry", "ref", "property", "guard", "via")
+NOTE_KEYS = ("carrier", "registry", "ref", "property", "guard", "via", "test")
 
 
 @dataclass(frozen=True)

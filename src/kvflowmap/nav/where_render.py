@@ -40,7 +40,11 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     blocks = ["\n".join(head)]
     groups = list(r.relations) + ([("members", r.members)] if r.members else [])
     for rel, sites in groups:
-        blocks.append(_sites_block(TITLES.get(rel, rel), sites))
+        title = TITLES.get(rel, rel)
+        if rel == "producers" and r.kind == "state":
+            # ``graph.returnstates``: a return value tested around the write
+            title = "decided by (its return value is tested where the state is set)"
+        blocks.append(_sites_block(title, sites))
     if not groups and r.kind != "attribute":
         blocks.append("  nothing calls it, and it calls or touches nothing in the graph")
     return "\n\n".join(blocks) + "\n"
