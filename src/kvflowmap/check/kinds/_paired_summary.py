@@ -92,7 +92,9 @@ class Summaries:
         if not params:
             return False
         for s in walk(sites.fn.body):
-            stores = [sites.ff.assigns[i].target for i in sites.events(s, "assign")]
+            # ``self._inuse += count`` adds a number up, it keeps no object
+            stores = [a.target for i in sites.events(s, "assign")
+                      if not (a := sites.ff.assigns[i]).aug]
             stores += [sites.ff.containers[i].container for i in sites.events(s, "container")
                        if sites.ff.containers[i].op in self.spec.add_ops]
             if any("." in t and sites.owns(t) for t in stores) and \

@@ -48,6 +48,8 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         state = queue.popleft()
         m, failed, filled, known = state
         if m in (cfg.exit, cfg.raise_exit):
+            if m == cfg.raise_exit and failed and not _follows_failures(sites, r):
+                continue  # a caught failure raised again: not this rule's to follow
             if failed or not sites.spec.failed_paths_only:
                 path = _path(parent, start, state)
                 if m == cfg.exit:
@@ -69,7 +71,8 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
         after = sites.filled(m, filled)
         known = _forget(sites, m, known)
         for d, lab in cfg.successors(m):
-            if lab in FAILING and not (sites.spec.follow_failures or r.held_on_entry):
+            if lab in FAILING and not _follows_failures(sites, r) and \
+                    not _caught_here(cfg, lab, d):
                 continue
             if r.released_on_failure and _not_owed(cfg, r, m, lab, d):
                 continue
@@ -81,6 +84,18 @@ def trace(sites: FunctionSites, r: Resource) -> Trace:
             now = known | {taken} if taken is not None and "." not in taken[0] else known
             _visit(parent, queue, state, lab, d, after, now)
     return out
+
+
+def _follows_failures(sites: FunctionSites, r: Resource) -> bool:
+    return sites.spec.follow_failures or r.held_on_entry
+
+
+def _caught_here(cfg: CFG, label: str, dst: int) -> bool:
+    """A call's exception that an ``except`` of this function catches: the
+    function takes that way on purpose and goes on (it returns, or falls
+    out of the ``try``), so what it holds is owed there as on any return."""
+    stmt = cfg.nodes[dst].stmt
+    return label == "exception" and stmt is not None and stmt.kind == "except"
 
 
 def _not_owed(cfg: CFG, r: Resource, node: int, label: str, dst: int) -> bool:
