@@ -241,6 +241,11 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
     def use(attr: str, fn: FnView, line: int, what: str) -> None:
         out.setdefault(attr, []).append(Use(fn.fqn, line, what))
 
+    # ``self.X = defaultdict(set)`` (or ``defaultdict[K, V](set)``): reading
+    # ``self.X[rid]`` puts the key in
+    auto = {attr for fn in members if is_init(fn.name) for a in fn.all_assigns
+            if (attr := self_attr(a.target)) is not None and a.target == f"self.{attr}"
+            and (a.value or "").startswith(("defaultdict", "collections.defaultdict"))}
     for fn in members:
         init = is_init(fn.name)
         # where the metadata builder puts what it returns: the workers read it
@@ -272,7 +277,11 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
                     handled.add(attr)
                     use(attr, fn, a.line, "init" if init and not a.aug else
                         "clear" if not a.aug and _empty(a) else "escape")
-                if a.value and (attr := self_attr(a.value)) is not None and \
+                if a.value and (attr := self_attr(a.value)) in auto and \
+                        a.value == f"self.{attr}[]" and not init:
+                    handled.add(attr)
+                    use(attr, fn, a.line, "add")  # ``x = self.X[rid]``: a default entry
+                elif a.value and (attr := self_attr(a.value)) is not None and \
                         a.value == f"self.{attr}":
                     # ``meta.reqs = self._reqs``: handed to the workers, or aliased
                     use(attr, fn, a.line, "forward" if a.line in handed and

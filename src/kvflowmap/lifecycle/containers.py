@@ -20,10 +20,12 @@ ADD_OPS = frozenset({"setitem", "add", "append", "appendleft", "extend", "update
 REMOVE_OPS = frozenset({"pop", "popitem", "popleft", "discard", "remove", "delitem",
                         "get_nowait"})
 RESET_OPS = frozenset({"clear"})
-# How an empty builtin container is written: ``set()``, ``{}``, ``defaultdict(list)``.
-EMPTY_CONTAINERS = frozenset({"set()", "dict()", "list()", "deque()", "defaultdict()",
-                              "OrderedDict()", "collections.defaultdict()",
-                              "collections.OrderedDict()", "collections.deque()", "{}", "[]"})
+# How an empty builtin container is written: ``set()``, ``{}``, ``defaultdict(list)``,
+# and typed, ``set[str]()`` (the facts keep it as ``set[]()``).
+_EMPTY_CALLS = ("set", "dict", "list", "deque", "defaultdict", "OrderedDict",
+                "collections.defaultdict", "collections.OrderedDict", "collections.deque")
+EMPTY_CONTAINERS = frozenset({f"{c}()" for c in _EMPTY_CALLS} |
+                             {f"{c}[]()" for c in _EMPTY_CALLS} | {"{}", "[]"})
 
 
 @dataclass(frozen=True, order=True)
