@@ -35,6 +35,7 @@ class TinyConnector(KVConnectorBase_V1):
         super().__init__(vllm_config, role, kv_cache_config)
         self._loading = {}
         self._done = set()
+        self._failed_blocks = set()
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         logger.info("[Tiny] probe req=%s computed=%d", request.request_id, num_computed_tokens)
@@ -66,6 +67,12 @@ class TinyConnector(KVConnectorBase_V1):
         for req_id in done:
             logger.warning(f"[Tiny] finished_recving {req_id} after {len(done)} steps")
         return None, done or None
+
+    def get_block_ids_with_load_errors(self):
+        failed, self._failed_blocks = self._failed_blocks, set()
+        if failed:
+            logger.warning("[Tiny] %d blocks failed to load: recomputing", len(failed))
+        return failed
 '''
 
 
@@ -305,6 +312,25 @@ def test_finished_twice_and_unreported_failure(code: CodeIndex, tmp_path: Path) 
     lines = story_lines("cmpl-00000004-0") + [story_lines("cmpl-00000004-0")[-1]]
     report = trace(code, [_write(tmp_path, lines)])
     assert report["requests"][0]["problems"] == ["finished_twice"]
+
+
+def test_a_failure_report_naming_no_request_answers_the_failures_before_it(
+        code: CodeIndex, tmp_path: Path) -> None:
+    # vLLM's recompute policy logs "Recovered from KV load failure: %d
+    # request(s) rescheduled" with no id: it answers the failures logged
+    # before it, not the ones after
+    def failed(rid: str, ts: str) -> str:
+        return vline("Worker_TP0", 11, "ERROR", ts, f"connector.py:{_line('[Tiny] loading')}",
+                     f"[Tiny] transfer failed req={rid}")
+    recovered = vline("Worker_TP0", 11, "WARNING", "10:00:05",
+                      f"connector.py:{_line('blocks failed to load')}",
+                      "[Tiny] 2 blocks failed to load: recomputing")
+    lines = (story_lines("cmpl-00000011-0", 0, finish=False) + [failed("cmpl-00000011-0", "10:00:03"),
+             recovered] + story_lines("cmpl-00000012-0", 6, finish=False) +
+             [failed("cmpl-00000012-0", "10:00:08")])
+    by_id = {r["request_id"]: r for r in trace(code, [_write(tmp_path, lines)])["requests"]}
+    assert "failure_unreported" not in by_id["cmpl-00000011-0"]["problems"]
+    assert "failure_unreported" in by_id["cmpl-00000012-0"]["problems"]
 
 
 def test_request_since_until_filters(code: CodeIndex, tmp_path: Path) -> None:

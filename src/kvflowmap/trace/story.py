@@ -198,6 +198,12 @@ class Tracer:
         self._states = set(code.states)
         self._parked = set(code.parked_states)
         self._commit = set(code.commit_hooks)
+        # markers that report a failure but name no request (vLLM's
+        # "Recovered from KV load failure: %d request(s) rescheduled", under
+        # the recompute policy): marker id -> those reports
+        self._idless_failures: dict[int, tuple[str, ...]] = {
+            m.id: fails for m in code.markers
+            if not m.id_args and (fails := tuple(r for r in m.reports if r.startswith("failed")))}
         self._save = set(code.save_hooks)
         self._delay = set(code.delay_free_hooks)
         # a one-word state in past tense is also said in lower case ("preempt req=...")
@@ -392,6 +398,8 @@ class Tracer:
                 else:
                     ids, related = matcher.ids_of(call, got, partial, msg)
             if not ids:
+                if call.id in self._idless_failures:
+                    self._failures_answered(call.id, seq)
                 continue
             with_request += 1
             ev = make_event((seq, source, lineno, hdr, EXACT, call, got, fits[2], msg))
@@ -466,6 +474,8 @@ class Tracer:
         # m.text: the message, or its first line when only that matched
         ids, related = self.matcher.ids_of(marker, m.found, m.partial, m.text)
         if not ids:
+            if marker.id in self._idless_failures:
+                self._failures_answered(marker.id, st.records)
             return
         st.with_request += 1
         ev = Event(st.records, source, lineno, hdr, kind, marker, m.found, m.partial, m.text)
@@ -637,6 +647,16 @@ class Tracer:
             s.failed_at = seq
         if f.aborts and s.aborted_at < 0:
             s.aborted_at = seq
+
+    def _failures_answered(self, marker_id: int, seq: int) -> None:
+        """A failure report that names no request answers every failure of
+        this epoch logged before it and not reported yet: the scheduler
+        handles the failed blocks of all the requests of a step at once."""
+        kinds = self._idless_failures[marker_id]
+        for s in self._current.values():
+            if 0 <= s.failed_at < seq and not any(k in s.reports for k in kinds):
+                for k in kinds:
+                    s.reports[k] = [1, seq]
 
     def _new_story(self, rid: str, ts: str) -> Story:
         """The story of an id first seen in this epoch (it may have been retired)."""
