@@ -38,6 +38,7 @@ from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_cle
                                        held_by_callers, unlocked)
 from kvflowmap.lifecycle.paths import Drop, drops
 from kvflowmap.lifecycle.reports import owed_containers, report_functions
+from kvflowmap.lifecycle.report_sources import seed_report_sources
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
 from kvflowmap.lifecycle.together import Endings, Partial, partial_removals
 from kvflowmap.lifecycle.unreported import Unreported, unreported
@@ -558,6 +559,8 @@ def build_lifecycle(linker) -> Lifecycle:
         seed_annotated(state, fn)
     for fn in fns.values():
         seed(state, fn)
+    # backwards from what the report hooks hand back (``report_sources``)
+    seed_report_sources(state, fns, calls)
     state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
     for _ in range(MAX_ROUNDS):
         changed = False

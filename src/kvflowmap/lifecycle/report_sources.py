@@ -1,0 +1,104 @@
+"""Ids found backwards from the report channels.
+
+What a report hook hands back at a channel's place (``return set(),
+done_recving`` for ``finished_recving``) is request ids, whatever the code
+calls them and wherever they came from: a transfer thread that reads ids off
+the network (``request_id = msg[1]``) and collects them in
+``self.done_requests`` is found from the hook that drains that set, never
+from a seed. So the returned local is an id collection, and so is what it was
+made of: a local it was copied or filtered from, the return value of the
+helper it was taken from (``done = self.thread.get_and_clear_done()``), and
+the ``self`` container that helper hands out (``done = self.done_requests;
+self.done_requests = set(); return done``). Those containers are
+request-keyed, and a parameter a function puts into one (``def
+update_done_task(self, req_id): self.done_requests.add(req_id)``) is an id.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.facts import ReturnFact
+from kvflowmap.lifecycle.ids import IdState
+from kvflowmap.lifecycle.view import FnView
+from kvflowmap.model.calls import CallResolver
+
+MAX_DEPTH = 6
+_ADDS = frozenset({"add", "setitem", "append", "appendleft", "setdefault"})
+
+
+def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResolver) -> set[str]:
+    """Mark the id collections and request-keyed containers the report
+    hooks' returns come from (see the module docstring); the names of the
+    containers found."""
+    found: set[str] = set()
+    for fn in fns.values():
+        for ch in state.spec.channels:
+            if fn.name not in ch.methods or (ch.element is None and not ch.keyword):
+                continue  # the failed-blocks channel hands back block ids
+            for r in fn.all_returns:
+                local = _reported(r, ch.element, ch.keyword)
+                if local:
+                    _back(state, fns, calls, fn, local, found, 0)
+    for fn in fns.values():
+        _params_put_in(state, fn, found)
+    return found
+
+
+def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | None:
+    """The plain local a return hands back at the channel's place."""
+    if keyword is not None and r.fields:
+        text = next((v for k, v in r.fields if k == keyword), None)
+    elif element is not None and r.elements is not None:
+        text = r.elements[element] if element < len(r.elements) else None
+        origin = r.origins[element] if element < len(r.origins) else None
+        text = origin or text
+    else:
+        return None
+    return text if text and text.isidentifier() and text != "None" else None
+
+
+def _back(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnView,
+          local: str, found: set[str], depth: int) -> None:
+    """``local`` of ``fn`` holds ids: so does what it was made of."""
+    mine = state.of(fn.fqn)
+    if depth > MAX_DEPTH or local in mine.ids:
+        return
+    if local in mine.colls and depth > 0:
+        return
+    mine.colls.add(local)
+    for a in fn.all_assigns:
+        if a.target != local or a.aug or a.position is not None:
+            continue
+        src = a.origin or a.value or ""
+        if src.startswith("self.") and src.count(".") == 1 and src[5:].isidentifier():
+            found.add(src[5:])
+            state.keyed_attrs.add(src[5:])
+        elif src.isidentifier() and src != local:
+            _back(state, fns, calls, fn, src, found, depth + 1)
+        elif src.endswith("()"):
+            # the call may start on a later line of the statement
+            call = min((c for c in fn.all_calls if c.line >= a.line and
+                        f"{c.callee}()" == src), key=lambda c: c.line, default=None)
+            if call is None:
+                continue
+            for t in calls.resolve(fn.ctx, call):
+                g = fns.get(t.fqn)
+                if g is None:
+                    continue
+                for r in g.all_returns:
+                    v = r.origins[0] if r.elements is None and r.origins and r.origins[0] \
+                        else r.value
+                    if v and v.startswith("self.") and v.count(".") == 1:
+                        found.add(v[5:])
+                        state.keyed_attrs.add(v[5:])
+                    elif v and v.isidentifier() and v != "None":
+                        _back(state, fns, calls, g, v, found, depth + 1)
+
+
+def _params_put_in(state: IdState, fn: FnView, found: set[str]) -> None:
+    """A parameter a function puts into a container found here is an id."""
+    params = set(fn.param_names) - {"self", "cls"}
+    mine = state.of(fn.fqn)
+    for op in fn.all_containers:
+        if op.op in _ADDS and op.key in params and op.container.startswith("self.") and \
+                op.container[5:] in found:
+            mine.ids.add(op.key)
