@@ -40,7 +40,7 @@ def add_return_states(lk: Linker) -> None:
         if d is None or not isinstance(d.fact, FunctionFact):
             continue
         module, scope = d.module, d.fact.qualname
-        for test, test_line in _tests_around(d.fact.body, line):
+        for test, test_line in _tests_around(d.fact.body, line) or ():
             for local in _bound_from_calls(lk, module, scope, test):
                 for fqn, ret_line, _ in trace_value(lk, module, scope, local, Want()):
                     if fqn != fn_node:
@@ -51,26 +51,21 @@ def add_return_states(lk: Linker) -> None:
                     test=test, tester=tester, test_line=test_line)
 
 
-def _tests_around(body: tuple[Stmt, ...], line: int) -> list[tuple[str, int]]:
+def _tests_around(body: tuple[Stmt, ...], line: int) -> list[tuple[str, int]] | None:
     """The tests (text, line) of the ``if``/``while`` statements that
-    enclose the statement at ``line``, on either arm. Earlier ``if T:
-    return`` tests are left out: every failed allocation or skipped request
-    before a write would decide it too, and a reader asks for the test that
-    chooses the state."""
+    enclose the statement at ``line``, on either arm; None when ``line`` is
+    not in ``body``. Earlier ``if T: return`` tests are left out: every
+    failed allocation or skipped request before a write would decide it too,
+    and a reader asks for the test that chooses the state."""
     for s in body:
         if s.line == line and s.kind not in ("if", "while", "for", "try", "with"):
             return []
         for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-            if _holds(part, line):
+            inner = _tests_around(part, line)
+            if inner is not None:
                 own = [(s.text or "", s.line)] if s.kind in ("if", "while") and s.text else []
-                return own + _tests_around(part, line)
-    return []
-
-
-def _holds(body: tuple[Stmt, ...], line: int) -> bool:
-    return any(s.line == line or _holds(s.body, line) or _holds(s.orelse, line)
-               or _holds(s.final, line) or any(_holds(h.body, line) for h in s.handlers)
-               for s in body)
+                return own + inner
+    return None
 
 
 def _bound_from_calls(lk: Linker, module: str, scope: str, test: str) -> list[str]:

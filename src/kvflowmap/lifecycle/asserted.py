@@ -355,15 +355,27 @@ def _tested_around(fn: FnView, eff: Effects, body: tuple[Stmt, ...], line: int,
 def _tests_in(fn: FnView, eff: Effects, text: str, c: Container) -> bool:
     """The test ``text`` holds only where some key is in ``c``: ``k in c``,
     alone or as a part of an ``and``."""
+    return any(_in_container(fn, eff, p) == c for p in _conjuncts(text))
+
+
+def _conjuncts(text: str) -> list[ast.expr]:
+    """The parts of a test that all hold when it does: the test itself, or
+    the operands of its ``and`` (of an assert's test, not its message)."""
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
-        return False
-    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+        return []
+    if isinstance(node, ast.Tuple) and node.elts:  # ``assert test, message``
+        node = node.elts[0]
+    return list(node.values) if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
         else [node]
-    return any(isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In)
-               and container_of(ast.unparse(p.comparators[0]), fn, eff.values) == c
-               for p in parts)
+
+
+def _in_container(fn: FnView, eff: Effects, p: ast.expr) -> Container | None:
+    """The container of a ``k in c`` part; None for any other part."""
+    if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In):
+        return container_of(ast.unparse(p.comparators[0]), fn, eff.values)
+    return None
 
 
 def _adds_before(fns: dict[str, FnView], eff: Effects, g: str, line: int, c: Container,
@@ -410,23 +422,14 @@ def _asserted(fn: FnView, eff: Effects, text: str, fetched: dict[str, tuple[Cont
               keyed: Collection[Container], line: int) -> list[tuple[Container, int]]:
     """Containers whose entry the assert's test claims: ``v``, ``v is not
     None`` for a fetched local (``and`` parts too), ``k in c``."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return []
-    if isinstance(node, ast.Tuple) and node.elts:  # ``assert test, message``
-        node = node.elts[0]
-    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
-        else [node]
     out = []
-    for p in parts:
+    for p in _conjuncts(text):
         if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.IsNot) \
                 and isinstance(p.comparators[0], ast.Constant) and p.comparators[0].value is None:
             p = p.left
+        c = _in_container(fn, eff, p)
         if isinstance(p, ast.Name) and p.id in fetched:
             out.append(fetched[p.id])
-        elif isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.In):
-            c = container_of(ast.unparse(p.comparators[0]), fn, eff.values)
-            if c is not None and c in keyed:
-                out.append((c, line))
+        elif c is not None and c in keyed:
+            out.append((c, line))
     return out

@@ -25,10 +25,9 @@ MAX_DEPTH = 6
 _ADDS = frozenset({"add", "setitem", "append", "appendleft", "setdefault"})
 
 
-def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResolver) -> set[str]:
+def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResolver) -> None:
     """Mark the id collections and request-keyed containers the report
-    hooks' returns come from (see the module docstring); the names of the
-    containers found."""
+    hooks' returns come from (see the module docstring)."""
     found: set[str] = set()
     for fn in fns.values():
         for ch in state.spec.channels:
@@ -40,7 +39,6 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
                     _back(state, fns, calls, fn, local, found, 0)
     for fn in fns.values():
         _params_put_in(state, fn, found)
-    return found
 
 
 def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | None:
