@@ -246,6 +246,7 @@ class Tracer:
         # Event(...) without the Python-level __new__ a named tuple has (a C call)
         make_event = functools.partial(tuple.__new__, Event)
         learning = matcher.learning  # may end within the batch: ids_of then takes its own fast path
+        idless = self._idless_failures
         current_get = self._current.get
         facts_of = self._facts_of
         ids_of_value = _ids_of_value
@@ -398,7 +399,7 @@ class Tracer:
                 else:
                     ids, related = matcher.ids_of(call, got, partial, msg)
             if not ids:
-                if call.id in self._idless_failures:
+                if idless and call.id in idless:
                     self._failures_answered(call.id, seq)
                 continue
             with_request += 1
