@@ -308,6 +308,30 @@ def test_restart_starts_a_new_epoch_and_clock_jumps_are_counted(code: CodeIndex,
     assert trace(code, [_write(tmp_path, jump, "j.log")])["summary"]["clock_jumps"] >= 1
 
 
+def _later(lines: list[str], marker: str) -> list[str]:
+    """The lines of one process (``marker`` in the header) 90 minutes ahead."""
+    return [x.replace(" 10:00:", " 11:30:") if marker in x else x for x in lines]
+
+
+def test_a_clock_running_ahead_is_a_forward_jump(code: CodeIndex, tmp_path: Path) -> None:
+    # the worker's clock leaps 90 minutes while the engine core's, writing
+    # into the same stream between the worker's lines, runs on: counted once
+    lines = story_lines("cmpl-00000001-0", 0) + _later(story_lines("cmpl-00000002-0", 5), "Worker_TP0")
+    lines += _later(story_lines("cmpl-00000003-0", 10), "Worker_TP0")
+    lines += _later(story_lines("cmpl-00000004-0", 15), "Worker_TP0")
+    report = trace(code, [_write(tmp_path, lines, "fwd.log")])
+    assert report["summary"]["clock_jumps"] == 1
+    assert {r["outcome"] for r in report["requests"]} == {"finished"}
+    # every process at once (one host's clock) is idle time to the log: no jump
+    idle = story_lines("cmpl-00000001-0", 0) + _later(story_lines("cmpl-00000002-0", 5), "Worker_TP0")
+    idle = idle[:5] + _later(idle[5:], "EngineCore")
+    assert trace(code, [_write(tmp_path, idle, "idle.log")])["summary"]["clock_jumps"] == 0
+    # nor do two instances' logs given one after the other, 90 minutes apart
+    both = [_write(tmp_path, _later(story_lines("cmpl-00000005-0", 0), "TP0"), "decode.log"),
+            _write(tmp_path, story_lines("cmpl-00000006-0", 5, pid=90), "prefill.log")]
+    assert trace(code, both)["summary"]["clock_jumps"] == 0
+
+
 def test_finished_twice_and_unreported_failure(code: CodeIndex, tmp_path: Path) -> None:
     lines = story_lines("cmpl-00000004-0") + [story_lines("cmpl-00000004-0")[-1]]
     report = trace(code, [_write(tmp_path, lines)])

@@ -31,6 +31,9 @@ KEEP_SETTLED = 300  # settled stories whose lines are kept all the same (the rep
 KEEP_ROWS = 5000  # settled stories kept as a row of the report; later ones are only counted
 RETIRED_IDS = 1 << 16  # ids of retired stories remembered, to tell when one logs again
 _CLOCK_SLACK = 2.0  # seconds a timestamp may go back (interleaved writers) before it is a jump
+# seconds one process's clock may run ahead of another's writing into the same
+# stream between two of its lines (a forward jump, or a clock set apart)
+_CLOCK_AHEAD = 60.0
 
 
 class Event(NamedTuple):
@@ -195,6 +198,11 @@ class Tracer:
         self._pids: dict[str, int] = {}
         self._seen_pids: set[int] = set()
         self._last_time: dict[int, float] = {}
+        # the furthest-ahead time any process wrote, with its pid and record
+        # number; per pid, the record number of its last change of time
+        self._lead: tuple[float, int, int] | None = None
+        self._time_seq: dict[int, int] = {}
+        self._ahead: set[int] = set()  # pids counted as running ahead in this epoch
         self._states = set(code.states)
         self._parked = set(code.parked_states)
         self._commit = set(code.commit_hooks)
@@ -272,6 +280,7 @@ class Tracer:
                     if prev is not None and t < prev - _CLOCK_SLACK:
                         st.clock_jumps += 1
                     last_time[pid] = t
+                    self._clock_step(pid, t, seq)
             if hdr.pid and pids.get(hdr.process) != hdr.pid:
                 self._new_pid(hdr, source, lineno, t)
                 current_get = self._current.get  # a restart starts a new one
@@ -441,8 +450,27 @@ class Tracer:
             self._pids.clear()
             self._pids[hdr.process] = hdr.pid
             self._last_time.clear()
+            self._lead, self._ahead = None, set()
+            self._time_seq.clear()
             if t is not None:
                 self._last_time[hdr.pid] = t
+
+    def _clock_step(self, pid: int, t: float, seq: int) -> None:
+        """A process's time changed to ``t``. A forward jump shows only against
+        another clock: a process that wrote before the furthest-ahead line
+        of another one, and writes again after it at a time more than
+        ``_CLOCK_AHEAD`` behind, ran on while the other's clock leapt (or
+        was set apart). Counted once per process ahead and epoch. A jump of
+        every process at once (one host's clock) looks like idle time, and
+        logs given one after the other never interleave, so neither counts."""
+        lead = self._lead
+        if lead is None or t >= lead[0]:
+            self._lead = (t, pid, seq)
+        elif lead[1] != pid and t < lead[0] - _CLOCK_AHEAD and lead[1] not in self._ahead \
+                and self._time_seq.get(pid, seq) < lead[2]:
+            self._ahead.add(lead[1])
+            self.stats.clock_jumps += 1
+        self._time_seq[pid] = seq
 
     def _overlaps(self, old: int, t: float | None) -> bool:
         """A line at ``t`` from a new pid comes before the last line of
