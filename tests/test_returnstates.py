@@ -6,6 +6,7 @@ say so."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from kvflowmap.api import Request, analyse
 from kvflowmap.check.stubs import stub_root
 from kvflowmap.nav import paths
 from kvflowmap.nav.where import describe, edge_sites
-from kvflowmap.nav.where_render import where_text
+from kvflowmap.nav.where_render import where_json, where_text
 
 STATE = "vllm.v1.request.RequestStatus.WAITING_FOR_REMOTE_KVS"
 
@@ -71,6 +72,12 @@ def test_the_probe_and_its_facade_decide_the_parked_state(tmp_path: Path) -> Non
     text = where_text(describe(g, STATE))
     assert "decided by (its return value is tested where the state is set)" in text
     assert "test: load_kv_async" in text
+    # JSON names the relation for what it is, on both ends
+    data = json.loads(where_json(describe(g, STATE)))["relations"]
+    assert "producers" not in data and {s["node"] for s in data["deciders"]} == deciders
+    probe = json.loads(where_json(describe(g, "rsconn.SchedulerHalf._probe")))["relations"]
+    assert [s["node"] for s in probe["decides"]] == [STATE]
+    assert "decides state" in where_text(describe(g, "rsconn.SchedulerHalf._probe"))
 
 
 def test_path_from_the_probe_names_the_test(tmp_path: Path) -> None:

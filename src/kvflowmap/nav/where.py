@@ -188,8 +188,8 @@ def describe(g: nx.MultiDiGraph, node: str, name: str = "") -> WhereResult:
     """The :class:`WhereResult` of a node id known to be in ``g`` (``name``:
     what the user asked for, to say which alias of a class it is)."""
     d = g.nodes[node]
-    relations = tuple((rel, sites) for rel, direction, kinds in RELATIONS
-                      if (sites := edge_sites(g, node, direction, kinds)))
+    relations = _decisions(g, node, tuple((rel, sites) for rel, direction, kinds in RELATIONS
+                                    if (sites := edge_sites(g, node, direction, kinds))))
     aliases = tuple(Site(str(a["id"]), "alias", str(a.get("file") or ""), int(a.get("line") or 0),
                          str(a.get("root") or ""))
                     for a in select.aliases_named(g, node, name)) if name else ()
@@ -200,6 +200,28 @@ def describe(g: nx.MultiDiGraph, node: str, name: str = "") -> WhereResult:
         signature=str(d.get("signature") or ""), doc=str(d.get("doc") or "").strip(),
         relations=relations, members=_members(g, node) if d.get("kind") == "class" else (),
         aliases=aliases)
+
+
+def _decisions(g: nx.MultiDiGraph, node: str,
+               relations: tuple[tuple[str, tuple[Site, ...]], ...]
+               ) -> tuple[tuple[str, tuple[Site, ...]], ...]:
+    """A ``produces`` edge into a state is a decision (``graph.returnstates``:
+    the function's return value is tested where the state is set), named so
+    apart from the fields a function fills: ``deciders`` of a state,
+    ``decides`` of a function."""
+    out: list[tuple[str, tuple[Site, ...]]] = []
+    for rel, sites in relations:
+        if rel not in ("producers", "produces"):
+            out.append((rel, sites))
+            continue
+        state = node if rel == "producers" else None  # the state is this node or the site's
+        states = tuple(s for s in sites if g.nodes[state or s.node].get("kind") == "state")
+        rest = tuple(s for s in sites if s not in states)
+        if rest:
+            out.append((rel, rest))
+        if states:
+            out.append(("deciders" if rel == "producers" else "decides", states))
+    return tuple(out)
 
 
 def _attribute(c: Candidate) -> WhereResult:

@@ -11,6 +11,8 @@ TITLES = {
     "callers": "called by", "callees": "calls", "setters": "set by", "sets": "sets state",
     "readers": "read by", "reads": "reads state", "producers": "produced by",
     "produces": "produces field", "consumers": "consumed by", "consumes": "consumes field",
+    "deciders": "decided by (its return value is tested where the state is set)",
+    "decides": "decides state (its return value is tested where the state is set)",
     "members": "methods",
 }
 
@@ -41,9 +43,6 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     groups = list(r.relations) + ([("members", r.members)] if r.members else [])
     for rel, sites in groups:
         title = TITLES.get(rel, rel)
-        if rel == "producers" and r.kind == "state":
-            # ``graph.returnstates``: a return value tested around the write
-            title = "decided by (its return value is tested where the state is set)"
         blocks.append(_sites_block(title, sites))
     if not groups and r.kind != "attribute":
         blocks.append("  nothing calls it, and it calls or touches nothing in the graph")
