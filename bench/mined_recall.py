@@ -1,0 +1,160 @@
+"""Recall of ``kvflowmap check`` on bug fixes mined from the connectors' histories.
+
+    python bench/mined_recall.py                      # every case of bench/mined_fixes.json
+    python bench/mined_recall.py --only moriio -j 2   # cases whose function matches
+    python bench/mined_recall.py --json recall.json --work /tmp/recall
+
+Each case (``bench/mined_fixes.json``, one row of ``docs/fix-histories/``) names
+the release before a fix, the release after it and the function the fix
+changed. The subject is the connector code of that release (vLLM's own
+``kv_connector/v1`` against itself; PegaFlow, LMCache's vLLM integration and
+vllm-ascend's ``distributed`` against vLLM 0.33.0), checked with every shipped
+rule. A case is *found* when a finding on the release before names the
+function (or a def nested in it) and no finding of the same rule names a
+function of the same class and name on the release after. Each release is
+checked once per run, in a child process of its own (peak memory stays that of
+one analysis); ``--work`` keeps the findings per release so that a second run
+with the same sources only redoes what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SUBJECTS = {  # code base -> (subject inside the release, context release or None for itself)
+    "vllm": ("vllm/distributed/kv_transfer/kv_connector/v1", None),
+    "pegaflow-llm": ("pegaflow", "vllm==0.33.0"),
+    "lmcache": ("lmcache/integration/vllm", "vllm==0.33.0"),
+    "vllm-ascend": ("vllm_ascend/distributed", "vllm==0.33.0"),
+}
+GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
+    ("vLLM 0.11 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
+    ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
+    ("vllm-ascend, LMCache, PegaFlow", None, lambda v: True),
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One mined fix: ``function`` changed between ``before`` and ``after``."""
+
+    codebase: str
+    before: str
+    after: str
+    function: str
+    bug: str
+
+
+def _ver(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+def load_cases(path: Path) -> list[Case]:
+    """The cases of a ``mined_fixes.json``."""
+    rows = json.loads(path.read_text(encoding="utf-8"))["cases"]
+    return [Case(r["codebase"], r["before"], r["after"], r["function"], r["bug"]) for r in rows]
+
+
+def check_one(codebase: str, version: str) -> list[dict[str, str]]:
+    """Every shipped rule on one release's connector code (run in a child)."""
+    from kvflowmap.api import Request, analyse
+    from kvflowmap.check.engine import run_rules
+    from kvflowmap.check.loader import default_rule_dirs, load_rules
+    from kvflowmap.index.cache import default_cache_dir
+    from kvflowmap.sources.fetch import fetch_release
+
+    subject, context = SUBJECTS[codebase]
+    spec = f"{codebase}=={version}"
+    cache = default_cache_dir()
+    root = fetch_release(spec, cache)
+    ctx = context or spec
+    ctx_root = root if context is None else fetch_release(context, cache)
+    a = analyse(Request(sources=[str(root / subject)],
+                        release_roots=[(ctx_root, ctx.replace("==", " "))], cache_dir=cache))
+    rules, errors = load_rules(default_rule_dirs())
+    if errors:
+        raise SystemExit(f"rule errors: {errors}")
+    return sorted(({"rule": f.rule, "function": f.function, "file": f.file, "line": str(f.line)}
+                   for f in run_rules(a, rules)), key=lambda d: tuple(d.values()))
+
+
+def _findings(codebase: str, version: str, work: Path) -> list[dict[str, str]]:
+    out = work / f"{codebase}-{version}.json"
+    if not out.exists():
+        proc = subprocess.run([sys.executable, __file__, "--one", codebase, version],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode:
+            print(f"{codebase} {version}: check failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+            return []
+        out.write_text(proc.stdout, encoding="utf-8")
+    data: list[dict[str, str]] = json.loads(out.read_text(encoding="utf-8"))
+    return data
+
+
+def _names(fn: str, function: str) -> bool:
+    """A finding's function is the case's function or a def nested in it."""
+    return fn == function or fn.startswith(function + ".")
+
+
+def _same_member(fn: str, function: str) -> bool:
+    """The same ``Class.method`` (or nested def) where the module moved."""
+    tail = ".".join(function.split(".")[-2:])
+    return fn.endswith("." + tail) or f".{tail}." in fn
+
+
+def verdict(case: Case, before: Iterable[dict[str, str]], after: Iterable[dict[str, str]]) -> str | None:
+    """The rule that finds ``case``, or None."""
+    gone_after = {f["rule"] for f in after if _same_member(f["function"], case.function)}
+    for f in before:
+        if _names(f["function"], case.function) and f["rule"] not in gone_after:
+            return f["rule"]
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the cases and print the recall table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", type=Path, default=HERE / "mined_fixes.json")
+    p.add_argument("--only", default="", help="substring of the function or code base")
+    p.add_argument("--work", type=Path, default=None, help="keep per-release findings here")
+    p.add_argument("-j", "--jobs", type=int, default=1)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--one", nargs=2, metavar=("CODEBASE", "VERSION"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.one:
+        json.dump(check_one(*args.one), sys.stdout)
+        return 0
+    cases = [c for c in load_cases(args.cases) if args.only in c.function or args.only == c.codebase]
+    import tempfile
+    work = args.work or Path(tempfile.mkdtemp(prefix="mined-recall-"))
+    work.mkdir(parents=True, exist_ok=True)
+    releases = sorted({(c.codebase, v) for c in cases for v in (c.before, c.after)})
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        found = dict(zip(releases, pool.map(lambda r: _findings(r[0], r[1], work), releases), strict=True))
+    rows = [(c, verdict(c, found[c.codebase, c.before], found[c.codebase, c.after])) for c in cases]
+    for c, rule in rows:
+        print(f"{'found' if rule else 'missed':6} {c.codebase} {c.before} -> {c.after}  "
+              f"{'.'.join(c.function.split('.')[-2:])}  {rule or ''}")
+    print("\n| fix histories | found |\n|---|---|")
+    for label, cb, pred in GROUPS:
+        mine = [(c, r) for c, r in rows if (c.codebase == cb if cb else c.codebase != "vllm")
+                and pred(c.before)]
+        if mine:
+            print(f"| {label} | {sum(1 for _, r in mine if r)} of {len(mine)} |")
+    print(f"| all | {sum(1 for _, r in rows if r)} of {len(rows)} |")
+    if args.json:
+        args.json.write_text(json.dumps([{**c.__dict__, "found_by": r} for c, r in rows], indent=1),
+                             encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
