@@ -266,6 +266,27 @@ def _to_pass(node: cst.CSTNode, ctx: Ctx, module: cst.Module) -> cst.CSTNode:
     return PASS.with_changes(leading_lines=getattr(node, "leading_lines", ()))
 
 
+# -- a peer's id looked up --------------------------------------------------------
+
+_PEER_CALL_RE = re.compile(r"\.(decode|loads|unpackb|recv\w*)\(")
+
+
+def find_drop_peer_lookup(module: cst.Module) -> Iterator[Ctx]:
+    """``if rid not in self.X ...: ... continue`` in a method that decodes or
+    receives a peer's message: the filter that keeps an id this instance
+    does not hold out of what it reports."""
+    for c in walk(module):
+        n = c.node
+        if not (isinstance(n, cst.If) and _in_class_method(c) and c.func is not None):
+            continue
+        test = code(n.test)
+        last = n.body.body[-1] if isinstance(n.body, cst.IndentedBlock) and n.body.body else None
+        if " not in self." in test and n.orelse is None and \
+                isinstance(_single(last) if last is not None else None, cst.Continue) and \
+                _PEER_CALL_RE.search(code(c.func)):
+            yield c
+
+
 # -- operators ----------------------------------------------------------------
 
 Finder = Callable[[cst.Module], Iterator[Ctx]]
@@ -1297,6 +1318,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_shutdown_no_close, _to_pass),
     Operator("drop-reply", "a REP serving loop forgets one of its replies", find_drop_reply,
              _to_pass),
+    Operator("drop-peer-lookup", "an id off a peer's message is no longer looked up",
+             find_drop_peer_lookup, _to_pass),
 )}
 
 

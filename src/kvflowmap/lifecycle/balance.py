@@ -367,11 +367,13 @@ def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
         mine = out.setdefault(fn.module, set())
         for s in fn.stmts:
             for n in s.names:
+                # every name after the first object: ``self.worker.wrapper.done``
+                # reaches ``wrapper`` on the worker and ``done`` on the wrapper
                 parts = n.split(".")
                 if len(parts) >= 3 and parts[0] == "self":
-                    mine.add(parts[2])
+                    mine.update(parts[2:])
                 elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
-                    mine.add(parts[1])
+                    mine.update(parts[1:])
     return out
 
 

@@ -101,6 +101,9 @@ class IdState:
     # names of the analysed classes that declare a field holding one request id
     # (``class WriteTask: request_id: ReqId``): a value of one is a request's record
     record_types: set[str] = field(default_factory=set)
+    # attribute names of the ``self`` containers a report hook hands back
+    # (``report_sources``): what is put in them is reported
+    report_fed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.id_attrs |= set(self.spec.id_fields)

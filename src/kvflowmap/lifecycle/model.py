@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from kvflowmap.facts import Stmt
+from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import Unbalanced, is_init, unbalanced
 from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
@@ -33,6 +33,7 @@ from kvflowmap.lifecycle.polled import Unacted, unacted
 from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
+from kvflowmap.lifecycle.peer_ids import PeerId, peer_ids
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
@@ -262,12 +263,7 @@ class Lifecycle:
         another (``completions``); ``completers``: the completing methods."""
         comp = self._completions.get(completers)
         if comp is None:
-            calls = self.effects.calls
-
-            def resolve(fn: FnView, c) -> list[str]:
-                return [t.fqn for t in calls.resolve(fn.ctx, c) if not t.external]
-
-            comp = self._completions[completers] = Completions(self.functions, resolve,
+            comp = self._completions[completers] = Completions(self.functions, self._analysed,
                                                                completers)
         return uncompleted(self.functions[fqn], self.cfg(fqn), comp)
 
@@ -455,6 +451,18 @@ class Lifecycle:
         return unclosed(self.functions, self.classes, base, self.spec.shutdown,
                         self.spec.closes, resolve, lambda starts: self.runs_from(starts),
                         self.spec.closeables)
+
+    def peer_ids(self) -> list[PeerId]:
+        """Ids read off a peer's message and put, unchecked, where a report
+        hook collects them (``peer_ids``)."""
+        names = {m for c in self.spec.channels for m in c.methods}
+        hooks = tuple(f for f in self.reporters if self.functions[f].name in names)
+        return peer_ids(self.functions, self.state.report_fed, frozenset(self.spec.peer_calls),
+                        self._analysed, self._judged(()), hooks)
+
+    def _analysed(self, fn: FnView, c: CallFact) -> list[str]:
+        """The analysed functions call ``c`` of ``fn`` may run."""
+        return [t.fqn for t in self.effects.calls.resolve(fn.ctx, c) if not t.external]
 
     def reported_twice(self) -> list[ReportedTwice]:
         """Reports of an id made whether or not it is still pending, while

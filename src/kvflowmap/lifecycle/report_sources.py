@@ -35,10 +35,13 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
                 continue  # the failed-blocks channel hands back block ids
             for r in fn.all_returns:
                 local = _reported(r, ch.element, ch.keyword)
-                if local:
+                if local and local.endswith("()"):  # ``return set(), self.w.pop_done()``
+                    _from_call(state, fns, calls, fn, local, r.line, found, 0)
+                elif local:
                     _back(state, fns, calls, fn, local, found, 0)
     for fn in fns.values():
         _params_put_in(state, fn, found)
+    state.report_fed |= found
 
 
 def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | None:
@@ -51,6 +54,8 @@ def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | 
         text = origin or text
     else:
         return None
+    if text and text.endswith("()") and text[:-2].replace(".", "_").isidentifier():
+        return text
     return text if text and text.isidentifier() and text != "None" else None
 
 
@@ -73,23 +78,28 @@ def _back(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnVie
         elif src.isidentifier() and src != local:
             _back(state, fns, calls, fn, src, found, depth + 1)
         elif src.endswith("()"):
-            # the call may start on a later line of the statement
-            call = min((c for c in fn.all_calls if c.line >= a.line and
-                        f"{c.callee}()" == src), key=lambda c: c.line, default=None)
-            if call is None:
-                continue
-            for t in calls.resolve(fn.ctx, call):
-                g = fns.get(t.fqn)
-                if g is None:
-                    continue
-                for r in g.all_returns:
-                    v = r.origins[0] if r.elements is None and r.origins and r.origins[0] \
-                        else r.value
-                    if v and v.startswith("self.") and v.count(".") == 1:
-                        found.add(v[5:])
-                        state.keyed_attrs.add(v[5:])
-                    elif v and v.isidentifier() and v != "None":
-                        _back(state, fns, calls, g, v, found, depth + 1)
+            _from_call(state, fns, calls, fn, src, a.line, found, depth)
+
+
+def _from_call(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnView,
+               src: str, line: int, found: set[str], depth: int) -> None:
+    """The call ``src`` of ``fn`` at ``line`` (or a later line of its
+    statement) returns ids: so does what its targets return."""
+    call = min((c for c in fn.all_calls if c.line >= line and f"{c.callee}()" == src),
+               key=lambda c: c.line, default=None)
+    if call is None:
+        return
+    for t in calls.resolve(fn.ctx, call):
+        g = fns.get(t.fqn)
+        if g is None:
+            continue
+        for r in g.all_returns:
+            v = r.origins[0] if r.elements is None and r.origins and r.origins[0] else r.value
+            if v and v.startswith("self.") and v.count(".") == 1:
+                found.add(v[5:])
+                state.keyed_attrs.add(v[5:])
+            elif v and v.isidentifier() and v != "None":
+                _back(state, fns, calls, g, v, found, depth + 1)
 
 
 def _params_put_in(state: IdState, fn: FnView, found: set[str]) -> None:

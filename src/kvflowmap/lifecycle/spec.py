@@ -64,6 +64,10 @@ class LifecycleSpec:
     # library classes whose objects hold a resource, with the method that frees it
     closeables: tuple[str, ...] = ("concurrent.futures.ThreadPoolExecutor.shutdown",
                                    "concurrent.futures.ProcessPoolExecutor.shutdown")
+    # calls that decode or receive a peer's bytes: an id taken from what they
+    # return is the peer's word (``msg.decode()``, ``msgpack.loads(msg)``)
+    peer_calls: tuple[str, ...] = ("decode", "loads", "unpackb", "recv", "recv_multipart",
+                                   "recv_pyobj", "recv_json", "recv_string")
     delay_free: str = "request_finished"
     delay_element: int = 0
     # hooks vLLM calls instead of ``delay_free`` for some connectors (once per
@@ -114,6 +118,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         shutdown=str(raw.get("shutdown", "shutdown")),
         closes=tuple(raw.get("closes") or LifecycleSpec.closes),
         closeables=tuple(raw.get("closeables") or LifecycleSpec.closeables),
+        peer_calls=tuple(raw.get("peer_calls") or LifecycleSpec.peer_calls),
         delay_free=str(delay.get("method", "request_finished")),
         delay_element=int(delay.get("element", 0)),
         delay_free_instead=tuple(delay.get("instead") or ()),

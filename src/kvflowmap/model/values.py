@@ -86,7 +86,17 @@ class Evaluator:
 
     def _compute_self_class(self, ctx: Ctx) -> tuple[str, str, bool] | None:
         fn = self.function(ctx)
-        if fn is None or fn.class_qualname is None or not fn.params:
+        if fn is None:
+            return None
+        if fn.class_qualname is None:
+            # a def nested in a method (a thread target, a done-callback) sees
+            # the method's ``self`` when it does not bind the name itself
+            outer = ctx[1].rpartition(".")[0]
+            info = self._self_class((ctx[0], outer)) if outer else None
+            if info is None or any(p.name == info[0] for p in fn.params):
+                return None
+            return info
+        if not fn.params:
             return None
         if any(d.split(".")[-1] == "staticmethod" for d in fn.decorators):
             return None

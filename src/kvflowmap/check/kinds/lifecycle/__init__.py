@@ -21,14 +21,15 @@
 - ``reported_once``: an id is reported only while still pending when another path reports too;
 - ``shutdown_closes``: the shutdown hook closes what the connector's objects hold;
 - ``polled_acted``: a polled transfer seen done is reported, taken out or handed on;
-- ``replied``: a serving loop on a REP socket answers every request it receives.
+- ``replied``: a serving loop on a REP socket answers every request it receives;
+- ``peer_checked``: an id read off a peer's message is looked up before it is reported.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
-                                             parked_recorded, polled_acted, removed_together, replied, reported_left, reported_once,
+                                             parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, shutdown_closes, stalled,
                                              step_released,
                                              thread_loop, unlocked, unreported)
@@ -58,6 +59,7 @@ MODES: dict[str, KindSpec] = {
                               step_released.READS),
     "reported_once": KindSpec(reported_once.Options, reported_once.check,
                               reported_once.READS),
+    "peer_checked": KindSpec(peer_checked.Options, peer_checked.check, peer_checked.READS),
     "replied": KindSpec(replied.Options, replied.check, replied.READS),
     "polled_acted": KindSpec(polled_acted.Options, polled_acted.check, polled_acted.READS),
     "shutdown_closes": KindSpec(shutdown_closes.Options, shutdown_closes.check,
