@@ -85,7 +85,7 @@ def test_an_id_off_the_message_reaches_the_report_unchecked(tree) -> None:
     # the hook returns the helper's result itself: its container is drained for the report
     assert "done_write" in lc.state.report_fed
     [p] = lc.peer_ids()
-    assert (p.fqn, p.attr, p.value) == ("pconn.Conn.get_finished", "done_write", "req_id")
+    assert (p.fqn, p.held, p.value) == ("pconn.Conn.get_finished", "self.done_write", "req_id")
     assert (p.add_fqn, p.source_fqn, p.source) == (
         "pconn.Wrapper._handle_completion", "pconn.Wrapper._handle_message", "msg.decode()")
 

@@ -104,6 +104,9 @@ class IdState:
     # attribute names of the ``self`` containers a report hook hands back
     # (``report_sources``): what is put in them is reported
     report_fed: set[str] = field(default_factory=set)
+    # (function, local) pairs whose ids a report hook hands back: its own
+    # returned local, and those of the helpers it takes them from
+    report_locals: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.id_attrs |= set(self.spec.id_fields)

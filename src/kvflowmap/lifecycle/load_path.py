@@ -16,11 +16,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvflowmap.facts import CallFact
+from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.failures import (TAKE_OPS, LOUD, empty_returns, failure_branches, logs,
                                           takes)
+from kvflowmap.lifecycle.ids import loop_targets
 from kvflowmap.lifecycle.request_data import request_data
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -74,8 +75,10 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
             if branch.line in in_saves:
                 continue
             if branch.kind == "except":
-                # its ``try`` works on the request; a failure worth a log
-                if logs(fn, body, LOUD + ("warning", "warn")):
+                # its ``try`` works on the request; a failure worth a log;
+                # not a listener run for it (``for cb in self._listeners:
+                # cb(session)``), whose failure is the listener's own
+                if logs(fn, body, LOUD + ("warning", "warn")) and not _runs_listeners(fn, branch):
                     out.append((fqn, branch.line))
                 continue
             # a branch must name the request, and not be a bookkeeping
@@ -85,6 +88,17 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
                     and not _MEMBERSHIP.search(branch.text or ""):
                 out.append((fqn, branch.line))
     return list(dict.fromkeys(out))
+
+
+def _runs_listeners(fn: FnView, handler: Stmt) -> bool:
+    """Every call in the ``try`` of ``handler`` calls a loop's target: the
+    try runs callbacks the loop walks, code this function does not know."""
+    targets = {t for s in fn.stmts if s.kind == "for" for t in loop_targets(s.text)[0]}
+    for s in fn.stmts:
+        if s.kind == "try" and any(h is handler for h in s.handlers):
+            calls = [c for st in walk(s.body) for c in fn.calls(st)]
+            return bool(calls) and all(c.callee in targets for c in calls)
+    return False
 
 
 def _lines_in_loops(fn: FnView, picked: Callable[[FnView, str], bool]) -> set[int]:

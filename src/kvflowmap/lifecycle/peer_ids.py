@@ -22,6 +22,7 @@ read) ends the search: the id was checked there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,14 +37,15 @@ _LOOKUPS = frozenset({"get", "__contains__"})
 
 @dataclass(frozen=True)
 class PeerId:
-    """The report hook ``fqn`` hands vLLM, at ``line``, the ids of
-    ``self.<attr>``, which ``add_fqn`` fills at ``add_line`` with ``value``:
-    an id that came off a peer's message at ``source_line`` of
-    ``source_fqn`` (``source``: the call), looked up nowhere on the way."""
+    """``fqn`` hands on, at ``line``, the ids of ``held`` (``self.<attr>``,
+    or a local the report hook gets back), which ``add_fqn`` fills at
+    ``add_line`` with ``value``: an id that came off a peer's message at
+    ``source_line`` of ``source_fqn`` (``source``: the call), looked up
+    nowhere on the way."""
 
     fqn: str
     line: int
-    attr: str
+    held: str
     value: str
     add_fqn: str
     add_line: int
@@ -63,13 +65,30 @@ Resolve = Callable[[FnView, CallFact], list[str]]
 
 
 def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
-             resolve: Resolve, judged: list[str], hooks: tuple[str, ...]) -> list[PeerId]:
+             resolve: Resolve, judged: list[str], hooks: tuple[str, ...],
+             local: set[tuple[str, str]]) -> list[PeerId]:
     """Per report hook (``hooks``: the report functions named for a
     channel) and ``fed`` container it hands back, the first add, in a
     ``judged`` function, of a peer's unchecked id. A hook that maps what it
     drained through its own state before handing it back (``done =
-    {self._to_req[t] for t in done if t in self._to_req}``) checks every add."""
+    {self._to_req[t] for t in done if t in self._to_req}``) checks every add.
+    Also each add of one into a ``local`` collection ((function, name) pairs
+    a report hook hands back: ``notified.add(req_id)`` ... ``return
+    notified``), reported where it is made."""
     callers = _callers(fns, resolve)
+    out = []
+    for fqn in judged:
+        fn = fns[fqn]
+        if _rebuilds_from_self(fn):
+            continue
+        for op in fn.all_containers:
+            if (fqn, op.container) not in local or op.op not in ADD_OPS or not op.key or \
+                    not op.key.isidentifier():
+                continue
+            src = _trace(fns, callers, fn, op.key, 0, set(), peer_calls)
+            if src is not None:
+                out.append(PeerId(fqn, op.line, op.container, op.key, fqn, op.line, src.fqn,
+                                  src.line, src.text))
     handed = _handed(fns, fed, resolve, hooks)
     adds: dict[str, tuple[str, int, str, _Source]] = {}
     for fqn in judged:
@@ -82,13 +101,13 @@ def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
             src = _trace(fns, callers, fn, op.key, 0, set(), peer_calls)
             if src is not None:
                 adds[attr] = (fqn, op.line, op.key, src)
-    out = []
     for (hook, line), attrs in sorted(handed.items()):
         if _rebuilds_from_self(fns[hook]):
             continue
         for attr in sorted(attrs & adds.keys()):
             fqn, add_line, value, src = adds[attr]
-            out.append(PeerId(hook, line, attr, value, fqn, add_line, src.fqn, src.line, src.text))
+            out.append(PeerId(hook, line, f"self.{attr}", value, fqn, add_line, src.fqn,
+                              src.line, src.text))
     return out
 
 
@@ -157,7 +176,8 @@ def _root(text: str) -> str:
 
 def checked(fn: FnView, name: str) -> bool:
     """``fn`` looks ``name`` up in a ``self`` container: a membership test
-    against one, ``self.X.get(name)``, or a ``self.X[name]`` read."""
+    against one, ``self.X.get(name)``, or a ``self.X[name]`` read (a
+    ``KeyError`` for an id it does not hold)."""
     for cmps in fn.compares.values():
         for cmp in cmps:
             if name in cmp.operands and any(o in ("In", "NotIn") for o in cmp.ops) and \
@@ -167,11 +187,17 @@ def checked(fn: FnView, name: str) -> bool:
         if c.callee and c.callee.startswith("self.") and \
                 c.callee.rpartition(".")[2] in _LOOKUPS and c.args[:1] == (name,):
             return True
+    keyed = re.compile(rf"\bself\.[\w.]+\[\s*{re.escape(name)}\s*\]")
     for s in fn.stmts:
-        if s.kind == "simple" and name in s.names:
-            if any((a.value or "").startswith("self.") and (a.value or "").endswith("[]")
-                   for a in fn.assigns(s)):
-                return True
+        if name not in s.names:
+            continue
+        if s.text and keyed.search(s.text):  # ``if self._tracker[rid] == n:``
+            return True
+        # ``x = self._meta[rid]``, and ``self._count[rid] += 1``, which reads it first
+        if any((a.value or "").startswith("self.") and (a.value or "").endswith("[]") or
+               (a.aug and a.target.startswith("self.") and a.target.endswith("[]"))
+               for a in fn.assigns(s)):
+            return True
     return False
 
 

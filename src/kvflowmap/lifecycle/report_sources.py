@@ -68,6 +68,7 @@ def _back(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnVie
     if local in mine.colls and depth > 0:
         return
     mine.colls.add(local)
+    state.report_locals.add((fn.fqn, local))
     for a in fn.all_assigns:
         if a.target != local or a.aug or a.position is not None:
             continue

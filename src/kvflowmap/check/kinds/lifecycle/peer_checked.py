@@ -42,7 +42,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     def one(f: str) -> list[Finding]:
         return [ctx.finding(
             f, p.line,
-            f"{short(f)} hands vLLM the ids of self.{p.attr} as finished, and "
+            f"{short(f)} hands the ids of {p.held} on to vLLM as finished, and "
             f"{short(p.add_fqn)} puts {p.value} there (line {p.add_line}) as it came off a "
             f"peer's message ({p.source} in {short(p.source_fqn)}, line {p.source_line}): "
             "nothing on the way looks it up in this connector's own state. An id in the "
@@ -50,8 +50,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             "as it is, and the request the peer meant never is. Look it up first: map it to "
             "the local request id, or skip an id that is not pending here.",
             path=steps(ctx, p.source_fqn, [(p.source_line, "the id comes off the message")]) +
-            steps(ctx, p.add_fqn, [(p.add_line, f"put into self.{p.attr} as it came")]) +
-            steps(ctx, f, [(p.line, f"self.{p.attr} handed to vLLM as finished")]),
-            anchor=f"peer-id:{p.attr}") for p in by_fn[f]]
+            steps(ctx, p.add_fqn, [(p.add_line, f"put into {p.held} as it came")]) +
+            (steps(ctx, f, [(p.line, f"{p.held} handed on as finished")])
+             if (f, p.line) != (p.add_fqn, p.add_line) else ()),
+            anchor=f"peer-id:{p.held}") for p in by_fn[f]]
 
     return each_function(ctx, sorted(by_fn), one)
