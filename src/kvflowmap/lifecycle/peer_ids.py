@@ -64,6 +64,17 @@ class _Source:
 Resolve = Callable[[FnView, CallFact], list[str]]
 
 
+@dataclass(frozen=True)
+class _Walk:
+    """What the backward search needs besides where it is."""
+
+    fns: dict[str, FnView]
+    callers: dict[str, list[tuple[FnView, CallFact]]]
+    peer_calls: frozenset[str]
+    # attribute names of ``defaultdict``s: reading a missing key there adds it
+    defaults: frozenset[str]
+
+
 def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
              resolve: Resolve, judged: list[str], hooks: tuple[str, ...],
              local: set[tuple[str, str]]) -> list[PeerId]:
@@ -75,7 +86,7 @@ def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
     Also each add of one into a ``local`` collection ((function, name) pairs
     a report hook hands back: ``notified.add(req_id)`` ... ``return
     notified``), reported where it is made."""
-    callers = _callers(fns, resolve)
+    w = _Walk(fns, _callers(fns, resolve), peer_calls, _defaultdicts(fns))
     out = []
     for fqn in judged:
         fn = fns[fqn]
@@ -85,7 +96,7 @@ def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
             if (fqn, op.container) not in local or op.op not in ADD_OPS or not op.key or \
                     not op.key.isidentifier():
                 continue
-            src = _trace(fns, callers, fn, op.key, 0, set(), peer_calls)
+            src = _trace(w, fn, op.key, 0, set())
             if src is not None:
                 out.append(PeerId(fqn, op.line, op.container, op.key, fqn, op.line, src.fqn,
                                   src.line, src.text))
@@ -98,7 +109,7 @@ def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
             if attr not in fed or attr in adds or op.op not in ADD_OPS or not op.key or \
                     not op.key.isidentifier():
                 continue
-            src = _trace(fns, callers, fn, op.key, 0, set(), peer_calls)
+            src = _trace(w, fn, op.key, 0, set())
             if src is not None:
                 adds[attr] = (fqn, op.line, op.key, src)
     for (hook, line), attrs in sorted(handed.items()):
@@ -174,7 +185,13 @@ def _root(text: str) -> str:
     return head if head.isidentifier() and not text.startswith(("self.", "cls.")) else ""
 
 
-def checked(fn: FnView, name: str) -> bool:
+def _defaultdicts(fns: dict[str, FnView]) -> frozenset[str]:
+    return frozenset(a.target[5:] for fn in fns.values() for a in fn.all_assigns
+                     if a.target.startswith("self.") and a.target.count(".") == 1 and
+                     "defaultdict" in (a.value or a.origin or ""))
+
+
+def checked(fn: FnView, name: str, defaults: frozenset[str] = frozenset()) -> bool:
     """``fn`` looks ``name`` up in a ``self`` container: a membership test
     against one, ``self.X.get(name)``, or a ``self.X[name]`` read (a
     ``KeyError`` for an id it does not hold)."""
@@ -187,59 +204,64 @@ def checked(fn: FnView, name: str) -> bool:
         if c.callee and c.callee.startswith("self.") and \
                 c.callee.rpartition(".")[2] in _LOOKUPS and c.args[:1] == (name,):
             return True
-    keyed = re.compile(rf"\bself\.[\w.]+\[\s*{re.escape(name)}\s*\]")
+    keyed = re.compile(rf"\bself\.([\w.]+)\[\s*{re.escape(name)}\s*\]")
+
+    def held(chain: str) -> bool:  # a read of a missing key there raises
+        return chain.rpartition(".")[2] not in defaults
+
     for s in fn.stmts:
         if name not in s.names:
             continue
-        if s.text and keyed.search(s.text):  # ``if self._tracker[rid] == n:``
+        if s.text and any(held(m) for m in keyed.findall(s.text)):  # ``if self._t[rid] == n:``
             return True
         # ``x = self._meta[rid]``, and ``self._count[rid] += 1``, which reads it first
-        if any((a.value or "").startswith("self.") and (a.value or "").endswith("[]") or
-               (a.aug and a.target.startswith("self.") and a.target.endswith("[]"))
-               for a in fn.assigns(s)):
-            return True
+        for a in fn.assigns(s):
+            read = a.value if (a.value or "").startswith("self.") else \
+                a.target if a.aug and a.target.startswith("self.") else ""
+            if read and read.endswith("[]") and held(read[5:-2]):
+                return True
     return False
 
 
-def _trace(fns: dict[str, FnView], callers: dict[str, list[tuple[FnView, CallFact]]],
-           fn: FnView, name: str, depth: int, seen: set[tuple[str, str]],
-           peer_calls: frozenset[str]) -> _Source | None:
+def _trace(w: _Walk, fn: FnView, name: str, depth: int,
+           seen: set[tuple[str, str]]) -> _Source | None:
     """Where ``name`` in ``fn`` came off a peer's message, unchecked; None
     when it did not, or a frame on the way looked it up."""
     if depth > MAX_DEPTH or (fn.fqn, name) in seen:
         return None
     seen.add((fn.fqn, name))
-    if checked(fn, name):
+    if checked(fn, name, w.defaults):
         return None
     found: _Source | None = None
     for a in fn.all_assigns:
         if a.target != name or a.aug:
             continue
         src = a.origin or a.value or ""
-        if _peer(src, peer_calls):
+        if _peer(src, w.peer_calls):
             found = found or _Source(fn.fqn, a.line, src)
             continue
         root = _root(src)
         if root and root != name:
-            found = found or _trace(fns, callers, fn, root, depth, seen, peer_calls)
+            found = found or _trace(w, fn, root, depth, seen)
     for s in fn.stmts:
         if s.kind != "for":
             continue
         targets, iterable = loop_targets(s.text)
         if name in targets:
-            if _peer(iterable, peer_calls):
+            if _peer(iterable, w.peer_calls):
                 found = found or _Source(fn.fqn, s.line, iterable)
             elif (root := _root(iterable)) and root != name:
-                found = found or _trace(fns, callers, fn, root, depth, seen, peer_calls)
+                found = found or _trace(w, fn, root, depth, seen)
     params = fn.param_names
     if name in params and name not in ("self", "cls"):
         pos = params.index(name) - (1 if params and params[0] in ("self", "cls") else 0)
-        for g, c in callers.get(fn.fqn, ()):
-            arg = dict(c.kwargs).get(name) if name in dict(c.kwargs) else (
+        for g, c in w.callers.get(fn.fqn, ()):
+            kwargs = dict(c.kwargs)
+            arg = kwargs.get(name) if name in kwargs else (
                 c.args[pos] if 0 <= pos < len(c.args) else None)
             root = _root(arg) if arg else ""
-            if arg and _peer(arg, peer_calls):
+            if arg and _peer(arg, w.peer_calls):
                 found = found or _Source(g.fqn, c.line, arg)
             elif root:
-                found = found or _trace(fns, callers, g, root, depth + 1, seen, peer_calls)
+                found = found or _trace(w, g, root, depth + 1, seen)
     return found

@@ -16,7 +16,7 @@ update_done_task(self, req_id): self.done_requests.add(req_id)``) is an id.
 
 from __future__ import annotations
 
-from kvflowmap.facts import ReturnFact
+from kvflowmap.facts import CallFact, ReturnFact
 from kvflowmap.lifecycle.ids import IdState
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.calls import CallResolver
@@ -90,8 +90,8 @@ def _from_call(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: 
                key=lambda c: c.line, default=None)
     if call is None:
         return
-    for t in calls.resolve(fn.ctx, call):
-        g = fns.get(t.fqn)
+    for target in _with_overrides(calls, call, [t.fqn for t in calls.resolve(fn.ctx, call)]):
+        g = fns.get(target)
         if g is None:
             continue
         for r in g.all_returns:
@@ -101,6 +101,23 @@ def _from_call(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: 
                 state.keyed_attrs.add(v[5:])
             elif v and v.isidentifier() and v != "None":
                 _back(state, fns, calls, g, v, found, depth + 1)
+
+
+def _with_overrides(calls: CallResolver, call: CallFact, targets: list[str]) -> list[str]:
+    """A ``self.m()`` call's targets and, for each, the overrides of ``m`` in
+    the target class's subclasses (the base worker's ``get_finished`` takes
+    what the pull or push worker's ``_get_new_notifs`` returns)."""
+    if not (call.callee or "").startswith("self."):
+        return targets
+    out = list(targets)
+    classes = calls.classes
+    for t in targets:
+        cls, _, name = t.rpartition(".")
+        for sub in classes.all_subclasses(cls):
+            m = classes.find_member(sub, name)
+            if m is not None and m not in out:
+                out.append(m)
+    return out
 
 
 def _params_put_in(state: IdState, fn: FnView, found: set[str]) -> None:
