@@ -476,6 +476,17 @@ BUGS = (
              "kvc-asserted-entry-may-be-gone",
              "vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector"
              ".ExampleHiddenStatesConnector.request_finished"),
+    # vLLM 0.17.1's MoRIIO decode side, in WRITE mode, reported as
+    # finished_recving the ids of the prefill side's completion messages, as
+    # they came off the notify socket: the prefill side's numbering, so the
+    # decode request was never reported. 0.18.0 maps a transfer id back to
+    # the local request id in get_finished and drops unknown ones.
+    FixedBug("vllm moriio reports the peer's ids as finished",
+             _vllm("0.17.1"),
+             _vllm("0.18.0"),
+             "kvc-peer-ids-checked",
+             "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
+             ".MoRIIOConnectorWorker.get_finished"),
 )
 
 
