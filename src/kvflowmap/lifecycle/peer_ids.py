@@ -194,7 +194,8 @@ def _defaultdicts(fns: dict[str, FnView]) -> frozenset[str]:
 def checked(fn: FnView, name: str, defaults: frozenset[str] = frozenset()) -> bool:
     """``fn`` looks ``name`` up in a ``self`` container: a membership test
     against one, ``self.X.get(name)``, or a ``self.X[name]`` read (a
-    ``KeyError`` for an id it does not hold)."""
+    ``KeyError`` for an id it does not hold) of an entry ``fn`` does not put
+    in itself, in a container that is no ``defaultdict``."""
     for cmps in fn.compares.values():
         for cmp in cmps:
             if name in cmp.operands and any(o in ("In", "NotIn") for o in cmp.ops) and \
@@ -206,8 +207,11 @@ def checked(fn: FnView, name: str, defaults: frozenset[str] = frozenset()) -> bo
             return True
     keyed = re.compile(rf"\bself\.([\w.]+)\[\s*{re.escape(name)}\s*\]")
 
+    # an entry this function puts in itself is no state it found there
+    written = {op.container for op in fn.all_containers if op.key == name and op.op in ADD_OPS}
+
     def held(chain: str) -> bool:  # a read of a missing key there raises
-        return chain.rpartition(".")[2] not in defaults
+        return chain.rpartition(".")[2] not in defaults and f"self.{chain}" not in written
 
     for s in fn.stmts:
         if name not in s.names:
