@@ -214,6 +214,34 @@ def test_drop_reply_drops_one_of_two_replies_in_a_loop() -> None:
     assert "            except Exception:\n                pass\n" in text
 
 
+PEER = '''\
+class Sender:
+    def _new_notifs(self):
+        notified = set()
+        for notif in self.agent.get_new_notifs():
+            req_id = notif.decode("utf-8")
+            if req_id not in self._reqs_to_send:
+                continue
+            notified.add(req_id)
+        return notified
+
+    def forget(self, req_id):
+        if req_id not in self._reqs_to_send:
+            continue_later = True
+        return req_id
+'''
+
+
+def test_drop_peer_lookup_drops_the_filter_of_a_decoded_id_only() -> None:
+    sites = find_sites(["drop-peer-lookup"], PEER, "p.py", "p")
+    # the filter of a function that decodes a message; not a test with no continue
+    assert [(s.function, s.line) for s in sites["drop-peer-lookup"]] == [("p.Sender._new_notifs", 6)]
+    text = mutate(PEER, sites["drop-peer-lookup"][0])
+    compile(text, "p.py", "exec")
+    assert "not in self._reqs_to_send:\n                continue" not in text
+    assert "            pass\n            notified.add(req_id)" in text
+
+
 def test_verdicts_name_real_sites_and_mark_misses_read() -> None:
     """Every harmless verdict names a mutant the bench makes (an operator it
     has, a code base it runs) and has a reason; a read miss shows as such,
