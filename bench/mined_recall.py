@@ -23,6 +23,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -133,7 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dump(check_one(*args.one), sys.stdout)
         return 0
     cases = [c for c in load_cases(args.cases) if args.only in c.function or args.only == c.codebase]
-    import tempfile
     work = args.work or Path(tempfile.mkdtemp(prefix="mined-recall-"))
     work.mkdir(parents=True, exist_ok=True)
     releases = sorted({(c.codebase, v) for c in cases for v in (c.before, c.after)})

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from kvflowmap.facts import AssignFact
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, READ_METHODS,
                                            REMOVE_OPS, RESET_OPS, assigns_empty,
-                                           self_attr)
+                                           makes_defaultdict, self_attr)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.classes import ClassIndex
@@ -245,7 +245,7 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
     # ``self.X[rid]`` puts the key in
     auto = {attr for fn in members if is_init(fn.name) for a in fn.all_assigns
             if (attr := self_attr(a.target)) is not None and a.target == f"self.{attr}"
-            and (a.value or "").startswith(("defaultdict", "collections.defaultdict"))}
+            and makes_defaultdict(a.value)}
     for fn in members:
         init = is_init(fn.name)
         # where the metadata builder puts what it returns: the workers read it

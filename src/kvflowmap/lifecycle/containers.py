@@ -28,6 +28,12 @@ EMPTY_CONTAINERS = frozenset({f"{c}()" for c in _EMPTY_CALLS} |
                              {f"{c}[]()" for c in _EMPTY_CALLS} | {"{}", "[]"})
 
 
+def makes_defaultdict(value: str | None) -> bool:
+    """An assigned value that is a ``defaultdict`` (``defaultdict(set)``,
+    ``collections.defaultdict[K, V](int)``): reading a missing key adds it."""
+    return (value or "").startswith(("defaultdict", "collections.defaultdict"))
+
+
 @dataclass(frozen=True, order=True)
 class Container:
     """A request-keyed container: ``owner`` (class or module FQN) and ``attr``."""

@@ -458,7 +458,8 @@ class Lifecycle:
         names = {m for c in self.spec.channels for m in c.methods}
         hooks = tuple(f for f in self.reporters if self.functions[f].name in names)
         return peer_ids(self.functions, self.state.report_fed, frozenset(self.spec.peer_calls),
-                        self._analysed, self._judged(()), hooks, self.state.report_locals)
+                        self._analysed, self.effects.values.call_sites, self._judged(()), hooks,
+                        self.state.report_locals)
 
     def _analysed(self, fn: FnView, c: CallFact) -> list[str]:
         """The analysed functions call ``c`` of ``fn`` may run."""

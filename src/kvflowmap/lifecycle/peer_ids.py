@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.containers import ADD_OPS
+from kvflowmap.lifecycle.containers import ADD_OPS, makes_defaultdict
 from kvflowmap.lifecycle.ids import loop_targets
 from kvflowmap.lifecycle.view import FnView
 
@@ -62,6 +62,9 @@ class _Source:
 
 
 Resolve = Callable[[FnView, CallFact], list[str]]
+# the call sites that may run a function: ((module, scope), call, parameters
+# filled before the arguments), ``Evaluator.call_sites``
+Sites = Callable[[str], list[tuple[tuple[str, str], CallFact, int]]]
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,14 @@ class _Walk:
     """What the backward search needs besides where it is."""
 
     fns: dict[str, FnView]
-    callers: dict[str, list[tuple[FnView, CallFact]]]
+    sites: Sites
     peer_calls: frozenset[str]
     # attribute names of ``defaultdict``s: reading a missing key there adds it
     defaults: frozenset[str]
 
 
 def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
-             resolve: Resolve, judged: list[str], hooks: tuple[str, ...],
+             resolve: Resolve, sites: Sites, judged: list[str], hooks: tuple[str, ...],
              local: set[tuple[str, str]]) -> list[PeerId]:
     """Per report hook (``hooks``: the report functions named for a
     channel) and ``fed`` container it hands back, the first add, in a
@@ -86,7 +89,7 @@ def peer_ids(fns: dict[str, FnView], fed: set[str], peer_calls: frozenset[str],
     Also each add of one into a ``local`` collection ((function, name) pairs
     a report hook hands back: ``notified.add(req_id)`` ... ``return
     notified``), reported where it is made."""
-    w = _Walk(fns, _callers(fns, resolve), peer_calls, _defaultdicts(fns))
+    w = _Walk(fns, sites, peer_calls, _defaultdicts(fns))
     out = []
     for fqn in judged:
         fn = fns[fqn]
@@ -164,16 +167,6 @@ def _rebuilds_from_self(fn: FnView) -> bool:
     return False
 
 
-def _callers(fns: dict[str, FnView], resolve: Resolve) -> dict[str, list[tuple[FnView, CallFact]]]:
-    out: dict[str, list[tuple[FnView, CallFact]]] = {}
-    for fn in fns.values():
-        for c in fn.all_calls:
-            for t in resolve(fn, c):
-                if t in fns:
-                    out.setdefault(t, []).append((fn, c))
-    return out
-
-
 def _peer(text: str, peer_calls: frozenset[str]) -> bool:
     """A chain with a call that decodes or receives (``msg.decode().rsplit()``)."""
     return any(p.endswith("()") and p[:-2] in peer_calls for p in text.split("."))
@@ -188,7 +181,7 @@ def _root(text: str) -> str:
 def _defaultdicts(fns: dict[str, FnView]) -> frozenset[str]:
     return frozenset(a.target[5:] for fn in fns.values() for a in fn.all_assigns
                      if a.target.startswith("self.") and a.target.count(".") == 1 and
-                     "defaultdict" in (a.value or a.origin or ""))
+                     makes_defaultdict(a.value))
 
 
 def checked(fn: FnView, name: str, defaults: frozenset[str] = frozenset()) -> bool:
@@ -258,8 +251,11 @@ def _trace(w: _Walk, fn: FnView, name: str, depth: int,
                 found = found or _trace(w, fn, root, depth, seen)
     params = fn.param_names
     if name in params and name not in ("self", "cls"):
-        pos = params.index(name) - (1 if params and params[0] in ("self", "cls") else 0)
-        for g, c in w.callers.get(fn.fqn, ()):
+        for (module, scope), c, offset in w.sites(fn.fqn):
+            g = w.fns.get(f"{module}.{scope}")
+            if g is None:
+                continue
+            pos = params.index(name) - offset
             kwargs = dict(c.kwargs)
             arg = kwargs.get(name) if name in kwargs else (
                 c.args[pos] if 0 <= pos < len(c.args) else None)

@@ -28,7 +28,6 @@ _ADDS = frozenset({"add", "setitem", "append", "appendleft", "setdefault"})
 def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResolver) -> None:
     """Mark the id collections and request-keyed containers the report
     hooks' returns come from (see the module docstring)."""
-    found: set[str] = set()
     for fn in fns.values():
         for ch in state.spec.channels:
             if fn.name not in ch.methods or (ch.element is None and not ch.keyword):
@@ -36,12 +35,11 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
             for r in fn.all_returns:
                 local = _reported(r, ch.element, ch.keyword)
                 if local and local.endswith("()"):  # ``return set(), self.w.pop_done()``
-                    _from_call(state, fns, calls, fn, local, r.line, found, 0)
+                    _from_call(state, fns, calls, fn, local, r.line, 0)
                 elif local:
-                    _back(state, fns, calls, fn, local, found, 0)
+                    _back(state, fns, calls, fn, local, 0)
     for fn in fns.values():
-        _params_put_in(state, fn, found)
-    state.report_fed |= found
+        _params_put_in(state, fn)
 
 
 def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | None:
@@ -59,8 +57,14 @@ def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | 
     return text if text and text.isidentifier() and text != "None" else None
 
 
+def _feeds(state: IdState, attr: str) -> None:
+    """``self.<attr>`` is handed back by a report hook: request-keyed."""
+    state.report_fed.add(attr)
+    state.keyed_attrs.add(attr)
+
+
 def _back(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnView,
-          local: str, found: set[str], depth: int) -> None:
+          local: str, depth: int) -> None:
     """``local`` of ``fn`` holds ids: so does what it was made of."""
     mine = state.of(fn.fqn)
     if depth > MAX_DEPTH or local in mine.ids:
@@ -74,16 +78,15 @@ def _back(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnVie
             continue
         src = a.origin or a.value or ""
         if src.startswith("self.") and src.count(".") == 1 and src[5:].isidentifier():
-            found.add(src[5:])
-            state.keyed_attrs.add(src[5:])
+            _feeds(state, src[5:])
         elif src.isidentifier() and src != local:
-            _back(state, fns, calls, fn, src, found, depth + 1)
+            _back(state, fns, calls, fn, src, depth + 1)
         elif src.endswith("()"):
-            _from_call(state, fns, calls, fn, src, a.line, found, depth)
+            _from_call(state, fns, calls, fn, src, a.line, depth)
 
 
 def _from_call(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: FnView,
-               src: str, line: int, found: set[str], depth: int) -> None:
+               src: str, line: int, depth: int) -> None:
     """The call ``src`` of ``fn`` at ``line`` (or a later line of its
     statement) returns ids: so does what its targets return."""
     call = min((c for c in fn.all_calls if c.line >= line and f"{c.callee}()" == src),
@@ -97,10 +100,9 @@ def _from_call(state: IdState, fns: dict[str, FnView], calls: CallResolver, fn: 
         for r in g.all_returns:
             v = r.origins[0] if r.elements is None and r.origins and r.origins[0] else r.value
             if v and v.startswith("self.") and v.count(".") == 1:
-                found.add(v[5:])
-                state.keyed_attrs.add(v[5:])
+                _feeds(state, v[5:])
             elif v and v.isidentifier() and v != "None":
-                _back(state, fns, calls, g, v, found, depth + 1)
+                _back(state, fns, calls, g, v, depth + 1)
 
 
 def _with_overrides(calls: CallResolver, call: CallFact, targets: list[str]) -> list[str]:
@@ -109,22 +111,14 @@ def _with_overrides(calls: CallResolver, call: CallFact, targets: list[str]) -> 
     what the pull or push worker's ``_get_new_notifs`` returns)."""
     if not (call.callee or "").startswith("self."):
         return targets
-    out = list(targets)
-    classes = calls.classes
-    for t in targets:
-        cls, _, name = t.rpartition(".")
-        for sub in classes.all_subclasses(cls):
-            m = classes.find_member(sub, name)
-            if m is not None and m not in out:
-                out.append(m)
-    return out
+    return list(dict.fromkeys([*targets, *(o for t in targets for o in calls.classes.overrides(t))]))
 
 
-def _params_put_in(state: IdState, fn: FnView, found: set[str]) -> None:
+def _params_put_in(state: IdState, fn: FnView) -> None:
     """A parameter a function puts into a container found here is an id."""
     params = set(fn.param_names) - {"self", "cls"}
     mine = state.of(fn.fqn)
     for op in fn.all_containers:
         if op.op in _ADDS and op.key in params and op.container.startswith("self.") and \
-                op.container[5:] in found:
+                op.container[5:] in state.report_fed:
             mine.ids.add(op.key)

@@ -24,7 +24,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from typing import cast
 
-from kvflowmap.facts import DEF_MARK, AssignFact, FunctionFact, Param
+from kvflowmap.facts import DEF_MARK, AssignFact, CallFact, FunctionFact, Param
 from kvflowmap.model.annotations import annotation_names, element_annotation
 from kvflowmap.model.callsites import CallSites
 from kvflowmap.model.classes import ClassIndex
@@ -312,18 +312,24 @@ class Evaluator:
             return ()
         return self.from_annotation(d.module, match.annotation, depth)
 
+    def call_sites(self, func: str) -> list[tuple[Ctx, CallFact, int]]:
+        """The call sites that may run the analysed function ``func``, each
+        with the number of parameters filled before the arguments
+        (``CallSites.of``); found by an evaluator that binds one level less."""
+        if self._callers is None:
+            self._callers = CallSites(Evaluator(self.model, self.classes,
+                                                bind_levels=max(self.bind_levels - 1, 0)))
+        return self._callers.of(func)
+
     def _passed(self, func: str, fn: FunctionFact, p: Param, depth: int) -> tuple[Value, ...]:
         """Values the call sites of ``func`` pass for parameter ``p``: by
         position (after ``self`` for a bound method or a constructor), by
         keyword, else its default."""
         if not self.bind_levels or p.kind in ("vararg", "kwarg"):
             return ()
-        if self._callers is None:
-            self._callers = CallSites(Evaluator(self.model, self.classes,
-                                                bind_levels=self.bind_levels - 1))
         index = next(i for i, q in enumerate(fn.params) if q is p)
         out: list[Value] = []
-        for ctx, call, offset in self._callers.of(func):
+        for ctx, call, offset in self.call_sites(func):
             arg = next((v for k, v in call.kwargs if k == p.name), None)
             at = index - offset
             if arg is None and p.kind in ("posonly", "pos") and 0 <= at < len(call.args):
