@@ -260,6 +260,8 @@ class ImportFact(NamedTuple):
     level: int
     line: int
     type_checking: bool = False
+    # inside a ``try`` or an ``if``: a fallback or a gate decides whether it runs
+    guarded: bool = False
 
 
 class ProblemFact(NamedTuple):

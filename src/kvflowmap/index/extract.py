@@ -63,6 +63,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self.class_stack: list[str | None] = [None]
         self.func_stack: list[dict] = []
         self.type_checking = 0
+        self.guards = 0  # enclosing ``try`` and ``if`` statements (ImportFact.guarded)
         self.called: set[int] = set()  # ids of nodes that are a call's func
         self.awaited: set[int] = set()
         self.attr_names: set[int] = set()  # ids of Name nodes that are an Attribute's attr
@@ -230,13 +231,29 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
 
     # -- imports -------------------------------------------------------------
     def visit_If(self, node: cst.If) -> bool:
+        self.guards += 1
         if (chain(node.test) or "").split(".")[-1] == "TYPE_CHECKING":
             self.type_checking += 1
         return True
 
     def leave_If(self, original_node: cst.If) -> None:
+        self.guards -= 1
         if (chain(original_node.test) or "").split(".")[-1] == "TYPE_CHECKING":
             self.type_checking -= 1
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        self.guards += 1
+        return True
+
+    def leave_Try(self, original_node: cst.Try) -> None:
+        self.guards -= 1
+
+    def visit_TryStar(self, node: cst.TryStar) -> bool:
+        self.guards += 1
+        return True
+
+    def leave_TryStar(self, original_node: cst.TryStar) -> None:
+        self.guards -= 1
 
     def visit_Import(self, node: cst.Import) -> bool:
         line, _ = self._pos(node)
@@ -244,7 +261,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             name = chain(alias.name) or ""
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, name, None, asname, 0, line,
-                                                 self.type_checking > 0))
+                                                 self.type_checking > 0, self.guards > 0))
         return self._skip(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -253,13 +270,13 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         level = len(node.relative)
         if isinstance(node.names, cst.ImportStar):
             self.facts.imports.append(ImportFact(self._scope, module or "", "*", None, level,
-                                                 line, self.type_checking > 0))
+                                                 line, self.type_checking > 0, self.guards > 0))
             return self._skip(node)
         for alias in node.names:
             name = chain(alias.name) or ""
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, module or "", name, asname, level,
-                                                 line, self.type_checking > 0))
+                                                 line, self.type_checking > 0, self.guards > 0))
         return self._skip(node)
 
     def _skip(self, node: cst.CSTNode) -> bool:

@@ -54,6 +54,9 @@ class ModuleTable:
     files: dict[str, SourceFile] = field(default_factory=dict)
     # folders that could not be listed: (path, reason); their modules are missing
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    # compiled extension modules (``vllm._C``): they exist but have no source,
+    # from the ``.so``/``.pyd`` files found and the wheels' RECORD files
+    native: set[str] = field(default_factory=set)
 
     def add(self, sf: SourceFile) -> None:
         if sf.module not in self.files:
@@ -122,7 +125,10 @@ def list_files(root: Root, table: ModuleTable) -> list[SourceFile]:
             found.extend(_source(root, start, table))
             continue
         for file in _walk(start, table.unreadable):
-            found.extend(_source(root, file, table))
+            if file.suffix == ".py":
+                found.extend(_source(root, file, table))
+            else:
+                table.native.add(_native_name(file.relative_to(root.path).as_posix()))
     found.sort(key=lambda s: s.rel)
     return found
 
@@ -158,7 +164,7 @@ def _walk(start: Path, unreadable: list[tuple[str, str]]):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS
                              and not d.endswith((".dist-info", ".egg-info")))
         for name in sorted(filenames):
-            if name.endswith(".py"):
+            if name.endswith((".py", *_NATIVE_SUFFIXES)):
                 yield Path(dirpath) / name
 
 
@@ -171,7 +177,33 @@ def build_table(roots: list[Root]) -> ModuleTable:
         for sf in list_files(whole, table):
             subject = root.subject and in_only(root, sf.path)
             table.add(SourceFile(root, sf.path, sf.rel, sf.module, sf.is_package, subject))
+        table.native.update(_native_modules(root.path))
     return table
+
+
+_NATIVE_SUFFIXES = (".so", ".pyd")
+
+
+def _native_modules(path: Path) -> set[str]:
+    """Compiled extension modules a wheel's RECORD lists under import root
+    ``path`` (an unpacked release keeps only the sources)."""
+    out: set[str] = set()
+    try:
+        records = sorted(path.glob("*.dist-info/RECORD"))
+        for record in records:
+            for row in record.read_text(encoding="utf-8", errors="replace").splitlines():
+                name = row.split(",", 1)[0]
+                if name.endswith(_NATIVE_SUFFIXES):
+                    out.add(_native_name(name))
+    except OSError:
+        return out  # unreadable metadata: natives unknown, as for a checkout
+    return out
+
+
+def _native_name(rel: str) -> str:
+    """``vllm/_C.abi3.so`` -> ``vllm._C``."""
+    *parts, file = rel.split("/")
+    return ".".join([*parts, file.split(".", 1)[0]])
 
 
 def in_only(root: Root, path: Path) -> bool:

@@ -1,6 +1,7 @@
 """Rule kind ``conforms``: connectors keep to the vLLM base class they run with.
 
-Three checks on each target class (a subclass of the protocol base class):
+Checks on each target class (a subclass of the protocol base class), and on
+the subject's imports:
 
 - every override of a method of a *contract* class (``bases``: the base class
   and its siblings such as ``SupportsHMA``) stays callable the way vLLM calls
@@ -12,6 +13,8 @@ Three checks on each target class (a subclass of the protocol base class):
 - every abstract method along the MRO is implemented (leaf classes only);
 - ``self.X`` / ``super().X`` used but defined nowhere along a fully analysed
   MRO (a base member the analysed vLLM no longer has);
+- (``imports``) every name the subject imports from the analysed vLLM exists
+  there (``conforms_imports``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -28,6 +31,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
+from kvflowmap.check.kinds.conforms_imports import check_imports, import_modules
 from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
 from kvflowmap.check.kinds.conforms_options import READS, Options
 from kvflowmap.check.kinds.conforms_overrides import Callers, check_override
@@ -49,6 +53,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out += each_function(ctx, ctx.target_classes, lambda c: check_abstract(ctx, c))
     if opts.missing_members:
         out += each_function(ctx, target_methods(ctx), lambda f: check_members(ctx, f))
+    if opts.imports:
+        package = ctx.protocol.package
+        out += each_function(ctx, import_modules(ctx, package),
+                             lambda m: check_imports(ctx, m, package))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -9,7 +9,8 @@ from kvflowmap.check.options import option
 READS = ("Reads: the signatures, decorators and annotations of the target classes' "
          "methods and of the contract classes' methods they override, the keyword "
          "arguments at vLLM's call sites of those methods, abstract methods along the MRO, "
-         "and the self.X / super().X uses in the target methods; in two-release mode, the "
+         "the self.X / super().X uses in the target methods, the subject's imports and the "
+         "top-level names of the vLLM modules they name; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
 
@@ -28,6 +29,9 @@ class Options:
     forwards: bool = option(False, "report protocol hooks a composite connector (one that "
                             "forwards its hooks to child connectors) leaves to a base default "
                             "that does nothing, while a connector overrides them")
+    imports: bool = option(False, "report names the subject imports from the analysed vLLM "
+                           "(the protocol's package) that it does not have: ImportError; "
+                           "imports in a try or an if are fallbacks and left alone")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")

@@ -1,0 +1,114 @@
+"""The ``conforms`` import check: what the subject imports from the analysed
+vLLM exists there. vLLM moves and deletes helpers between releases
+(``get_kv_cache_torch_dtype`` left ``vllm.utils``, ``vllm.attention`` became
+``vllm.v1.attention``); a connector still importing the old place fails with
+``ImportError`` when vLLM loads it, or, for an import inside a function, at the
+first call of that function.
+
+An import inside a ``try`` or an ``if`` is a fallback or a gate and is left
+alone, as are ``TYPE_CHECKING`` imports and relative ones."""
+
+from __future__ import annotations
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.conforms_contract import vllm_label
+from kvflowmap.check.model import Finding
+from kvflowmap.facts import FileFacts, ImportFact
+
+
+def import_modules(ctx: CheckContext, package: str) -> list[str]:
+    """Subject modules, when ``package`` (the analysed vLLM) is there to judge against."""
+    table = ctx.model.table
+    if package not in table.files:
+        return []  # no vLLM given: nothing to judge the imports by
+    return sorted(m for m, sf in table.files.items() if sf.subject and m in ctx.model.facts)
+
+
+def check_imports(ctx: CheckContext, module: str, package: str) -> list[Finding]:
+    """``import``/``from ... import`` in ``module`` naming what ``package`` lacks."""
+    ff = ctx.model.facts[module]
+    out: list[Finding] = []
+    for imp in ff.imports:
+        if imp.level or imp.type_checking or imp.guarded:
+            continue
+        if imp.module != package and not imp.module.startswith(package + "."):
+            continue
+        missing = _missing(ctx, imp)
+        if missing is None:
+            continue
+        where = f"{module}.{imp.scope}" if imp.scope else module
+        when = (f"the first call of {imp.scope.rpartition('.')[2]}() raises ImportError"
+                if imp.scope else "importing this module raises ImportError" + _loads(ctx, module))
+        hint = _elsewhere(ctx, imp, package)
+        out.append(ctx.finding(where, imp.line, f"{missing}, which {vllm_label(ctx)} does not "
+                               f"have: {when}{hint}", anchor=f"import:{imp.module}:{imp.name}"))
+    return out
+
+
+def _loads(ctx: CheckContext, module: str) -> str:
+    """What else fails with the module: the connectors it defines."""
+    mine = sorted(c.rpartition(".")[2] for c in ctx.target_classes
+                  if c.rpartition(".")[0] == module)
+    if mine:
+        return f", and vLLM cannot load {', '.join(mine)}"
+    return ", and so does every import of it"
+
+
+def _missing(ctx: CheckContext, imp: ImportFact) -> str | None:
+    """What of ``imp`` the analysed release lacks, in words; None when all is there."""
+    table = ctx.model.table
+    gone = _missing_module(ctx, imp.module)
+    if gone is not None:
+        return f"imports module {gone}"
+    if imp.name is None or imp.name == "*":
+        return None
+    sub = f"{imp.module}.{imp.name}"
+    if sub in table.files or sub in table.native:
+        return None
+    names = _top_names(ctx.model.facts.get(imp.module))
+    if names is None or imp.name in names:
+        return None
+    return f"imports {imp.name} from {imp.module}"
+
+
+def _missing_module(ctx: CheckContext, module: str) -> str | None:
+    """The first missing package or module along ``module``, or None."""
+    table = ctx.model.table
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        if name in table.files or name in table.native:
+            continue
+        top = parts[0]
+        if parts[i - 1].startswith("_") and not any(n.startswith(top + ".")
+                                                   for n in table.native):
+            return None  # likely a compiled module of a checkout nobody built
+        return name
+    return None
+
+
+def _top_names(ff: FileFacts | None) -> set[str] | None:
+    """Names bound at the top level of a module; None when that cannot be told
+    (not indexed, a star import, a module ``__getattr__``)."""
+    if ff is None or ff.problem:
+        return None
+    names = {f.name for f in ff.functions if not f.class_qualname and "." not in f.qualname}
+    names |= {c.name for c in ff.classes if "." not in c.qualname}
+    names |= {a.target for a in (*ff.assigns, *ff.binds) if not a.scope and a.target.isidentifier()}
+    for i in ff.imports:
+        if i.scope:
+            continue
+        if i.name == "*":
+            return None
+        names.add(i.asname or i.name or i.module.split(".")[0])
+    return None if "__getattr__" in names else names
+
+
+def _elsewhere(ctx: CheckContext, imp: ImportFact, package: str) -> str:
+    """``; vllm.x.y defines it`` when an analysed module of the release does."""
+    if not imp.name or imp.name == "*":
+        return ""
+    homes = sorted(d.module for fqn, d in ctx.model.defs.items()
+                   if fqn == f"{d.module}.{imp.name}" and d.module.startswith(package + ".")
+                   and d.module != imp.module)
+    return f" ({homes[0]} defines {imp.name})" if homes else ""
