@@ -24,6 +24,9 @@ VLLM = {
     "vllm/utils/net.py": "def get_ip():\n    return ''\n",
     "vllm/utils/torch_utils.py": "def get_dtype():\n    return None\n",
     "vllm/lazy.py": "def __getattr__(name):\n    return name\n",
+    "vllm/envs.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    VLLM_HOST_IP: str = ''\nenvironment_variables = {}\n"
+                     "def __getattr__(name):\n    return environment_variables[name]()\n"),
     "vllm-9.9.9.dist-info/METADATA": "Name: vllm\nVersion: 9.9.9\n",
     "vllm-9.9.9.dist-info/RECORD": "vllm/__init__.py,,\nvllm/_C.abi3.so,sha256=x,1\n",
 }
@@ -101,3 +104,16 @@ def test_nothing_is_judged_without_a_vllm(tree):
     findings = check(tree, {"conn/__init__.py": "from vllm.utils import get_dtype\n"},
                      with_vllm=False)
     assert findings == []
+
+
+def test_a_vllm_envs_variable_the_release_does_not_declare(tree):
+    findings = check(tree, {"conn/__init__.py": (
+        "import vllm.envs as envs\n"
+        "from vllm import envs as E\n"
+        "\n"
+        "def port():\n"
+        "    return envs.VLLM_HOST_IP, envs.VLLM_OLD_PORT, E.VLLM_GONE, envs.environment_variables\n")})
+    assert [(f.function, f.line) for f in findings] == [("conn.port", 5), ("conn.port", 5)]
+    assert sorted(f.message.split(",")[0] for f in findings) == [
+        "reads E.VLLM_GONE", "reads envs.VLLM_OLD_PORT"]
+    assert "vllm.envs of vllm 9.9.9 does not declare: AttributeError here" in findings[0].message

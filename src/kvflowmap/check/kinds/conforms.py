@@ -14,7 +14,7 @@ the subject's imports:
 - ``self.X`` / ``super().X`` used but defined nowhere along a fully analysed
   MRO (a base member the analysed vLLM no longer has);
 - (``imports``) every name the subject imports from the analysed vLLM exists
-  there (``conforms_imports``);
+  there, and every ``vllm.envs`` variable it reads (``conforms_imports``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -31,7 +31,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
-from kvflowmap.check.kinds.conforms_imports import check_imports, import_modules
+from kvflowmap.check.kinds.conforms_imports import check_envs, check_imports, import_modules
 from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
 from kvflowmap.check.kinds.conforms_options import READS, Options
 from kvflowmap.check.kinds.conforms_overrides import Callers, check_override
@@ -56,7 +56,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if opts.imports:
         package = ctx.protocol.package
         out += each_function(ctx, import_modules(ctx, package),
-                             lambda m: check_imports(ctx, m, package))
+                             lambda m: check_imports(ctx, m, package)
+                             + check_envs(ctx, m, package))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -6,7 +6,10 @@ vLLM exists there. vLLM moves and deletes helpers between releases
 first call of that function.
 
 An import inside a ``try`` or an ``if`` is a fallback or a gate and is left
-alone, as are ``TYPE_CHECKING`` imports and relative ones."""
+alone, as are ``TYPE_CHECKING`` imports and relative ones. The same holds for
+the environment variables read through ``vllm.envs`` (``envs.VLLM_X``): a
+name its ``envs`` module does not declare is an ``AttributeError`` where it is
+read."""
 
 from __future__ import annotations
 
@@ -43,6 +46,42 @@ def check_imports(ctx: CheckContext, module: str, package: str) -> list[Finding]
         out.append(ctx.finding(where, imp.line, f"{missing}, which {vllm_label(ctx)} does not "
                                f"have: {when}{hint}", anchor=f"import:{imp.module}:{imp.name}"))
     return out
+
+
+def check_envs(ctx: CheckContext, module: str, package: str) -> list[Finding]:
+    """``envs.X`` reads in ``module`` of a variable the analysed ``vllm.envs`` lacks."""
+    ff, envs = ctx.model.facts[module], f"{package}.envs"
+    declared = _declared_envs(ctx.model.facts.get(envs))
+    if declared is None:
+        return []
+    aliases: dict[str, set[str]] = {}  # scope -> names standing for vllm.envs there
+    for imp in ff.imports:
+        if imp.level or imp.type_checking:
+            continue
+        if imp.name is None and imp.module == envs:
+            aliases.setdefault(imp.scope, set()).add(imp.asname or envs)
+        elif imp.module == package and imp.name == "envs":
+            aliases.setdefault(imp.scope, set()).add(imp.asname or "envs")
+    out: list[Finding] = []
+    for r in ff.reads:
+        if r.attr in declared or not r.attr.isupper() or not r.attr.startswith(package.upper()):
+            continue
+        if r.base not in aliases.get(r.scope, set()) | aliases.get("", set()):
+            continue
+        where = f"{module}.{r.scope}" if r.scope else module
+        out.append(ctx.finding(where, r.line, f"reads {r.base}.{r.attr}, which {envs} of "
+                               f"{vllm_label(ctx)} does not declare: AttributeError here",
+                               column=r.col, anchor=f"envs:{r.attr}"))
+    return out
+
+
+def _declared_envs(ff: FileFacts | None) -> set[str] | None:
+    """The variables ``vllm.envs`` declares (its upper-case module-level names:
+    the ``TYPE_CHECKING`` declarations); None when it cannot be told."""
+    if ff is None or ff.problem:
+        return None
+    names = {a.target for a in ff.assigns if not a.scope and a.target.isupper()}
+    return names or None
 
 
 def _loads(ctx: CheckContext, module: str) -> str:
