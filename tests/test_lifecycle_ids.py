@@ -239,3 +239,81 @@ class Conn(KVConnectorBase_V1):
                                          context=[str(stub_root())])).linker)
     assert [c.label for c in lc.containers] == ["Conn._futures"]
     assert "request_id" in lc.state.of("conn.Conn.get_finished").request_names()
+
+
+GROUPED = """import asyncio
+from collections import defaultdict
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Meta:
+    def __init__(self):
+        self.reqs_to_recv = {}
+
+    def add(self, request_id, remote, blocks):
+        self.reqs_to_recv[request_id] = (remote, blocks)
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.loop = asyncio.new_event_loop()
+        self.done = set()
+
+    def build_connector_meta(self, scheduler_output):
+        meta = Meta()
+        for r in scheduler_output.scheduled_new_reqs:
+            meta.add(r.req_id, "host", [])
+        return meta
+
+    def start_load_kv(self, metadata, **kwargs):
+        pulls = self._group(metadata)
+        for path, rows in pulls.items():
+            asyncio.run_coroutine_threadsafe(self._pull(path, rows), self.loop)
+
+    def _group(self, metadata):
+        pulls = defaultdict(list)
+        for req_id, (remote, blocks) in metadata.reqs_to_recv.items():
+            pulls[remote].append((req_id, blocks))
+        return pulls
+
+    async def _pull(self, path, rows):
+        req_ids, blocks = map(list, zip(*rows))
+        try:
+            await self._send(path, blocks)
+        except Exception:
+            FAILURE
+        self.done.update(req_ids)
+
+    async def _send(self, path, blocks):
+        pass
+
+    def get_finished(self, finished_req_ids):
+        done, self.done = self.done, set()
+        return None, done
+"""
+
+
+def _not_dropped(tree, failure: str):
+    from kvflowmap.check.engine import run_rules
+    from kvflowmap.check.loader import default_rule_dirs, load_rules
+
+    root = tree({"conn/__init__.py": GROUPED.replace("FAILURE", failure)})
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    rules = [r for r in load_rules(default_rule_dirs())[0] if r.id == "kvc-request-id-not-dropped"]
+    return a, [f for f in run_rules(a, rules) if f.rule == "kvc-request-id-not-dropped"]
+
+
+def test_ids_grouped_by_peer_and_transposed_back_are_followed(tree):
+    a, found = _not_dropped(tree, "return")
+    lc = build_lifecycle(a.linker)
+    assert "pulls" in lc.state.of("conn.Conn._group").groups
+    assert "rows" in lc.state.of("conn.Conn.start_load_kv").colls
+    pull = lc.state.of("conn.Conn._pull")
+    assert "req_ids" in pull.colls and "blocks" not in pull.colls
+    assert [f.function for f in found] == ["conn.Conn._pull"]
+
+
+def test_a_failed_pull_that_still_reports_is_no_drop(tree):
+    _, found = _not_dropped(tree, "self.done.update(req_ids)\n            return")
+    assert found == []

@@ -57,10 +57,13 @@ class FnIds:
     # parameters that are records because a caller passed one (``plans`` of
     # ``self._submit(plans, rid)``): the request's data, not its id
     passed: set[str] = field(default_factory=set)
+    # locals whose values are id collections under keys that are not ids
+    # (``pulls[path].append((req_id, ...))``: the requests grouped by peer)
+    groups: set[str] = field(default_factory=set)
 
     def size(self) -> int:
         return len(self.ids) + len(self.colls) + len(self.requests) + len(self.records) + \
-            len(self.outcomes)
+            len(self.outcomes) + len(self.groups)
 
     def request_names(self) -> set[str]:
         """The names that hold a request's id or data."""
@@ -92,6 +95,9 @@ class IdState:
     # collection (``return filtered`` after ``filtered[req_id] = ...``): ids
     # flow back to the caller through the return
     coll_returners: set[str] = field(default_factory=set)
+    # names of analysed functions every return of which hands back a local of
+    # id collections grouped under other keys (``return kv_pulls``)
+    group_returners: set[str] = field(default_factory=set)
     # attribute names of containers whose values are id collections, under
     # keys that are not ids (``self._pending_load_reqs[shm] = set(req_ids)``)
     coll_valued: set[str] = field(default_factory=set)
@@ -330,6 +336,12 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 # ``rid, exp = next(iter(self._reqs.items()))``, ``rid, store =
                 # self._jobs.pop(job)``: the first target is an id taken out
                 mine.ids.add(a.target)
+            elif _returns_group(state, a.value):
+                mine.groups.add(a.target)  # ``kv_pulls = self._group_kv_pull(meta)``
+            elif a.position is not None and _transposes(state, fn, s):
+                # ``rids, blocks = map(list, zip(*req_blocks))`` over rows that
+                # start with the id: the first target holds the ids, the rest data
+                (mine.colls if a.position == 0 else mine.records).add(a.target)
             elif state.is_coll(fn, a.value) or state.is_coll(fn, a.origin) or \
                     _returns_coll(state, a.value):
                 # ``origin`` sees through copies, set operators and comprehensions
@@ -363,6 +375,9 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
             if "." not in op.container and "[" not in op.container and \
                     op.op in COLLECT and state.is_id(fn, op.key):
                 mine.colls.add(op.container)
+            elif op.container.endswith("[]") and op.container[:-2].isidentifier() and \
+                    op.op in COLLECT and op.op != "setitem" and state.is_id(fn, op.key):
+                mine.groups.add(op.container[:-2])  # ``pulls[path].append((rid, ...))``
     for s in fn.stmts:
         if s.kind != "for":
             continue
@@ -377,9 +392,13 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
         elif targets and (state.is_coll(fn, iterable) or _returns_coll(state, _callee(iterable))):
             mine.ids.add(targets[0])
             mine.records.update(targets[1:2] if ".items()" in iterable else ())
-        elif len(targets) == 2 and iterable.endswith(".items()") and \
-                unwrap(iterable).rpartition(".")[2] in state.coll_valued:
+        elif len(targets) == 2 and iterable.endswith(".items()") and (
+                unwrap(iterable).rpartition(".")[2] in state.coll_valued or
+                unwrap(iterable) in mine.groups):
             mine.colls.add(targets[1])  # ``for shm, req_ids in self._by_shm.items()``
+        elif len(targets) == 1 and iterable.endswith(".values()") and \
+                unwrap(iterable) in mine.groups:
+            mine.colls.add(targets[0])
         elif targets and unwrap(iterable) in mine.requests:
             mine.requests.add(targets[0])
         elif len(targets) == 1 and _reads_id_field(state, s, targets[0]):
@@ -475,6 +494,32 @@ def _returns_coll(state: IdState, value: str | None) -> bool:
     return v.endswith("()") and v[:-2].rpartition(".")[2] in state.coll_returners
 
 
+def _returns_group(state: IdState, value: str | None) -> bool:
+    """``value`` is a call of a function that returns grouped id collections."""
+    v = value or ""
+    return v.endswith("()") and v[:-2].rpartition(".")[2] in state.group_returners
+
+
+def _transposes(state: IdState, fn: FnView, s) -> bool:
+    """``s`` unpacks ``zip(*rows)`` (also under ``map(list, ...)``) of an id
+    collection ``rows``: the star argument leaves the ``zip`` call with no
+    positional argument of its own."""
+    calls = fn.calls(s)
+    if not any(c.callee == "zip" and not c.args for c in calls):
+        return False
+    if any(c.callee not in ("zip", "map", "list", "tuple") for c in calls):
+        return False
+    colls = state.of(fn.fqn).colls
+    return sum(1 for n in s.names if n in colls) == 1
+
+
+def returns_group(state: IdState, fn: FnView) -> bool:
+    """Every return of ``fn`` hands back one of its grouped id collections."""
+    values = [r.value for r in fn.all_returns]
+    mine = state.of(fn.fqn)
+    return bool(values) and not fn.fact.is_async and all(v in mine.groups for v in values)
+
+
 def returns_coll(state: IdState, fn: FnView) -> bool:
     """Every return of ``fn`` hands back one of its id collections (or nothing)."""
     values = [r.value for r in fn.all_returns if r.value not in ("None",)]
@@ -483,13 +528,14 @@ def returns_coll(state: IdState, fn: FnView) -> bool:
     return all(state.is_coll(fn, v) for v in values)
 
 
-def coll_returner_names(state: IdState, fns) -> set[str]:
-    """Names every analysed function of which returns an id collection (a name
-    two functions share counts only when both do)."""
+def coll_returner_names(state: IdState, fns, returns=returns_coll) -> set[str]:
+    """Names every analysed function of which returns an id collection (or,
+    with ``returns=returns_group``, grouped ones; a name two functions share
+    counts only when both do)."""
     yes: set[str] = set()
     no: set[str] = set()
     for fn in fns:
-        (yes if returns_coll(state, fn) else no).add(fn.name)
+        (yes if returns(state, fn) else no).add(fn.name)
     return yes - no
 
 

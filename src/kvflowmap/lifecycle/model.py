@@ -21,7 +21,7 @@ from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
 from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
-                                     coll_returner_names, flow_locals, returns_id, seed)
+                                     coll_returner_names, flow_locals, returns_group, returns_id, seed)
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
@@ -576,6 +576,10 @@ def build_lifecycle(linker) -> Lifecycle:
         returners = coll_returner_names(state, fns.values())
         if returners != state.coll_returners:
             state.coll_returners = returners
+            changed = True
+        groupers = coll_returner_names(state, fns.values(), returns_group)
+        if groupers != state.group_returners:
+            state.group_returners = groupers
             changed = True
         for fn in fns.values():
             changed |= flow_locals(state, fn)

@@ -28,23 +28,28 @@ def import_modules(ctx: CheckContext, package: str) -> list[str]:
 
 
 def check_imports(ctx: CheckContext, module: str, package: str) -> list[Finding]:
-    """``import``/``from ... import`` in ``module`` naming what ``package`` lacks."""
+    """``import``/``from ... import`` in ``module`` naming what ``package`` lacks:
+    one finding per statement, with every name of it that is missing."""
     ff = ctx.model.facts[module]
-    out: list[Finding] = []
+    gone: dict[tuple[str, int, str], list[ImportFact]] = {}
     for imp in ff.imports:
         if imp.level or imp.type_checking or imp.guarded:
             continue
         if imp.module != package and not imp.module.startswith(package + "."):
             continue
-        missing = _missing(ctx, imp)
-        if missing is None:
-            continue
-        where = f"{module}.{imp.scope}" if imp.scope else module
-        when = (f"the first call of {imp.scope.rpartition('.')[2]}() raises ImportError"
-                if imp.scope else "importing this module raises ImportError" + _loads(ctx, module))
-        hint = _elsewhere(ctx, imp, package)
-        out.append(ctx.finding(where, imp.line, f"{missing}, which {vllm_label(ctx)} does not "
-                               f"have: {when}{hint}", anchor=f"import:{imp.module}:{imp.name}"))
+        if _missing_module(ctx, imp.module) is not None or _missing_name(ctx, imp):
+            gone.setdefault((imp.scope, imp.line, imp.module), []).append(imp)
+    out: list[Finding] = []
+    for (scope, line, mod), imps in gone.items():
+        lost = _missing_module(ctx, mod)
+        names = [i.name for i in imps if i.name and i.name != "*"]
+        what = f"imports module {lost}" if lost else f"imports {', '.join(names)} from {mod}"
+        where = f"{module}.{scope}" if scope else module
+        when = (f"the first call of {scope.rpartition('.')[2]}() raises ImportError"
+                if scope else "importing this module raises ImportError" + _loads(ctx, module))
+        hint = _elsewhere(ctx, names, package, mod)
+        out.append(ctx.finding(where, line, f"{what}, which {vllm_label(ctx)} does not have: "
+                               f"{when}{hint}", anchor=f"import:{mod}:{','.join(names)}"))
     return out
 
 
@@ -93,21 +98,16 @@ def _loads(ctx: CheckContext, module: str) -> str:
     return ", and so does every import of it"
 
 
-def _missing(ctx: CheckContext, imp: ImportFact) -> str | None:
-    """What of ``imp`` the analysed release lacks, in words; None when all is there."""
-    table = ctx.model.table
-    gone = _missing_module(ctx, imp.module)
-    if gone is not None:
-        return f"imports module {gone}"
+def _missing_name(ctx: CheckContext, imp: ImportFact) -> bool:
+    """``from M import n`` where module M exists but binds no ``n``."""
     if imp.name is None or imp.name == "*":
-        return None
+        return False
+    table = ctx.model.table
     sub = f"{imp.module}.{imp.name}"
     if sub in table.files or sub in table.native:
-        return None
+        return False
     names = _top_names(ctx.model.facts.get(imp.module))
-    if names is None or imp.name in names:
-        return None
-    return f"imports {imp.name} from {imp.module}"
+    return names is not None and imp.name not in names
 
 
 def _missing_module(ctx: CheckContext, module: str) -> str | None:
@@ -143,11 +143,13 @@ def _top_names(ff: FileFacts | None) -> set[str] | None:
     return None if "__getattr__" in names else names
 
 
-def _elsewhere(ctx: CheckContext, imp: ImportFact, package: str) -> str:
-    """``; vllm.x.y defines it`` when an analysed module of the release does."""
-    if not imp.name or imp.name == "*":
-        return ""
-    homes = sorted(d.module for fqn, d in ctx.model.defs.items()
-                   if fqn == f"{d.module}.{imp.name}" and d.module.startswith(package + ".")
-                   and d.module != imp.module)
-    return f" ({homes[0]} defines {imp.name})" if homes else ""
+def _elsewhere(ctx: CheckContext, names: list[str], package: str, module: str) -> str:
+    """`` (vllm.x.y defines n)`` for each name an analysed module of the release defines."""
+    homes = []
+    for name in names:
+        found = sorted(d.module for fqn, d in ctx.model.defs.items()
+                       if fqn == f"{d.module}.{name}" and d.module.startswith(package + ".")
+                       and d.module != module)
+        if found:
+            homes.append(f"{found[0]} defines {name}")
+    return f" ({'; '.join(homes)})" if homes else ""
