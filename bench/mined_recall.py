@@ -35,11 +35,12 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "pegaflow-llm": ("pegaflow", "vllm==0.33.0"),
     "lmcache": ("lmcache/integration/vllm", "vllm==0.33.0"),
     "vllm-ascend": ("vllm_ascend/distributed", "vllm==0.33.0"),
+    "mooncake-transfer-engine": ("mooncake", "vllm==0.33.0"),
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.11 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
     ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
-    ("vllm-ascend, LMCache, PegaFlow", None, lambda v: True),
+    ("vllm-ascend, LMCache, PegaFlow, Mooncake", None, lambda v: True),
 )
 
 
@@ -52,6 +53,17 @@ class Case:
     after: str
     function: str
     bug: str
+    # the vLLM to check against when not the code base's default (an import
+    # fix is a fix against the vLLM release that moved the name)
+    context: str = ""
+    file_line: str = ""
+
+    @property
+    def module_level(self) -> bool:
+        """The fix changed module-level code (an import): the case's function
+        is the module of its file, and only a finding on the module counts."""
+        stem = Path(self.file_line.partition(":")[0]).stem
+        return bool(stem) and self.function.rpartition(".")[2] == stem
 
 
 def _ver(v: str) -> tuple[int, ...]:
@@ -61,10 +73,11 @@ def _ver(v: str) -> tuple[int, ...]:
 def load_cases(path: Path) -> list[Case]:
     """The cases of a ``mined_fixes.json``."""
     rows = json.loads(path.read_text(encoding="utf-8"))["cases"]
-    return [Case(r["codebase"], r["before"], r["after"], r["function"], r["bug"]) for r in rows]
+    return [Case(r["codebase"], r["before"], r["after"], r["function"], r["bug"],
+                 r.get("context", ""), r.get("file_line", "")) for r in rows]
 
 
-def check_one(codebase: str, version: str) -> list[dict[str, str]]:
+def check_one(codebase: str, version: str, context_spec: str = "") -> list[dict[str, str]]:
     """Every shipped rule on one release's connector code (run in a child)."""
     from kvflowmap.api import Request, analyse
     from kvflowmap.check.engine import run_rules
@@ -73,6 +86,7 @@ def check_one(codebase: str, version: str) -> list[dict[str, str]]:
     from kvflowmap.sources.fetch import fetch_release
 
     subject, context = SUBJECTS[codebase]
+    context = context_spec or context
     spec = f"{codebase}=={version}"
     cache = default_cache_dir()
     root = fetch_release(spec, cache)
@@ -87,10 +101,10 @@ def check_one(codebase: str, version: str) -> list[dict[str, str]]:
                    for f in run_rules(a, rules)), key=lambda d: tuple(d.values()))
 
 
-def _findings(codebase: str, version: str, work: Path) -> list[dict[str, str]]:
-    out = work / f"{codebase}-{version}.json"
+def _findings(codebase: str, version: str, context: str, work: Path) -> list[dict[str, str]]:
+    out = work / (f"{codebase}-{version}" + (f"-{context}" if context else "") + ".json")
     if not out.exists():
-        proc = subprocess.run([sys.executable, __file__, "--one", codebase, version],
+        proc = subprocess.run([sys.executable, __file__, "--one", codebase, version, context],
                               capture_output=True, text=True, check=False)
         if proc.returncode:
             print(f"{codebase} {version}: check failed\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -113,9 +127,13 @@ def _same_member(fn: str, function: str) -> bool:
 
 def verdict(case: Case, before: Iterable[dict[str, str]], after: Iterable[dict[str, str]]) -> str | None:
     """The rule that finds ``case``, or None."""
-    gone_after = {f["rule"] for f in after if _same_member(f["function"], case.function)}
+    gone_after = {f["rule"] for f in after if (
+        f["function"] == case.function if case.module_level
+        else _same_member(f["function"], case.function))}
     for f in before:
-        if _names(f["function"], case.function) and f["rule"] not in gone_after:
+        named = f["function"] == case.function if case.module_level else \
+            _names(f["function"], case.function)
+        if named and f["rule"] not in gone_after:
             return f["rule"]
     return None
 
@@ -128,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=None, help="keep per-release findings here")
     p.add_argument("-j", "--jobs", type=int, default=1)
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--one", nargs=2, metavar=("CODEBASE", "VERSION"), help=argparse.SUPPRESS)
+    p.add_argument("--one", nargs=3, metavar=("CODEBASE", "VERSION", "CONTEXT"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
         json.dump(check_one(*args.one), sys.stdout)
@@ -136,10 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [c for c in load_cases(args.cases) if args.only in c.function or args.only == c.codebase]
     work = args.work or Path(tempfile.mkdtemp(prefix="mined-recall-"))
     work.mkdir(parents=True, exist_ok=True)
-    releases = sorted({(c.codebase, v) for c in cases for v in (c.before, c.after)})
+    releases = sorted({(c.codebase, v, c.context) for c in cases for v in (c.before, c.after)})
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        found = dict(zip(releases, pool.map(lambda r: _findings(r[0], r[1], work), releases), strict=True))
-    rows = [(c, verdict(c, found[c.codebase, c.before], found[c.codebase, c.after])) for c in cases]
+        found = dict(zip(releases, pool.map(lambda r: _findings(*r, work), releases), strict=True))
+    rows = [(c, verdict(c, found[c.codebase, c.before, c.context],
+                        found[c.codebase, c.after, c.context])) for c in cases]
     for c, rule in rows:
         print(f"{'found' if rule else 'missed':6} {c.codebase} {c.before} -> {c.after}  "
               f"{'.'.join(c.function.split('.')[-2:])}  {rule or ''}")

@@ -44,11 +44,31 @@ def _vllm(version: str) -> Corpus:
                   "vllm/distributed/kv_transfer/kv_connector/v1", f"vllm=={version}")
 
 
+def _mooncake(version: str, vllm: str = "vllm==0.33.0") -> Corpus:
+    return Corpus(f"mooncake-transfer-engine {version}",
+                  f"mooncake-transfer-engine=={version}", "mooncake", vllm)
+
+
 BUGS = (
     # PegaFlow's save thread called _process_save_batch with nothing around it
     # but ``except queue.Empty``: one failed batch ended the only save thread,
     # and every later request stayed held. 0.25.1 wraps it (_run_save_batch,
     # "If it died on an unexpected error every later request would stay held").
+    # Mooncake's own copy of its connector imported backend_name_to_enum and
+    # _Backend at module level; vLLM 0.11.1 removed them, and the module could
+    # not be imported. 0.3.8.post1 imports them only on vLLM 0.11.0.
+    FixedBug("mooncake connector imports a selector helper vLLM 0.11.1 removed",
+             _mooncake("0.3.7.post2", "vllm==0.11.1"),
+             _mooncake("0.3.8.post1", "vllm==0.11.1"),
+             "kvc-imports-resolve",
+             "mooncake.mooncake_connector_v1"),
+    # Its decode side waited for the prefill side's answer with a blocking
+    # recv() and no timeout; 0.3.9 sets RCVTIMEO.
+    FixedBug("mooncake connector's pull waits for the prefill side with no timeout",
+             _mooncake("0.3.8.post1"),
+             _mooncake("0.3.9"),
+             "kvc-no-unbounded-wait-in-background-work",
+             "mooncake.mooncake_connector_v1.MooncakeConnectorWorker.receive_kv"),
     FixedBug("pegaflow save thread dies on a failed batch",
              _pegaflow("0.22.0"),
              _pegaflow("0.25.1"),
