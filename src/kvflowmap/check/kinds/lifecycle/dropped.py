@@ -182,7 +182,8 @@ def _ignored(ctx: CheckContext, fqn: str, param: str) -> Finding:
 def _finding(ctx: CheckContext, d: Drop) -> Finding:
     where = f"{short(d.fqn)}"
     what = f"the request ids of `{d.id_name}`" if d.how == "abandoned" else \
-        f"request id `{d.id_name}`"
+        f"the request ids in `{d.id_name}`" if d.id_name in ctx.lifecycle().state.of(d.fqn).colls \
+        else f"request id `{d.id_name}`"
     msg = (f"{what} can be dropped in {where}: {_HOW[d.how]} "
            f"(line {d.branch_line}), while another path hands it on"
            f"{f' (line {d.handover_line})' if d.handover_line else ''}; the request is "
