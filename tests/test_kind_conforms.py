@@ -236,3 +236,34 @@ class Current(KVConnectorBase_V1):
     changed = next(f for f in found if f.function.startswith("vllm."))
     assert "set[str]" in changed.message and "KVConnectorMetadata" in changed.message
 
+
+
+def test_a_sibling_super_call_says_nothing_of_how_vllm_constructs_another_connector(tree):
+    # MultiConnector-like: passes the base's names by keyword to *its* base; the
+    # other connector, which vLLM constructs positionally, may name them as it likes
+    found = check(tree, """
+class Sibling(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+
+
+class Mine(KVConnectorBase_V1):
+    def __init__(self, config, role, kv_cache_config=None):
+        super().__init__(config, role, kv_cache_config)
+""", **SIG)
+    assert [f for f in found if f.function == "conn.Mine.__init__"] == []
+
+
+def test_a_subclass_super_call_is_how_the_override_is_called(tree):
+    found = check(tree, """
+class Parent(KVConnectorBase_V1):
+    def __init__(self, config, role, kv_cache_config=None):
+        super().__init__(config, role, kv_cache_config)
+
+
+class Child(Parent):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+""", **SIG)
+    assert any(f.function == "conn.Parent.__init__" and "'vllm_config='" in f.message
+               for f in found)

@@ -35,18 +35,30 @@ class Callers:
                 key=lambda mc: (self.ctx.is_subject(mc[0]), mc[0], mc[1].line))
         return self._memo[base]
 
-    def passed(self, base: str) -> dict[str, int] | None:
-        """Keyword names and ``*pos`` (most positional args) over all call sites."""
-        sites = self.calls(base)
+    def passed(self, base: str, cls: str | None = None) -> dict[str, int] | None:
+        """Keyword names and ``*pos`` (most positional args) over the call sites
+        that can run the override in class ``cls``: a ``super().m(...)`` in a
+        class that does not derive from ``cls`` runs a method above it, never
+        this override (MultiConnector's ``super().__init__(vllm_config=...)``
+        says nothing of how vLLM constructs another connector)."""
+        sites = [(m, c) for m, c in self.calls(base) if cls is None or self._reaches(m, c, cls)]
         if not sites:
             return None
         out = {"*pos": max(len(c.args) for _, c in sites)}
         out.update({k: 1 for _, c in sites for k, _ in c.kwargs})
         return out
 
-    def first_site(self, base: str) -> list[tuple[str, int, str]]:
-        """(function, line, call text) of the first call site, if any: a path step."""
-        for m, c in self.calls(base)[:1]:
+    def _reaches(self, module: str, call: CallFact, cls: str) -> bool:
+        if not (call.callee or "").startswith("super()."):
+            return True
+        caller = f"{module}.{call.scope.rpartition('.')[0]}"
+        return self.ctx.classes.is_class(caller) and cls in self.ctx.classes.mro(caller)[1:]
+
+    def first_site(self, base: str, cls: str | None = None) -> list[tuple[str, int, str]]:
+        """(function, line, call text) of the first call site that can run the
+        override in ``cls``, if any: a path step."""
+        sites = [(m, c) for m, c in self.calls(base) if cls is None or self._reaches(m, c, cls)]
+        for m, c in sites[:1]:
             args = [a or "…" for a in c.args] + [f"{k}={v or '…'}" for k, v in c.kwargs]
             return [(f"{m}.{c.scope}" if c.scope else m, c.line, f"{c.callee}({', '.join(args)})")]
         return []
@@ -58,7 +70,8 @@ def check_override(ctx: CheckContext, opts: Options, pats: list[str], callers: C
     base = base_method(ctx, fqn, pats)
     assert base is not None
     b, o = Sig.of(ctx.linker, base), Sig.of(ctx.linker, fqn)
-    issues = compare(b, o, callers.passed(base), Related(ctx),
+    cls = fqn.rpartition(".")[0]
+    issues = compare(b, o, callers.passed(base, cls), Related(ctx),
                      annotations=opts.annotations, returns=opts.returns)
     if not issues:
         return []
@@ -67,7 +80,7 @@ def check_override(ctx: CheckContext, opts: Options, pats: list[str], callers: C
     steps = [ctx.step(base, ctx.function(base).line, f"base ({label}): {b.text}"),
              ctx.step(fqn, fn.line, f"override: {o.text}")]
     steps += [ctx.step(c, line, f"vLLM calls it: {text}") for c, line, text in
-              callers.first_site(base)]
+              callers.first_site(base, cls)]
     short = base.rpartition(".")[0].rpartition(".")[2]
     return [ctx.finding(fqn, fn.line, f"{fn.name} {issue} ({short} in {label})", column=fn.col,
                         path=tuple(steps), anchor=f"{fn.name}:{key}") for key, issue in issues]
