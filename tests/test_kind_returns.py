@@ -149,3 +149,47 @@ def test_falls_through_follows_the_statement_tree() -> None:
     assert not falls_through((Stmt("try", 1, body=(ret,), handlers=(Stmt("except", 1, body=(rai,)),)),))
     assert falls_through((Stmt("try", 1, body=(ret,), handlers=(Stmt("except", 1, body=(simple,)),)),))
     assert not falls_through((Stmt("with", 1, "lock", body=(ret,)),))
+
+
+DELEGATE = """
+from functools import wraps
+
+
+def delegate_to(member):
+    def decorator(method):
+        @wraps(method)
+        def wrapper(self, *args, **kwargs):
+            return getattr(getattr(self, member), method.__name__)(*args, **kwargs)
+        return wrapper
+    return decorator
+
+
+def traced(method):
+    @wraps(method)
+    def wrapper(self, *args, **kwargs):
+        return method(self, *args, **kwargs)
+    return wrapper
+
+
+class Sched:
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 4, False
+
+
+class C(KVConnectorBase_V1):
+    @delegate_to("sched")
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        pass
+
+
+class D(KVConnectorBase_V1):
+    @traced
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        pass
+"""
+
+
+def test_a_body_its_decorator_replaces_is_not_judged_a_wrapped_one_is(tree):
+    found = check(tree, DELEGATE, **SHAPE)
+    # C's ``pass`` never runs: the wrapper forwards to self.sched; D's does
+    assert [f.function.rpartition(".")[0].rpartition(".")[2] for f in found] == ["D"]

@@ -138,3 +138,24 @@ def test_a_base_class_removal_works_on_the_subclass_container(tree):
 def test_a_tolerant_removal_after_the_split_test_is_fine(tree):
     assert [g for g in _split(tree, "self._to_send.pop(req_id, None)")
             if g[0] == "on_notification"] == []
+
+
+def test_a_del_in_a_helper_every_caller_reaches_past_a_membership_guard(tree):
+    # aibrix-kvcache's wait_for_save: ``if rid not in c or ...: continue``, then
+    # the helper pops the entry; the clear comes after the loop
+    guarded = """
+    def wait_for_save(self):
+        for rid in list(self._sending):
+            if rid not in self._trackers or self._trackers[rid] is None:
+                continue
+            self._send(rid)
+        self._trackers.clear()
+
+    def _send(self, rid):
+        handle = self._trackers.pop(rid)
+        return handle
+"""
+    assert asserted(tree, guarded) == [("request_finished", "_send"),
+                                       ("request_finished", "wait_for_save")]
+    unguarded = guarded.replace("if rid not in self._trackers or", "if")
+    assert ("_send", "wait_for_save") in asserted(tree, unguarded)

@@ -112,7 +112,8 @@ class CheckContext:
         else:
             out = [fqn for fqn, d in self.model.defs.items()
                    if not d.is_class and self._module_ok(d.module)]
-        return sorted(out)
+        # a def whose decorator replaces it by a forwarding wrapper never runs
+        return sorted(f for f in out if not self.values.body_replaced(f))
 
     def methods_named(self, name: str) -> list[str]:
         """Target-class methods called ``name`` (own definitions only)."""

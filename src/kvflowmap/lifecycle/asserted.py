@@ -341,15 +341,38 @@ def _filled_by_callers(fns: dict[str, FnView], eff: Effects, target: str, c: Con
 def _tested_around(fn: FnView, eff: Effects, body: tuple[Stmt, ...], line: int,
                    c: Container) -> bool:
     """``line`` is in the arm of a test that the key is in ``c``
-    (``if rid in self.c: self._remove(rid)``), so the entry is there."""
-    for s in body:
+    (``if rid in self.c: self._remove(rid)``), or after a guard in the same
+    block that leaves when it is not (``if rid not in self.c: continue``),
+    so the entry is there."""
+    for i, s in enumerate(body):
         if s.kind == "if" and any(x.line == line for x in walk(s.body)) and \
                 _tests_in(fn, eff, s.text or "", c):
+            return True
+        if any(x.line == line for x in walk((s,))) and any(
+                _exits_unless_in(fn, eff, g, c) for g in body[:i]):
             return True
         for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
             if _tested_around(fn, eff, part, line, c):
                 return True
     return False
+
+
+_EXITS = ("continue", "return", "break", "raise")
+
+
+def _exits_unless_in(fn: FnView, eff: Effects, s: Stmt, c: Container) -> bool:
+    """``if k not in c or ...: continue`` (no ``else``): past it the key is in ``c``."""
+    if s.kind != "if" or s.orelse or not s.body or s.body[-1].kind not in _EXITS:
+        return False
+    try:
+        node = ast.parse(s.text or "", mode="eval").body
+    except SyntaxError:
+        return False
+    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) \
+        else [node]
+    return any(isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.NotIn)
+               and container_of(ast.unparse(p.comparators[0]), fn, eff.values) == c
+               for p in parts)
 
 
 def _tests_in(fn: FnView, eff: Effects, text: str, c: Container) -> bool:

@@ -559,7 +559,8 @@ def build_lifecycle(linker) -> Lifecycle:
     model, values, calls = linker.model, linker.values, linker.calls
     spec = lifecycle_spec(linker.protocol)
     fns = {fqn: v for fqn in sorted(model.defs)
-           if _is_subject(model, fqn) and (v := view(model, fqn)) is not None}
+           if _is_subject(model, fqn) and (v := view(model, fqn)) is not None
+           and not values.body_replaced(fqn)}  # a def its decorator replaces never runs
     state = IdState(spec)
     # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
     seed_class_fields(state, (c for m in _subject_modules(model)

@@ -370,6 +370,56 @@ class Evaluator:
             return tuple(out)
         return ()
 
+    def body_replaced(self, fqn: str) -> bool:
+        """Whether a decorator of ``fqn`` binds its name to a wrapper that never
+        calls (nor hands on) the decorated function: ``@delegate_to("worker")``
+        forwarding every call to ``self.worker``. The body written under the
+        ``def`` (often a bare ``pass``) then never runs."""
+        d = self.model.defs.get(fqn)
+        if d is None or d.is_class or not d.fact.decorators:
+            return False
+        ctx = (d.module, d.fact.qualname.rpartition(".")[0])
+        for text in d.fact.decorators:
+            dec = _strip_args(text.replace(" ", ""))
+            if not _looks_like_chain(dec):
+                continue
+            factory = dec.endswith("()")
+            for kind, target in self.eval(ctx, dec[:-2] if factory else dec, 1):
+                if kind != "func":
+                    continue
+                # ``@dec(args)``: the decorator is what the factory returns
+                makers = self._returned_defs(target) if factory else [target]
+                if any(self._never_calls(m, w) for m in makers for w in self._returned_defs(m)):
+                    return True
+        return False
+
+    def _returned_defs(self, fqn: str) -> list[str]:
+        """The defs nested in ``fqn`` that it returns by name (``return wrapper``)."""
+        d = self.model.defs.get(fqn)
+        if d is None or d.is_class:
+            return []
+        out = []
+        for r in self.model.facts[d.module].returns:
+            if r.scope == d.fact.qualname and r.value and r.value.isidentifier():
+                nested = self.model.defs.get(f"{fqn}.{r.value}")
+                if nested is not None and not nested.is_class:
+                    out.append(f"{fqn}.{r.value}")
+        return out
+
+    def _never_calls(self, maker: str, wrapper: str) -> bool:
+        """``wrapper``, made by decorator ``maker``, neither calls the function
+        ``maker`` was given (its first parameter) nor passes it on."""
+        params = cast(FunctionFact, self.model.defs[maker].fact).params
+        if not params:
+            return False
+        wrapped = params[0].name
+        w = self.model.defs[wrapper]
+        qual = w.fact.qualname
+        return not any(
+            (c.scope == qual or c.scope.startswith(qual + ".")) and
+            (c.callee == wrapped or wrapped in c.args or wrapped in (v for _, v in c.kwargs))
+            for c in self.model.facts[w.module].calls)
+
     def _module_var(self, module: str, name: str, depth: int) -> tuple[Value, ...]:
         """A module-level variable: what its last unconditional assignment
         and the assignments after it bind (``a = dec1`` then ``a = dec2``:
