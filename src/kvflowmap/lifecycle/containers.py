@@ -47,7 +47,11 @@ class Container:
 
 
 def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
-    """The container a chain names inside ``fn``; None for locals."""
+    """The container a chain names inside ``fn``; None for locals, and for
+    what a call hands back (``self.reqs.setdefault(k, m).__dict__``: no
+    attribute of any object is called that)."""
+    if "()." in chain.replace("[]", ""):
+        return None
     parts = chain.replace("[]", "").replace("()", "").split(".")
     if not parts or not parts[0]:
         return None
