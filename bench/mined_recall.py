@@ -8,10 +8,13 @@ Each case (``bench/mined_fixes.json``, one row of ``docs/fix-histories/``) names
 the release before a fix, the release after it and the function the fix
 changed. The subject is the connector code of that release (vLLM's own
 ``kv_connector/v1`` against itself; PegaFlow, LMCache's vLLM integration and
-vllm-ascend's ``distributed`` against vLLM 0.33.0), checked with every shipped
+vllm-ascend's ``distributed`` against vLLM 0.33.0; Mooncake's own connector in
+``mooncake-transfer-engine``, written for vLLM 0.10 to 0.12, against 0.11.1; a
+case may name another vLLM as its ``context``), checked with every shipped
 rule. A case is *found* when a finding on the release before names the
-function (or a def nested in it) and no finding of the same rule names a
-function of the same class and name on the release after. Each release is
+function (or a def nested in it; only the module, for a fix of module-level
+code such as an import) and no finding of the same rule names a function of
+the same class and name on the release after. Each release is
 checked once per run, in a child process of its own (peak memory stays that of
 one analysis); ``--work`` keeps the findings per release so that a second run
 with the same sources only redoes what is missing.
@@ -35,7 +38,7 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "pegaflow-llm": ("pegaflow", "vllm==0.33.0"),
     "lmcache": ("lmcache/integration/vllm", "vllm==0.33.0"),
     "vllm-ascend": ("vllm_ascend/distributed", "vllm==0.33.0"),
-    "mooncake-transfer-engine": ("mooncake", "vllm==0.33.0"),
+    "mooncake-transfer-engine": ("mooncake", "vllm==0.11.1"),  # it refuses vLLM >= 0.13
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.11 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),

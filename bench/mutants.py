@@ -80,6 +80,9 @@ CODEBASES = (
     Codebase("vllm-0.33", "vllm==0.33.0", "vllm/distributed/kv_transfer/kv_connector/v1", None),
     Codebase("vllm-ascend", "vllm-ascend==0.23.0", "vllm_ascend/distributed", "vllm==0.33.0"),
     Codebase("vllm-0.11", "vllm==0.11.0", "vllm/distributed/kv_transfer/kv_connector/v1", None),
+    # Mooncake's own copy of its connector (for vLLM 0.10 to 0.12): first read
+    # after its findings
+    Codebase("mooncake-te", "mooncake-transfer-engine==0.3.13.post1", "mooncake", "vllm==0.11.1"),
 )
 
 

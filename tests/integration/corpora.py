@@ -30,9 +30,10 @@ CORPORA = (
     Corpus("vllm 0.11.0 connectors", "vllm==0.11.0", "vllm/distributed/kv_transfer/kv_connector/v1",
            "vllm==0.11.0"),
     # Mooncake's own copy of its vLLM connector, shipped in the transfer engine's
-    # wheel; first checked 2026-12-05, after the rules were written
+    # wheel for vLLM 0.10 to 0.12 (it refuses newer ones); first checked
+    # 2026-12-05, after the rules were written
     Corpus("mooncake-transfer-engine 0.3.13.post1", "mooncake-transfer-engine==0.3.13.post1",
-           "mooncake"),
+           "mooncake", "vllm==0.11.1"),
 )
 
 

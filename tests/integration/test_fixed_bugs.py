@@ -44,7 +44,7 @@ def _vllm(version: str) -> Corpus:
                   "vllm/distributed/kv_transfer/kv_connector/v1", f"vllm=={version}")
 
 
-def _mooncake(version: str, vllm: str = "vllm==0.33.0") -> Corpus:
+def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
     return Corpus(f"mooncake-transfer-engine {version}",
                   f"mooncake-transfer-engine=={version}", "mooncake", vllm)
 
@@ -58,8 +58,8 @@ BUGS = (
     # _Backend at module level; vLLM 0.11.1 removed them, and the module could
     # not be imported. 0.3.8.post1 imports them only on vLLM 0.11.0.
     FixedBug("mooncake connector imports a selector helper vLLM 0.11.1 removed",
-             _mooncake("0.3.7.post2", "vllm==0.11.1"),
-             _mooncake("0.3.8.post1", "vllm==0.11.1"),
+             _mooncake("0.3.7.post2"),
+             _mooncake("0.3.8.post1"),
              "kvc-imports-resolve",
              "mooncake.mooncake_connector_v1"),
     # Its decode side waited for the prefill side's answer with a blocking
