@@ -8,17 +8,27 @@ parks the request in ``WAITING_FOR_REMOTE_KVS`` and calls
 A commit hook that records the request on no path at all, in a class whose
 probe can ask for a load (``True``, or a token count that is not a literal
 0), parks every async load forever, and leaves a synchronous one unloaded.
+
+The same holds per kind of request: when the probe parks only requests whose
+record says so (``if params.get("do_remote_prefill"): return n, True``), the
+commit hook's arm for that same test (``if params.get("do_remote_prefill"):``)
+must record them; one that records nothing, while the hook records only in
+its other arms (``elif params.get("do_remote_decode"): ...``), parks every
+such request forever.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.effects import HANDLING
+from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
          "(`lifecycle.commit`) its MRO resolves to, the probe's returned tuples (the "
@@ -51,8 +61,12 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         parks = _async_returns(lc, probe, idx, opts.never_async)
         if not parks:
             continue
-        if _records(lc, commit) or _records(lc, probe):
-            continue  # the commit hook records; or the design records in the probe
+        if _records(lc, probe):
+            continue  # the design records in the probe
+        if _records(lc, commit):
+            out += [_arm_finding(ctx, lc, probe, commit, arm, key, line)
+                    for arm, key, line in _unrecorded_arms(lc, probe, commit, parks)]
+            continue
         fn = lc.functions[commit]
         line = parks[0]
         out.append(ctx.finding(
@@ -89,3 +103,83 @@ def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int
         if r.elements[idx].strip() not in never or count not in ("0", "None", ""):
             lines.append(r.line)
     return lines
+
+
+def _arm_finding(ctx: CheckContext, lc, probe: str, commit: str, arm: Stmt, key: str,
+                 line: int) -> Finding:
+    return ctx.finding(
+        commit, arm.line,
+        f"{short(commit)} records nothing for a request whose record has {key!r}, but "
+        f"{short(probe)} asks to load exactly those (line {line}), and this hook records "
+        "requests only in its other arms: vLLM parks such a request in "
+        "WAITING_FOR_REMOTE_KVS (or counts its tokens as computed), and no worker ever "
+        "loads it or names it in finished_recving",
+        path=(ctx.step(probe, line, f"the probe asks for a load when {key!r} is set"),
+              ctx.step(commit, arm.line, f"the arm for {key!r} records nothing")),
+        anchor=f"parked-arm:{key}")
+
+
+def _unrecorded_arms(lc, probe: str, commit: str, parks: list[int]
+                     ) -> list[tuple[Stmt, str, int]]:
+    """(``if`` statement, key, probe line) for each arm of the commit hook
+    whose test requires a key of the request's record that every way the
+    probe asks for a load requires too, where that arm records nothing and
+    every record of the hook lies in the ``if``'s other arms."""
+    keys = _park_keys(lc.functions[probe], set(parks))
+    fn = lc.functions[commit]
+    records = {s.line for s in fn.stmts if any(
+        e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, s))}
+    out = []
+    for key, line in sorted(keys.items()):
+        for s in walk(fn.fact.body):
+            if s.kind != "if" or key not in _positive_keys(s.text):
+                continue
+            inside = {x.line for x in walk(s.body)}
+            other = {x.line for x in walk(s.orelse)}
+            if records and not records & inside and records <= other:
+                out.append((s, key, line))
+    return out
+
+
+def _park_keys(fn, parks: set[int]) -> dict[str, int]:
+    """Keys of the request's record (``params.get("k")``) that the tests around
+    every one of the probe's asking returns require, with one such line."""
+    found: dict[int, set[str]] = {}
+
+    def visit(body: tuple[Stmt, ...], keys: frozenset[str]) -> None:
+        for s in body:
+            if s.kind == "return" and s.line in parks:
+                found[s.line] = set(keys)
+            if s.kind == "if":
+                visit(s.body, keys | _positive_keys(s.text))
+                visit(s.orelse, keys)
+                continue
+            for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+                visit(part, keys)
+
+    visit(fn.fact.body, frozenset())
+    if not found or set(found) != parks:
+        return {}
+    common = set.intersection(*found.values())
+    return {k: min(found) for k in common}
+
+
+def _positive_keys(test: str | None) -> frozenset[str]:
+    """String keys the test requires to be set: ``x.get("k")`` or ``x["k"]`` as
+    the test or one part of its ``and`` (not under ``not``)."""
+    try:
+        node = ast.parse(test or "", mode="eval").body
+    except SyntaxError:
+        return frozenset()
+    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+        else [node]
+    out = set()
+    for p in parts:
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) and \
+                p.func.attr == "get" and p.args and isinstance(p.args[0], ast.Constant) and \
+                isinstance(p.args[0].value, str):
+            out.add(p.args[0].value)
+        elif isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant) and \
+                isinstance(p.slice.value, str):
+            out.add(p.slice.value)
+    return frozenset(out)
