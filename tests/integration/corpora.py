@@ -34,6 +34,9 @@ CORPORA = (
     # 2026-12-05, after the rules were written
     Corpus("mooncake-transfer-engine 0.3.13.post1", "mooncake-transfer-engine==0.3.13.post1",
            "mooncake", "vllm==0.11.1"),
+    # AIBrix's KV cache package: three connectors, first checked 2026-12-05; its
+    # findings then were all false and fixed in the engine, so none is triaged
+    Corpus("aibrix-kvcache 0.8.0", "aibrix-kvcache==0.8.0", "aibrix_kvcache/integration/vllm"),
 )
 
 
