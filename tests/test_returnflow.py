@@ -146,3 +146,52 @@ def test_a_conditional_with_an_empty_arm_keeps_the_other_arms_origin() -> None:
     assert origin('self.t.get() if self.role == "c" else set()') == "self.t.get()"
     assert origin("None if closed else self._done") == "self._done"
     assert origin("self._a if c else self._b") is None  # two values: neither is the origin
+
+
+FUTURES = '''
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Worker:
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.pool = ThreadPoolExecutor(1)
+        self.recved = set()
+        self.sent = set()
+
+    async def _fetch_recved(self):
+        done, self.recved = self.recved, set()
+        return done
+
+    def _fetch_sent(self):
+        done, self.sent = self.sent, set()
+        return done
+
+    def get_finished(self, finished_req_ids):
+        recv_fut = asyncio.run_coroutine_threadsafe(self._fetch_recved(), self.loop)
+        send_fut = self.pool.submit(self._fetch_sent)
+        recving = recv_fut.result() if recv_fut else set()
+        return send_fut.result(), recving
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self):
+        self.worker = Worker()
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+def test_a_future_s_result_is_what_the_function_it_runs_returns(tmp_path: Path) -> None:
+    # the Mooncake connectors' get_finished: run_coroutine_threadsafe(...).result()
+    pkg = tmp_path / "futconn"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(FUTURES))
+    g = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False)).graph
+    assert "futconn.Worker._fetch_recved" in _producers(g, FIELD)
+    assert "futconn.Worker._fetch_sent" in _producers(g, SENDING)
+    assert "futconn.Worker._fetch_sent" not in _producers(g, FIELD)

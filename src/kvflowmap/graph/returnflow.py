@@ -99,25 +99,66 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
 
 def _through_call(lk: Linker, module: str, scope: str, callee: str,
                   want: Want, depth: int, seen: set) -> list[tuple[str, int, str]]:
+    if callee.endswith(".result") and callee[:-len(".result")].isidentifier():
+        done = _through_future(lk, module, scope, callee[:-len(".result")], want, depth, seen)
+        if done:
+            return done
     call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == callee), None)
     if call is None:
         return []
     out = []
     for target in _targets(lk, module, scope, call):
-        d = lk.model.defs[target]
-        for r in lk.model.scope_returns(d.module, d.fact.qualname):
-            nxt = _part(r, want)
-            if nxt is None:
+        out += _returned_by(lk, target, want, depth, seen)
+    return out
+
+
+def _returned_by(lk: Linker, target: str, want: Want, depth: int,
+                 seen: set) -> list[tuple[str, int, str]]:
+    """The returns of analysed function ``target`` that hand on the wanted
+    part, and where that comes from in turn."""
+    out = []
+    d = lk.model.defs[target]
+    for r in lk.model.scope_returns(d.module, d.fact.qualname):
+        nxt = _part(r, want)
+        if nxt is None:
+            continue
+        origin, rest = nxt
+        # ``return done`` hands the local on whole; ``return results`` of a
+        # wanted field hands on ``results.<field>`` (``local.field``)
+        local = origin if origin and origin.isidentifier() and rest.slot is None else ""
+        if local and rest.field:
+            local = f"{local}.{rest.field}"
+        out.append((target, r.line, local))
+        if origin:
+            out += _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen)
+    return out
+
+
+def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,
+                    depth: int, seen: set) -> list[tuple[str, int, str]]:
+    """``fut.result()`` of a local future bound from a call that runs an
+    analysed function (``run_coroutine_threadsafe(self.fetch(), loop)``,
+    ``executor.submit(self.work, x)``, ``loop.run_in_executor(None, self.work)``):
+    what that function returns."""
+    out = []
+    calls = lk.model.scope_calls(module, scope)
+    for a in lk.model.assigns.get((module, scope), {}).get(fut, ()):
+        if a.aug or a.position is not None or not (a.value or "").endswith("()"):
+            continue
+        maker = next((c for c in calls if c.line == a.line and c.callee == a.value[:-2]), None)
+        if maker is None:
+            continue
+        for arg in maker.args:
+            if not arg:
                 continue
-            origin, rest = nxt
-            # ``return done`` hands the local on whole; ``return results`` of a
-            # wanted field hands on ``results.<field>`` (``local.field``)
-            local = origin if origin and origin.isidentifier() and rest.slot is None else ""
-            if local and rest.field:
-                local = f"{local}.{rest.field}"
-            out.append((target, r.line, local))
-            if origin:
-                out += _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen)
+            if arg.endswith("()"):  # a coroutine (or value) made by a call
+                out += _trace(lk, module, scope, arg, want, depth + 1, seen)
+            else:  # a function handed over to run
+                for kind, fqn in lk.values.eval((module, scope), arg):
+                    if kind == "func" and fqn in lk.model.defs:
+                        out += _returned_by(lk, fqn, want, depth + 1, seen)
+            if out:
+                break
     return out
 
 
