@@ -143,9 +143,10 @@ def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,
     out = []
     calls = lk.model.scope_calls(module, scope)
     for a in lk.model.assigns.get((module, scope), {}).get(fut, ()):
-        if a.aug or a.position is not None or not (a.value or "").endswith("()"):
+        value = a.value or ""
+        if a.aug or a.position is not None or not value.endswith("()"):
             continue
-        maker = next((c for c in calls if c.line == a.line and c.callee == a.value[:-2]), None)
+        maker = next((c for c in calls if c.line == a.line and c.callee == value[:-2]), None)
         if maker is None:
             continue
         for arg in maker.args:
