@@ -105,6 +105,8 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
+    # per path, the line of the call each step into a gated helper took
+    taken: dict[tuple[str, ...], list[int | None]] = {}
     overridden = crossed = False
     families = Families(g)
     expanded = _ReturnContexts(g, simple, kinds).graph(sources, targets)
@@ -125,11 +127,13 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
                 crossed = True
                 continue
             found.append(nodes)
+            taken.setdefault(tuple(nodes), [_call_line(live) for _, live in p[1:-1]])
     if not found:
         return _no_path(simple, a, b, sources, targets, expanded=expanded,
                         overridden=overridden, crossed=crossed)
     found.sort(key=lambda p: (len(p), p))
-    paths = tuple(tuple(_step(g, u, v, kinds) for u, v in zip(p, p[1:], strict=False))
+    paths = tuple(tuple(_step(g, u, v, kinds, line)
+                        for u, v, line in zip(p, p[1:], taken[tuple(p)][1:], strict=False))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
 
@@ -300,7 +304,8 @@ def _switches(g: nx.MultiDiGraph, simple: nx.DiGraph, ends: list[str]) -> list[t
 # state, the function that wrote it on the path (or None).
 Live = frozenset[str] | str | None
 State = tuple[str, Live]
-# a ``Live`` of a helper entered by a call: ``_CALLED + caller``
+# a ``Live`` of a helper entered by a call: ``_CALLED + caller``, and, for a
+# helper whose writes are gated on a parameter, ``+ "\0" + line`` of the call
 _CALLED = "\0called:"
 
 
@@ -348,6 +353,18 @@ class _ReturnContexts:
                 self.binds.setdefault(u, {}).setdefault(v, set()).update(d["binds"])
             if d.get("kind") == "produces" and d.get("fillers"):
                 self.fillers.setdefault(u, {}).setdefault(v, set()).update(d["fillers"])
+        # helper -> field -> the parameters (and their truth) its write runs under
+        self.gates: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {}
+        # (caller, helper) -> call line -> (the truth of the literals it passes
+        # to the gating parameters, the names the calling statement depends on)
+        self.calls_of: dict[tuple[str, str], dict[int, tuple[dict[str, bool], set[str]]]] = {}
+        for u, v, d in g.edges(data=True):
+            if d.get("kind") == "produces" and d.get("gates"):
+                self.gates.setdefault(u, {})[v] = tuple(d["gates"])
+        for u, v, d in g.edges(data=True):
+            if d.get("kind") == "call" and v in self.gates and not d.get("ref"):
+                self.calls_of.setdefault((u, v), {})[int(d.get("line") or 0)] = (
+                    dict(d.get("literals") or ()), set(d.get("deps") or ()))
         # function -> the fields it both reads and writes (vLLM's aggregator
         # copies each worker's ``invalid_block_ids`` into the merged output's):
         # what it read of one it passes on into the same one
@@ -389,11 +406,11 @@ class _ReturnContexts:
                 nxt = self._step(u, v, live)
                 if nxt is False:
                     continue
-                state: State = (v, nxt)
-                inner.append((node, state))
-                if state not in seen:
-                    seen.add(state)
-                    queue.append(state)
+                for state in self._by_call(u, v, live, nxt):
+                    inner.append((node, state))
+                    if state not in seen:
+                        seen.add(state)
+                        queue.append(state)
         # in the order ``find_paths`` builds the plain graph (sorted, then the
         # virtual ends as the names matched): the path search meets the same
         # nodes in the same order
@@ -405,15 +422,32 @@ class _ReturnContexts:
             ends, key=lambda n: (targets.index(n[0]), _order(n))))
         return out
 
+    def _by_call(self, u: str, v: str, live: Live, nxt: Live) -> list[State]:
+        """The states of ``v`` the step ``u -> v`` makes: one per call of a
+        helper with gated writes (each call passes its own literals, and
+        depends on its own names), else one."""
+        calls = self.calls_of.get((u, v))
+        if not calls or nxt != _CALLED + u:
+            return [(v, nxt)]
+        field = live.rpartition(".")[2] if isinstance(live, str) and \
+            not live.startswith(_CALLED) else None
+        return [(v, f"{nxt}\0{line}") for line, (_, deps) in sorted(calls.items())
+                if field is None or not deps or field in deps]
+
     def _step(self, u: str, v: str, live: Live) -> Live | Literal[False]:
         """The ``Live`` of ``v`` when the path steps ``u -> v`` with ``u``'s
         ``live``; False when the step is not taken."""
         edges = [d for d in self.g[u][v].values() if d.get("kind") in self.kinds]
         kinds = {d.get("kind") for d in edges}
         if isinstance(live, str) and live.startswith(_CALLED):
+            caller, _, at = live[len(_CALLED):].partition("\0")
             if "produces" in kinds and v in self.fillers.get(u, {}) and \
-                    live[len(_CALLED):] not in self.fillers[u][v]:
+                    caller not in self.fillers[u][v]:
                 return False  # this caller hands the helper another container, or none
+            if "produces" in kinds and at and v in self.gates.get(u, {}):
+                passed = self.calls_of.get((caller, u), {}).get(int(at), ({}, set()))[0]
+                if any(p in passed and passed[p] != want for p, want in self.gates[u][v]):
+                    return False  # this call passes a literal that skips the write
             live = None
         if isinstance(live, str) and "produces" in kinds and v != live and \
                 live in self.passes.get(u, ()) and v in self.passes.get(u, ()):
@@ -430,9 +464,12 @@ class _ReturnContexts:
         if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
                                       or v in self.deps):
             return u  # entered reading a field it passes on, copies, or writes from
-        if v in self.fillers and self.g.nodes[v].get("kind") == "function" and \
+        if (v in self.fillers or v in self.gates) and \
+                self.g.nodes[v].get("kind") == "function" and \
                 any(d.get("kind") == "call" for d in edges) and v not in self.relevant:
-            return _CALLED + u  # entered from this caller: fills only what it hands over
+            # entered from this caller: fills only what it hands over, and
+            # writes only what the literals it passes let run
+            return _CALLED + u
         if not self.fields:
             return None
         if self.g.nodes[v].get("kind") != "function":
@@ -484,8 +521,21 @@ def _simple(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> nx.DiGraph:
     return simple
 
 
-def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...]) -> Step:
+def _call_line(live: Live) -> int | None:
+    """The line of the call a ``Live`` of a gated helper was entered by."""
+    if isinstance(live, str) and live.startswith(_CALLED) and "\0" in live[len(_CALLED):]:
+        return int(live.rpartition("\0")[2])
+    return None
+
+
+def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...],
+          call_line: int | None = None) -> Step:
+    """The step ``u -> v``; ``call_line``: the one call the path took, when it
+    matters (a helper whose writes depend on the literals a call passes)."""
     edges = [d for d in g[u][v].values() if d.get("kind") in kinds]
+    if call_line is not None:
+        edges = [d for d in edges if d.get("kind") != "call"
+                 or int(d.get("line") or 0) == call_line] or edges
     edges.sort(key=lambda d: (ALL_KINDS.index(d["kind"]), int(d.get("line") or 0)))
     first = edges[0]
     same = sorted({int(d.get("line") or 0) for d in edges if d["kind"] == first["kind"]})

@@ -45,6 +45,7 @@ def with_state_links(linker) -> nx.MultiDiGraph:
     g = linker.graph.copy()
     add_state_links(g, lc, linker.where)
     add_store_deps(g, linker.model)
+    call_literals(g, linker.model)
     return g
 
 
@@ -162,7 +163,8 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
         for fqn, line in sorted(writers.items()):
             _edge(g, lc, fqn, node, "produces", line, where, f"puts {what} into {label}",
                   sorted(copied.get((leaf, attr, fqn), ())), _deps(lc.functions.get(fqn), line),
-                  tuple(sorted(fillers.get((leaf, attr, fqn), ()))))
+                  tuple(sorted(fillers.get((leaf, attr, fqn), ()))),
+                  gates(lc.functions.get(fqn), line))
         for fqn, line in sorted(readers.items()):
             _edge(g, lc, node, fqn, "consumes", line, where, f"reads {what} from {label}")
 
@@ -431,7 +433,7 @@ def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
 
 def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: int, where,
           note: str, copied: list[str] | None = None, deps: tuple[str, ...] = (),
-          fillers: tuple[str, ...] = ()) -> None:
+          fillers: tuple[str, ...] = (), gated: tuple[tuple[str, bool], ...] = ()) -> None:
     """One state step; ``copied``: the ``self`` attributes a field written
     whole is a copy of; ``deps``: the names the writing statement depends on
     (``path`` passes through the writer only from a field among them);
@@ -446,4 +448,84 @@ def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: in
         extra["deps"] = deps
     if fillers:
         extra["fillers"] = fillers
+    if gated:
+        extra["gates"] = gated  # type: ignore[assignment]
     g.add_edge(u, v, kind=kind, line=line, via=VIA, carrier=note, **extra, **where(fn.module))
+
+
+def gates(fn: FnView | None, line: int) -> tuple[tuple[str, bool], ...]:
+    """The parameters of ``fn`` the statement at ``line`` runs only under, and
+    the truth each must have: ``if load_remote_cache: self.reqs_to_recv[k] = m``
+    runs only for a true ``load_remote_cache``, its ``else`` only for a false
+    one. A ``path`` entering ``fn`` through a call that passes the other
+    literal (``add_new_req(..., load_remote_cache=False)``) does not take it."""
+    if fn is None:
+        return ()
+    params = {p.name for p in fn.fact.params} - {"self", "cls"}
+
+    def test_of(text: str | None) -> tuple[str, bool] | None:
+        t = (text or "").strip()
+        neg = t.startswith("not ")
+        name = t[4:].strip() if neg else t
+        return (name, not neg) if name in params else None
+
+    def visit(body, held: tuple[tuple[str, bool], ...]):
+        for st in body:
+            if st.line == line and st.kind not in ("if", "for", "while", "with", "try"):
+                return held
+            if st.kind in ("def", "class"):
+                continue
+            cond = test_of(st.text) if st.kind == "if" else None
+            arms = [(st.body, (cond,) if cond else ()),
+                    (st.orelse, ((cond[0], not cond[1]),) if cond else ())] \
+                if st.kind == "if" else [(st.body, ()), (st.orelse, ())]
+            arms += [(st.final, ())] + [(h.body, ()) for h in st.handlers]
+            for part, more in arms:
+                found = visit(part, held + more)
+                if found is not None:
+                    return found
+        return None
+
+    return tuple(sorted(set(visit(fn.fact.body, ()) or ())))
+
+
+def call_literals(g: nx.MultiDiGraph, model) -> None:
+    """Give each call of a function with gated writes (``gates``) the truth of
+    the literal arguments it passes to the gating parameters (``literals``),
+    its defaults included: which arm of the callee's tests the call runs."""
+    gated: dict[str, set[str]] = {}
+    for u, _, d in g.edges(data=True):
+        if d.get("kind") == "produces" and d.get("gates"):
+            gated.setdefault(u, set()).update(p for p, _ in d["gates"])
+    for u, v, d in g.edges(data=True):
+        if d.get("kind") != "call" or v not in gated or d.get("literals"):
+            continue
+        caller, callee = view(model, u), view(model, v)
+        if caller is None or callee is None:
+            continue
+        line = int(d.get("line") or 0)
+        call = next((c for c in caller.all_calls if c.line == line and
+                     (c.callee or "").rpartition(".")[2] == callee.name), None)
+        if call is None:
+            continue
+        params = callee.fact.params
+        offset = 1 if params and params[0].name in ("self", "cls") and \
+            ("." in (call.callee or "") or callee.name == "__init__") else 0
+        passed: dict[str, str | None] = {k: v2 for k, v2 in call.kwargs}
+        for i, arg in enumerate(call.args):
+            if i + offset < len(params) and params[i + offset].kind in ("pos", "posonly"):
+                passed.setdefault(params[i + offset].name, arg)
+        out = []
+        for p in params:
+            if p.name not in gated[v]:
+                continue
+            text = passed[p.name] if p.name in passed else p.default
+            truth = _LITERAL_TRUTH.get((text or "").strip())
+            if truth is not None:
+                out.append((p.name, truth))
+        if out:
+            d["literals"] = tuple(out)
+
+
+_LITERAL_TRUTH = {"True": True, "False": False, "None": False, "0": False, "1": True,
+                  '""': False, "''": False}
