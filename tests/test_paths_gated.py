@@ -92,3 +92,52 @@ def test_each_call_takes_only_the_arm_its_literals_open(tmp_path: Path) -> None:
                                        "gated.Meta.to_send"), paths.NoPath)
     assert isinstance(paths.find_paths(g, "gated.Conn.request_finished", "gated.Meta.to_recv"),
                       paths.NoPath)
+
+
+READER = '''
+import asyncio
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._loads = {}
+        self._saves = {}
+        self.loop = asyncio.new_event_loop()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._loads[request.request_id] = blocks
+
+    def request_finished(self, request, block_ids):
+        self._saves[request.request_id] = block_ids
+        return True, None
+
+    def wait_for_save(self):
+        if self._saves:
+            asyncio.run_coroutine_threadsafe(
+                self._send(list(self._saves)), self.loop)
+        for rid in list(self._loads):
+            self._load(rid)
+
+    async def _send(self, rids):
+        return rids
+
+    def _load(self, rid):
+        return rid
+'''
+
+
+def test_a_reader_passes_a_field_only_to_the_calls_that_depend_on_it(tmp_path: Path) -> None:
+    # the call on a continuation line of a statement depends on that statement
+    pkg = tmp_path / "reader"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(READER)
+    a = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False))
+    g = with_state_links(a.linker)
+    assert isinstance(paths.find_paths(g, "reader.Conn.request_finished", "reader.Conn._send"),
+                      paths.PathResult)
+    assert isinstance(paths.find_paths(g, "reader.Conn.update_state_after_alloc",
+                                       "reader.Conn._load"), paths.PathResult)
+    assert isinstance(paths.find_paths(g, "reader.Conn.update_state_after_alloc",
+                                       "reader.Conn._send"), paths.NoPath)

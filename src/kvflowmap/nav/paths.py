@@ -462,8 +462,10 @@ class _ReturnContexts:
                 live.rpartition(".")[2] not in self.call_deps[u][v]:
             return False  # the call does not depend on the field the path read
         if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
-                                      or v in self.deps):
-            return u  # entered reading a field it passes on, copies, or writes from
+                                      or v in self.deps or v in self.call_deps):
+            # entered reading a field it passes on, copies, writes from, or
+            # hands to the calls that depend on it
+            return u
         if (v in self.fillers or v in self.gates) and \
                 self.g.nodes[v].get("kind") == "function" and \
                 any(d.get("kind") == "call" for d in edges) and v not in self.relevant:

@@ -80,8 +80,11 @@ def add_store_deps(g: nx.MultiDiGraph, model) -> None:
             continue
         if deps:
             d["deps"] = deps
+    # functions a path enters by a data step: writers, and readers of a field
     writers = {u for u, _, d in g.edges(data=True) if d.get("kind") == "produces"
                and d.get("deps")}
+    writers |= {v for _, v, d in g.edges(data=True) if d.get("kind") == "consumes"
+                and d.get("via") == VIA}
     for u in sorted(writers):
         fn = fn_of(u)
         if fn is None:
@@ -365,12 +368,22 @@ def _deps(fn: FnView | None, line: int) -> tuple[str, ...]:
         return ()
     names: set[str] = set()
     found = False
+    before = None  # the statement a line inside a multi-line one belongs to
     for st, around in _with_headers(fn.fact.body, ()):
         if st.line == line:
             found = True
             for x in (st, *around):
                 names.update(x.names)
+        elif st.line < line:
+            before = (st, around)
+    if not found and before is not None and before[0].kind not in _BLOCKS:
+        found = True
+        for x in (before[0], *before[1]):
+            names.update(x.names)
     return _closure(fn, names) if found else ()
+
+
+_BLOCKS = ("if", "for", "while", "with", "try", "except", "match", "case")
 
 
 def _with_headers(stmts, around: tuple) -> Iterator:
