@@ -43,12 +43,29 @@ def add_return_states(lk: Linker) -> None:
         for test, test_line in _tests_around(d.fact.body, line) or ():
             for local in _bound_from_calls(lk, module, scope, test):
                 for fqn, ret_line, _ in trace_value(lk, module, scope, local, Want()):
-                    if fqn != fn_node:
-                        found.setdefault((fqn, state), (ret_line, test, test_line, fn_node))
+                    if fqn == fn_node:
+                        continue
+                    old = found.get((fqn, state))
+                    if old is None or _says_no(lk, fqn, old[0]) > _says_no(lk, fqn, ret_line):
+                        found[(fqn, state)] = (ret_line, test, test_line, fn_node)
     for (fqn, state), (ret_line, test, test_line, tester) in sorted(found.items()):
         d = lk.model.defs[fqn]
         lk.add_edge(fqn, state, "produces", d.module, ret_line, via="return",
                     test=test, tester=tester, test_line=test_line)
+
+
+_NO = frozenset({"False", "None", "0"})
+
+
+def _says_no(lk: Linker, fqn: str, line: int) -> int:
+    """How many literal no's (``False``, ``None``, ``0``) the return at
+    ``line`` of ``fqn`` hands back: the step cites the return that can make
+    the test pass (``return count, True``), not ``return 0, False``."""
+    d = lk.model.defs[fqn]
+    for r in lk.model.scope_returns(d.module, d.fact.qualname):
+        if r.line == line:
+            return sum(1 for e in (r.elements or (r.value or "",)) if (e or "").strip() in _NO)
+    return 0
 
 
 def _tests_around(body: tuple[Stmt, ...], line: int) -> list[tuple[str, int]] | None:
