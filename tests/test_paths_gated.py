@@ -65,10 +65,10 @@ class Conn(KVConnectorBase_V1):
 '''
 
 
-def _graph(tmp_path: Path):
-    pkg = tmp_path / "gated"
+def _graph(tmp_path: Path, name: str = "gated", source: str = SOURCE):
+    pkg = tmp_path / name
     pkg.mkdir()
-    (pkg / "__init__.py").write_text(SOURCE)
+    (pkg / "__init__.py").write_text(source)
     a = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False))
     return with_state_links(a.linker)
 
@@ -130,11 +130,7 @@ class Conn(KVConnectorBase_V1):
 
 def test_a_reader_passes_a_field_only_to_the_calls_that_depend_on_it(tmp_path: Path) -> None:
     # the call on a continuation line of a statement depends on that statement
-    pkg = tmp_path / "reader"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(READER)
-    a = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False))
-    g = with_state_links(a.linker)
+    g = _graph(tmp_path, "reader", READER)
     assert isinstance(paths.find_paths(g, "reader.Conn.request_finished", "reader.Conn._send"),
                       paths.PathResult)
     assert isinstance(paths.find_paths(g, "reader.Conn.update_state_after_alloc",

@@ -60,10 +60,10 @@ class OwnResultsConnector(KVConnectorBase_V1):
 '''
 
 
-def _graph(tmp_path: Path):
-    pkg = tmp_path / "rfconn"
+def _graph(tmp_path: Path, name: str = "rfconn", source: str = CONNECTOR):
+    pkg = tmp_path / name
     pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent(CONNECTOR))
+    (pkg / "__init__.py").write_text(textwrap.dedent(source))
     return analyse(Request(sources=[str(pkg)], context=[str(stub_root())],
                            use_cache=False)).graph
 
@@ -126,10 +126,7 @@ class Runner:
 def test_a_tuple_unpacked_into_fields_keeps_its_slots(tmp_path: Path) -> None:
     # ``out.finished_sending, out.finished_recving = worker.get_finished()``:
     # the second slot's producers fill finished_recving, not the first's
-    pkg = tmp_path / "unpacked"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent(UNPACKED))
-    g = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False)).graph
+    g = _graph(tmp_path, "unpacked", UNPACKED)
     assert "unpacked.Worker._done" in _producers(g, FIELD)
     assert "unpacked.Worker._notifs" not in _producers(g, FIELD)
     assert "unpacked.Worker._notifs" in _producers(g, SENDING)
@@ -188,10 +185,7 @@ class Conn(KVConnectorBase_V1):
 
 def test_a_future_s_result_is_what_the_function_it_runs_returns(tmp_path: Path) -> None:
     # the Mooncake connectors' get_finished: run_coroutine_threadsafe(...).result()
-    pkg = tmp_path / "futconn"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent(FUTURES))
-    g = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False)).graph
+    g = _graph(tmp_path, "futconn", FUTURES)
     assert "futconn.Worker._fetch_recved" in _producers(g, FIELD)
     assert "futconn.Worker._fetch_sent" in _producers(g, SENDING)
     assert "futconn.Worker._fetch_sent" not in _producers(g, FIELD)
