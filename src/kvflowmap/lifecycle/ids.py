@@ -24,6 +24,7 @@ an id.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -528,7 +529,8 @@ def returns_coll(state: IdState, fn: FnView) -> bool:
     return all(state.is_coll(fn, v) for v in values)
 
 
-def coll_returner_names(state: IdState, fns, returns=returns_coll) -> set[str]:
+def coll_returner_names(state: IdState, fns: Iterable[FnView],
+                        returns: Callable[[IdState, FnView], bool] = returns_coll) -> set[str]:
     """Names every analysed function of which returns an id collection (or,
     with ``returns=returns_group``, grouped ones; a name two functions share
     counts only when both do)."""
