@@ -27,11 +27,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvflowmap.facts import CallFact, FunctionFact
+from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.cfg_paths import can_handle, in_flight, path_to, steps
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.containers import PURE
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.view import FnView, bound_args
 from kvflowmap.model.cfg import CFG
 
 # values a handle may be taken out of: state or a queue (not made here)
@@ -101,18 +101,6 @@ class Completions:
         if not passed or is_logging(c.callee or "") or (c.callee or "") in PURE:
             return False
         return not any(t in self.fns for t in self.resolve(fn, c))
-
-
-def bound_args(callee: FunctionFact, c: CallFact) -> list[tuple[str | None, str]]:
-    """(argument text, parameter name) pairs of a call to ``callee``; a
-    method called through an attribute (``self._fail(...)``) skips ``self``."""
-    params = [p.name for p in callee.params]
-    if params[:1] in (["self"], ["cls"]) and "." in (c.callee or ""):
-        params = params[1:]
-    out: list[tuple[str | None, str]] = list(zip(c.args, params, strict=False))
-    names = set(params)
-    out += [(v, k) for k, v in c.kwargs if k in names]
-    return out
 
 
 def uncompleted(fn: FnView, cfg: CFG, comp: Completions) -> list[Uncompleted]:

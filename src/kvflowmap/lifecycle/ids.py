@@ -32,7 +32,7 @@ from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.index.text import split_commas
 from kvflowmap.lifecycle.containers import PURE, READ_METHODS
 from kvflowmap.lifecycle.spec import LifecycleSpec
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.view import FnView, bound_args
 from kvflowmap.lifecycle.view import walk as walk_stmts
 
 IDENT = re.compile(r"[A-Za-z_][\w.]*")
@@ -556,17 +556,10 @@ def bind_call(state: IdState, fn: FnView, call: CallFact, callee: FnView,
     """Ids passed to an analysed function become its parameters' ids
     (``constructor``: ``C(...)`` calling ``C.__init__``, whose ``self`` the
     call does not pass)."""
-    params = callee.fact.params
-    offset = 1 if params and params[0].name in ("self", "cls") and (
-        "." in (call.callee or "") or constructor) else 0
     mine = state.of(callee.fqn)
     before = mine.size()
-    pairs = [(params[i + offset].name, a) for i, a in enumerate(call.args)
-             if i + offset < len(params) and params[i + offset].kind in ("pos", "posonly")]
-    names = {p.name for p in params}
-    pairs += [(k, v) for k, v in call.kwargs if k in names]
     caller = state.of(fn.fqn)
-    for pname, arg in pairs:
+    for arg, pname in bound_args(callee.fact, call, constructor=constructor):
         if not arg:
             continue
         if state.is_id(fn, arg) and not arg.endswith("()"):

@@ -116,3 +116,19 @@ def view(model: Model, fqn: str) -> FnView | None:
     if d is None or d.is_class:
         return None
     return FnView(fqn, d.module, d.fact, model.facts[d.module])  # type: ignore[arg-type]
+
+
+def bound_args(callee: FunctionFact, c: CallFact, *, constructor: bool = False
+               ) -> list[tuple[str | None, str]]:
+    """(argument text, parameter name) pairs of a call to ``callee``: the
+    positional arguments to its positional parameters, the keywords by name.
+    A method called through an attribute (``self._fail(...)``), or ``__init__``
+    run by ``C(...)`` (``constructor``), does not get ``self`` from the call."""
+    params = list(callee.params)
+    if params and params[0].name in ("self", "cls") and ("." in (c.callee or "") or constructor):
+        params = params[1:]
+    out: list[tuple[str | None, str]] = [
+        (a, p.name) for a, p in zip(c.args, params, strict=False) if p.kind in ("pos", "posonly")]
+    names = {p.name for p in params}
+    out += [(v, k) for k, v in c.kwargs if k in names]
+    return out

@@ -32,7 +32,7 @@ from kvflowmap.lifecycle.balance import is_init
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
-from kvflowmap.lifecycle.view import FnView, view
+from kvflowmap.lifecycle.view import FnView, bound_args, view
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
 FAILED_BLOCKS = "failed_blocks"  # the protocol's report channel of failed load blocks
@@ -521,15 +521,9 @@ def call_literals(g: nx.MultiDiGraph, model) -> None:
                      (c.callee or "").rpartition(".")[2] == callee.name), None)
         if call is None:
             continue
-        params = callee.fact.params
-        offset = 1 if params and params[0].name in ("self", "cls") and \
-            ("." in (call.callee or "") or callee.name == "__init__") else 0
-        passed: dict[str, str | None] = {k: v2 for k, v2 in call.kwargs}
-        for i, arg in enumerate(call.args):
-            if i + offset < len(params) and params[i + offset].kind in ("pos", "posonly"):
-                passed.setdefault(params[i + offset].name, arg)
+        passed = {param: arg for arg, param in bound_args(callee.fact, call)}
         out = []
-        for p in params:
+        for p in callee.fact.params:
             if p.name not in gated[v]:
                 continue
             text = passed[p.name] if p.name in passed else p.default

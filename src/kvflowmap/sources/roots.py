@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from kvflowmap.sources.errors import SourceError
@@ -54,13 +55,24 @@ class ModuleTable:
     files: dict[str, SourceFile] = field(default_factory=dict)
     # folders that could not be listed: (path, reason); their modules are missing
     unreadable: list[tuple[str, str]] = field(default_factory=list)
-    # compiled extension modules (``vllm._C``): they exist but have no source,
-    # from the ``.so``/``.pyd`` files found and the wheels' RECORD files
-    native: set[str] = field(default_factory=set)
+    # compiled extension modules found as ``.so``/``.pyd`` files while listing
+    found_native: set[str] = field(default_factory=set)
+    # the import roots listed, whose wheels' RECORD files ``native`` reads
+    root_paths: list[Path] = field(default_factory=list)
 
     def add(self, sf: SourceFile) -> None:
         if sf.module not in self.files:
             self.files[sf.module] = sf
+
+    @cached_property
+    def native(self) -> frozenset[str]:
+        """Compiled extension modules (``vllm._C``): they exist but have no
+        source. Read on first use (only the import check asks), not at every
+        start-up: a release's RECORD has thousands of lines."""
+        out = set(self.found_native)
+        for path in self.root_paths:
+            out |= _native_modules(path)
+        return frozenset(out)
 
 
 def _release_label(base: Path, dotted: str) -> str:
@@ -128,7 +140,7 @@ def list_files(root: Root, table: ModuleTable) -> list[SourceFile]:
             if file.suffix == ".py":
                 found.extend(_source(root, file, table))
             else:
-                table.native.add(_native_name(file.relative_to(root.path).as_posix()))
+                table.found_native.add(_native_name(file.relative_to(root.path).as_posix()))
     found.sort(key=lambda s: s.rel)
     return found
 
@@ -177,7 +189,7 @@ def build_table(roots: list[Root]) -> ModuleTable:
         for sf in list_files(whole, table):
             subject = root.subject and in_only(root, sf.path)
             table.add(SourceFile(root, sf.path, sf.rel, sf.module, sf.is_package, subject))
-        table.native.update(_native_modules(root.path))
+        table.root_paths.append(root.path)
     return table
 
 

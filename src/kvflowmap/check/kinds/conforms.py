@@ -31,7 +31,8 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
-from kvflowmap.check.kinds.conforms_imports import check_envs, check_imports, import_modules
+from kvflowmap.check.kinds.conforms_imports import (check_envs, check_imports,
+                                                     declared_envs, import_modules)
 from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
 from kvflowmap.check.kinds.conforms_options import READS, Options
 from kvflowmap.check.kinds.conforms_overrides import Callers, check_override
@@ -55,9 +56,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out += each_function(ctx, target_methods(ctx), lambda f: check_members(ctx, f))
     if opts.imports:
         package = ctx.protocol.package
+        envs = declared_envs(ctx.model.facts.get(f"{package}.envs"))
         out += each_function(ctx, import_modules(ctx, package),
                              lambda m: check_imports(ctx, m, package)
-                             + check_envs(ctx, m, package))
+                             + check_envs(ctx, m, package, envs))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -53,10 +53,11 @@ def check_imports(ctx: CheckContext, module: str, package: str) -> list[Finding]
     return out
 
 
-def check_envs(ctx: CheckContext, module: str, package: str) -> list[Finding]:
-    """``envs.X`` reads in ``module`` of a variable the analysed ``vllm.envs`` lacks."""
+def check_envs(ctx: CheckContext, module: str, package: str,
+               declared: set[str] | None) -> list[Finding]:
+    """``envs.X`` reads in ``module`` of a variable the analysed ``vllm.envs``
+    lacks (``declared``: ``declared_envs`` of it; None: not judged)."""
     ff, envs = ctx.model.facts[module], f"{package}.envs"
-    declared = _declared_envs(ctx.model.facts.get(envs))
     if declared is None:
         return []
     aliases: dict[str, set[str]] = {}  # scope -> names standing for vllm.envs there
@@ -80,7 +81,7 @@ def check_envs(ctx: CheckContext, module: str, package: str) -> list[Finding]:
     return out
 
 
-def _declared_envs(ff: FileFacts | None) -> set[str] | None:
+def declared_envs(ff: FileFacts | None) -> set[str] | None:
     """The variables ``vllm.envs`` declares (its upper-case module-level names:
     the ``TYPE_CHECKING`` declarations); None when it cannot be told."""
     if ff is None or ff.problem:
@@ -99,15 +100,20 @@ def _loads(ctx: CheckContext, module: str) -> str:
 
 
 def _missing_name(ctx: CheckContext, imp: ImportFact) -> bool:
-    """``from M import n`` where module M exists but binds no ``n``."""
+    """``from M import n`` where module M exists but binds no ``n``: no def,
+    class, import, submodule (``Model.lookup``) or assignment of it at top
+    level. A module that is not indexed, builds names at run time (``__getattr__``)
+    or star-imports one that is not indexed is not judged."""
     if imp.name is None or imp.name == "*":
         return False
-    table = ctx.model.table
-    sub = f"{imp.module}.{imp.name}"
-    if sub in table.files or sub in table.native:
+    model, mod = ctx.model, imp.module
+    ff = model.facts.get(mod)
+    if ff is None or ff.problem or f"{mod}.__getattr__" in model.defs or any(
+            i.name == "*" and not i.scope and model.absolute(mod, i) not in model.facts
+            for i in ff.imports):
         return False
-    names = _top_names(ctx.model.facts.get(imp.module))
-    return names is not None and imp.name not in names
+    return model.lookup(mod, imp.name) is None and not model.value_assigns(mod, "", imp.name) \
+        and f"{mod}.{imp.name}" not in model.table.native
 
 
 def _missing_module(ctx: CheckContext, module: str) -> str | None:
@@ -124,23 +130,6 @@ def _missing_module(ctx: CheckContext, module: str) -> str | None:
             return None  # likely a compiled module of a checkout nobody built
         return name
     return None
-
-
-def _top_names(ff: FileFacts | None) -> set[str] | None:
-    """Names bound at the top level of a module; None when that cannot be told
-    (not indexed, a star import, a module ``__getattr__``)."""
-    if ff is None or ff.problem:
-        return None
-    names = {f.name for f in ff.functions if not f.class_qualname and "." not in f.qualname}
-    names |= {c.name for c in ff.classes if "." not in c.qualname}
-    names |= {a.target for a in (*ff.assigns, *ff.binds) if not a.scope and a.target.isidentifier()}
-    for i in ff.imports:
-        if i.scope:
-            continue
-        if i.name == "*":
-            return None
-        names.add(i.asname or i.name or i.module.split(".")[0])
-    return None if "__getattr__" in names else names
 
 
 def _elsewhere(ctx: CheckContext, names: list[str], package: str, module: str) -> str:

@@ -64,7 +64,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         if _records(lc, probe):
             continue  # the design records in the probe
         if _records(lc, commit):
-            out += [_arm_finding(ctx, lc, probe, commit, arm, key, line)
+            out += [_arm_finding(ctx, probe, commit, arm, key, line)
                     for arm, key, line in _unrecorded_arms(lc, probe, commit, parks)]
             continue
         fn = lc.functions[commit]
@@ -84,9 +84,14 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
 def _records(lc, fqn: str) -> bool:
     """Some statement of ``fqn`` keeps the request id (not only returns it)."""
+    return bool(_record_lines(lc, fqn))
+
+
+def _record_lines(lc, fqn: str) -> set[int]:
+    """Lines of the statements of ``fqn`` that keep the request id."""
     fn = lc.functions[fqn]
-    return any(e.kind in HANDLING and e.kind != "return"
-               for s in fn.stmts for e in lc.effects.of(fn, s))
+    return {s.line for s in fn.stmts
+            if any(e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, s))}
 
 
 def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
@@ -105,7 +110,7 @@ def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int
     return lines
 
 
-def _arm_finding(ctx: CheckContext, lc, probe: str, commit: str, arm: Stmt, key: str,
+def _arm_finding(ctx: CheckContext, probe: str, commit: str, arm: Stmt, key: str,
                  line: int) -> Finding:
     return ctx.finding(
         commit, arm.line,
@@ -127,8 +132,7 @@ def _unrecorded_arms(lc, probe: str, commit: str, parks: list[int]
     every record of the hook lies in the ``if``'s other arms."""
     keys = _park_keys(lc.functions[probe], set(parks))
     fn = lc.functions[commit]
-    records = {s.line for s in fn.stmts if any(
-        e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, s))}
+    records = _record_lines(lc, commit)
     out = []
     for key, line in sorted(keys.items()):
         for s in walk(fn.fact.body):
