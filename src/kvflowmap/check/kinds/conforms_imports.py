@@ -103,14 +103,13 @@ def _missing_name(ctx: CheckContext, imp: ImportFact) -> bool:
     """``from M import n`` where module M exists but binds no ``n``: no def,
     class, import, submodule (``Model.lookup``) or assignment of it at top
     level. A module that is not indexed, builds names at run time (``__getattr__``)
-    or star-imports one that is not indexed is not judged."""
+    or star-imports is not judged."""
     if imp.name is None or imp.name == "*":
         return False
     model, mod = ctx.model, imp.module
     ff = model.facts.get(mod)
     if ff is None or ff.problem or f"{mod}.__getattr__" in model.defs or any(
-            i.name == "*" and not i.scope and model.absolute(mod, i) not in model.facts
-            for i in ff.imports):
+            i.name == "*" and not i.scope for i in ff.imports):
         return False
     return model.lookup(mod, imp.name) is None and not model.value_assigns(mod, "", imp.name) \
         and f"{mod}.{imp.name}" not in model.table.native
