@@ -80,9 +80,40 @@ def async_answer(ctx: CheckContext, probe: str, index: int) -> tuple[str, int, s
     """The first return of ``probe`` (or a same-named method it forwards to)
     whose item ``index`` may be true: (function, line, returned text). The
     probe's ``load_kv_async`` answer; None when every one is False or None."""
-    for d in delegates(ctx, probe):
+    chain = delegates(ctx, probe)
+    for d in chain:
         for r in returns_of(ctx, d):
             text = element(r, index)
             if text is not None and text not in ("False", "None"):
                 return d, r.line, r.value or ""
+    # a facade handing back what an object outside the analysed code answers
+    # to the same question (``return self._engine.get_num_new_matched_tokens(...)``):
+    # that answer is the protocol's, and the protocol's may be True
+    name = probe.rpartition(".")[2]
+    for d in chain:
+        if any(c != d and c.rpartition(".")[2] == name for c in _callees(ctx, d)):
+            continue
+        for r in returns_of(ctx, d):
+            callee = _forwarded_call(r, name)
+            if callee is not None:
+                return d, r.line, f"what {callee} answers (outside the analysed code)"
     return None
+
+
+def _callees(ctx: CheckContext, fqn: str) -> set[str]:
+    """Analysed functions ``fqn`` calls or dispatches to."""
+    return {c for _, c, kind in ctx.graph.out_edges(fqn, data="kind")
+            if kind in ("call", "dispatch") and c in ctx.model.defs}
+
+
+def _forwarded_call(ret: ReturnFact, name: str) -> str | None:
+    """``obj.attr.NAME`` when ``ret`` returns the result of calling a method
+    ``NAME`` on an attribute chain (not ``super()``), unchanged; else None."""
+    value = ret.value or ""
+    head, paren, _ = value.partition("(")
+    if ret.elements is not None or not paren or not value.endswith(")"):
+        return None
+    parts = head.split(".")
+    if len(parts) < 2 or parts[-1] != name or not all(p.isidentifier() for p in parts):
+        return None
+    return head
