@@ -34,6 +34,7 @@ from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.peer_ids import PeerId, peer_ids
+from kvflowmap.lifecycle.resumed import ResumedAppend, resumed_appends
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
@@ -451,6 +452,13 @@ class Lifecycle:
         return unclosed(self.functions, self.classes, base, self.spec.shutdown,
                         self.spec.closes, resolve, lambda starts: self.runs_from(starts),
                         self.spec.closeables)
+
+    def resumed_appends(self) -> list[ResumedAppend]:
+        """Functions appending the running requests' new blocks to per-request
+        state with no test for a request resumed after preemption (``resumed``)."""
+        spec = self.spec
+        return resumed_appends(self.functions, self._analysed, spec.running_carrier,
+                               spec.running_blocks, spec.resumed, spec.preempted)
 
     def peer_ids(self) -> list[PeerId]:
         """Ids read off a peer's message and put, unchecked, where a report

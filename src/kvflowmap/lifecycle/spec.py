@@ -82,6 +82,16 @@ class LifecycleSpec:
     # reaches never owes vLLM failed load blocks
     load_hooks: tuple[str, ...] = ("start_load_kv", "wait_for_layer_load")
     save_hooks: tuple[str, ...] = ("save_kv_layer", "wait_for_save")
+    # the step's running requests (``SchedulerOutput.scheduled_cached_reqs``):
+    # their new blocks are appended to each request's table, except for a
+    # request resumed after preemption (any of ``resumed``), whose new blocks
+    # replace it
+    running_carrier: str = "scheduled_cached_reqs"
+    running_blocks: str = "new_block_ids"
+    resumed: tuple[str, ...] = ("resumed_req_ids", "resumed_from_preemption")
+    # what tells a connector a request was preempted: one that reads it keeps
+    # its own account of resumed requests (or drops their state)
+    preempted: tuple[str, ...] = ("preempted_req_ids", "PREEMPTED")
 
     def channel(self, name: str) -> Channel | None:
         """The channel called ``name`` (``finished_recving``...), if declared."""
@@ -101,6 +111,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
     channels = tuple(
         Channel(name, tuple(c.get("methods") or ()), c.get("element"), c.get("keyword"))
         for name, c in sorted((raw.get("reports") or {}).items()))
+    running = raw.get("running") or {}
     spawners = tuple(Spawner(s["call"], s.get("target"), s.get("arg"), bool(s.get("called")))
                      for s in raw.get("spawners") or () if isinstance(s, dict) and "call" in s)
     return LifecycleSpec(
@@ -129,4 +140,8 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         scheduler_hooks=tuple(protocol.methods.get("scheduler", ())),
         load_hooks=tuple(raw.get("load_hooks") or ("start_load_kv", "wait_for_layer_load")),
         save_hooks=tuple(raw.get("save_hooks") or ("save_kv_layer", "wait_for_save")),
+        running_carrier=str(running.get("carrier", LifecycleSpec.running_carrier)),
+        running_blocks=str(running.get("blocks", LifecycleSpec.running_blocks)),
+        resumed=tuple(running.get("resumed") or LifecycleSpec.resumed),
+        preempted=tuple(running.get("preempted") or LifecycleSpec.preempted),
     )

@@ -336,7 +336,8 @@ class _ReturnContexts:
         self.copied: dict[str, dict[str, set[str]]] = {}
         # function -> state field -> the names the writing statements depend on
         self.deps: dict[str, dict[str, set[str]]] = {}
-        # function -> callee -> the names the calling statements depend on
+        # function -> callee (or state it sets) -> the names the calling
+        # (setting) statements depend on
         self.call_deps: dict[str, dict[str, set[str]]] = {}
         # function -> callee -> the locals the calls' results are bound to
         self.binds: dict[str, dict[str, set[str]]] = {}
@@ -347,7 +348,7 @@ class _ReturnContexts:
                 self.copied.setdefault(u, {}).setdefault(v, set()).update(d["copied"])
             if d.get("kind") == "produces" and d.get("deps"):
                 self.deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
-            if d.get("kind") == "call" and d.get("deps"):
+            if d.get("kind") in ("call", "sets_state") and d.get("deps"):
                 self.call_deps.setdefault(u, {}).setdefault(v, set()).update(d["deps"])
             if d.get("kind") == "call" and d.get("binds"):
                 self.binds.setdefault(u, {}).setdefault(v, set()).update(d["binds"])
@@ -458,9 +459,10 @@ class _ReturnContexts:
         if isinstance(live, str) and "produces" in kinds and v in self.deps.get(u, {}) and \
                 live.rpartition(".")[2] not in self.deps[u][v]:
             return False  # the write does not depend on the field the path read
-        if isinstance(live, str) and kinds == {"call"} and v in self.call_deps.get(u, {}) and \
+        if isinstance(live, str) and kinds in ({"call"}, {"sets_state"}) and \
+                v in self.call_deps.get(u, {}) and \
                 live.rpartition(".")[2] not in self.call_deps[u][v]:
-            return False  # the call does not depend on the field the path read
+            return False  # the call (or state write) does not depend on the field read
         if kinds == {"consumes"} and (u in self.passes.get(v, ()) or v in self.copied
                                       or v in self.deps or v in self.call_deps):
             # entered reading a field it passes on, copies, writes from, or

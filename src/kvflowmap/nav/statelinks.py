@@ -81,23 +81,26 @@ def add_store_deps(g: nx.MultiDiGraph, model) -> None:
         if deps:
             d["deps"] = deps
     # functions a path enters by a data step: writers, and readers of a field
+    # (a request-keyed container, or a carrier: vLLM's ``update_from_output``
+    # reads ``invalid_block_ids`` for ``_handle_invalid_blocks`` only, not for
+    # the ``_update_from_kv_xfer_finished(kv_connector_output)`` it calls)
     writers = {u for u, _, d in g.edges(data=True) if d.get("kind") == "produces"
                and d.get("deps")}
-    writers |= {v for _, v, d in g.edges(data=True) if d.get("kind") == "consumes"
-                and d.get("via") == VIA}
+    writers |= {v for u, v, d in g.edges(data=True) if d.get("kind") == "consumes"
+                and (d.get("via") == VIA or g.nodes[u].get("kind") == "field")}
     for u in sorted(writers):
         fn = fn_of(u)
         if fn is None:
             continue
         for _, _, d in g.out_edges(u, data=True):
-            if d.get("kind") == "call" and not d.get("deps"):
+            if d.get("kind") in ("call", "sets_state") and not d.get("deps"):
                 line = int(d.get("line") or 0)
                 deps = _deps(fn, line)
                 if deps:
                     d["deps"] = deps
                 binds = tuple(sorted(a.target for a in fn.all_assigns
                                      if a.line == line and a.target.isidentifier()))
-                if binds:
+                if binds and d.get("kind") == "call":
                     d["binds"] = binds
 
 
@@ -373,14 +376,29 @@ def _deps(fn: FnView | None, line: int) -> tuple[str, ...]:
         if st.line == line:
             found = True
             for x in (st, *around):
-                names.update(x.names)
+                names.update(_read_names(fn, x))
         elif st.line < line:
             before = (st, around)
     if not found and before is not None and before[0].kind not in _BLOCKS:
         found = True
         for x in (before[0], *before[1]):
-            names.update(x.names)
+            names.update(_read_names(fn, x))
     return _closure(fn, names) if found else ()
+
+
+def _filled(fn: FnView, st) -> set[str]:
+    """Local collections the statement adds into (``done.update(...)``)."""
+    return {c.container for c in fn.containers(st)
+            if c.container.isidentifier() and c.op in ADD_OPS}
+
+
+def _read_names(fn: FnView, st) -> set[str]:
+    """The names a statement reads: all it names but the locals it only
+    binds (``done = self._notifs()``) and the local collections it only adds
+    into (``failed.update(self._handle(x))`` reads ``x``)."""
+    written = _filled(fn, st) | {a.target for a in fn.assigns(st)
+                                 if a.target.isidentifier() and not a.aug}
+    return {n for n in st.names if n.partition(".")[0] not in written}
 
 
 _BLOCKS = ("if", "for", "while", "with", "try", "except", "match", "case")
@@ -426,13 +444,19 @@ def _local_deps(fn: FnView | None, value: str) -> tuple[str, ...]:
 
 
 def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
-    """``names`` and, through the function's local assignments, what those
+    """``names`` and, through the function's local assignments and adds
+    into local collections (``failed.add(req_id)`` in a loop over
+    ``self._recv_failures``, with the loops around the add), what those
     locals were made of; as attribute and head names."""
     made: dict[str, set[str]] = {}
-    for st in fn.stmts:
+    for st, around in _with_headers(fn.fact.body, ()):
         for a in fn.assigns(st):
             if a.target.isidentifier():
                 made.setdefault(a.target, set()).update(st.names)
+        for c in _filled(fn, st):
+            # what a loop adds comes from what it loops over
+            made.setdefault(c, set()).update(
+                _read_names(fn, st), *(_read_names(fn, h) for h in around if h.kind == "for"))
     todo = [n.partition(".")[0] for n in names]
     while todo:
         n = todo.pop()

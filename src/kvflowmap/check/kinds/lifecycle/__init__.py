@@ -22,7 +22,8 @@
 - ``shutdown_closes``: the shutdown hook closes what the connector's objects hold;
 - ``polled_acted``: a polled transfer seen done is reported, taken out or handed on;
 - ``replied``: a serving loop on a REP socket answers every request it receives;
-- ``peer_checked``: an id read off a peer's message is looked up before it is reported.
+- ``peer_checked``: an id read off a peer's message is looked up before it is reported;
+- ``resumed``: the new blocks of a request resumed after preemption replace its old ones.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
-                                             reset_forwards, shutdown_closes, stalled,
+                                             reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
                                              thread_loop, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
@@ -64,6 +65,7 @@ MODES: dict[str, KindSpec] = {
     "polled_acted": KindSpec(polled_acted.Options, polled_acted.check, polled_acted.READS),
     "shutdown_closes": KindSpec(shutdown_closes.Options, shutdown_closes.check,
                                 shutdown_closes.READS),
+    "resumed": KindSpec(resumed.Options, resumed.check, resumed.READS),
 }
 
 __all__ = ["MODES"]
