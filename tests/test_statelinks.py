@@ -432,3 +432,39 @@ def test_a_helper_fills_only_the_container_its_caller_hands_it(tmp_path_factory)
     # from the helper itself, every container some caller hands it
     helper = paths.find_paths(g, "Worker._handle_failed", "Worker.get_finished")
     assert isinstance(helper, paths.PathResult)
+
+
+DEPS = '''
+class Worker:
+    def report(self, out):
+        done = self._notifs()
+        done.update(self._replicated)
+        failed = set()
+        for req_id in tuple(self._failures):
+            if req_id not in self._transfers:
+                failed.add(req_id)
+        errors = set()
+        errors.update(self._on_failed(out.failed_recving))
+        errors.update(self._on_blocks(out.invalid_block_ids, out.tokens))
+        return done, failed
+'''
+
+
+def test_a_statement_depends_on_what_it_reads_not_what_it_fills(tmp_path_factory) -> None:
+    """``_deps``: a local collection filled in a loop depends on what the loop
+    walks; a call depends on its arguments, not on the collection its result
+    is added to, nor on the local its result is bound to."""
+    from kvflowmap.lifecycle.view import view
+    from kvflowmap.nav.statelinks import _deps
+
+    a = _analysed(tmp_path_factory, "deps", DEPS)
+    fn = view(a.linker.model, "conn.worker.Worker.report")
+    assert fn is not None
+    line = {text: i + 1 for i, text in enumerate(DEPS.splitlines())}
+    ret = _deps(fn, line["        return done, failed"])
+    assert "_failures" in ret  # failed <- the loop over _failures
+    assert "_replicated" in ret
+    blocks = _deps(fn, line["        errors.update(self._on_blocks(out.invalid_block_ids, out.tokens))"])
+    assert "invalid_block_ids" in blocks and "failed_recving" not in blocks
+    notifs = _deps(fn, line["        done = self._notifs()"])
+    assert "_replicated" not in notifs

@@ -161,3 +161,54 @@ def test_failed_recving_reaches_the_scheduler_on_0_33(
         (u, v) for u, v, d in g.edges(data=True) if d.get("kind") == "bridge"
         and str(d.get("carrier", "")).endswith("failed_recving")}
     assert not [w for w in vllm_connectors_analysis.warnings if "failed_recving" in w]
+
+
+SCHED = "vllm.v1.core.sched.scheduler.Scheduler"
+
+
+def test_nixl_failed_transfer_reaches_the_invalid_blocks_handler_through_the_blocks(
+        vllm_connectors_analysis: Analysis) -> None:
+    """A failed transfer's id goes into ``_recv_failures``; ``get_transfer_results``
+    walks those ids (``for req_id in tuple(self._recv_failures): ...
+    failed_recv_reqs.add(req_id)``) and puts their blocks into
+    ``_invalid_block_ids``, which ``get_block_ids_with_load_errors`` hands to
+    ``invalid_block_ids``; ``update_from_output`` gives that field to
+    ``_handle_invalid_blocks`` only. The ``failed_recving`` it reads goes to
+    ``_handle_failed_recving``, never to ``_handle_invalid_blocks`` (checked
+    against the source, NIXL of vLLM 0.33.0)."""
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
+    g = with_state_links(vllm_connectors_analysis.linker)
+    result = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker._handle_failed_transfer",
+                              f"{SCHED}._handle_invalid_blocks", max_paths=3)
+    assert isinstance(result, paths.PathResult)
+    for p in result.paths:
+        fields = [s.dst for s in p if s.kind == "produces"]
+        assert "vllm.v1.outputs.KVConnectorOutput.invalid_block_ids" in fields
+        assert "vllm.v1.outputs.KVConnectorOutput.failed_recving" not in fields
+        assert any(s.dst.endswith("._invalid_block_ids") for s in p)
+    failed = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results",
+                              f"{SCHED}._handle_failed_recving", max_paths=5)
+    assert isinstance(failed, paths.PathResult)
+    assert all("vllm.v1.outputs.KVConnectorOutput.invalid_block_ids" not in [s.dst for s in p]
+               for p in failed.paths)
+
+
+def test_a_question_about_an_inherited_method_stays_on_that_class(
+        vllm_connectors_analysis: Analysis) -> None:
+    """``NixlPullConnectorWorker.get_finished`` is the base worker's; asked
+    under the Pull worker's name, no path goes through the Push worker's
+    state (each connector builds its own worker)."""
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
+    g = with_state_links(vllm_connectors_analysis.linker)
+    result = paths.find_paths(g, "NixlPullConnectorWorker.get_finished",
+                              f"{SCHED}._update_from_kv_xfer_finished", max_paths=5)
+    if isinstance(result, paths.PathResult):
+        assert not any(".push_worker." in s.dst or ".push_scheduler." in s.dst
+                       for p in result.paths for s in p)
+    base = paths.find_paths(g, "NixlBaseConnectorWorker.get_transfer_results",
+                            f"{SCHED}._update_from_kv_xfer_finished", max_paths=3)
+    assert isinstance(base, paths.PathResult)  # the base's own name constrains nothing

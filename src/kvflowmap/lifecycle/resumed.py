@@ -58,14 +58,19 @@ def resumed_appends(functions: dict[str, FnView], analysed: Callable[[FnView, Ca
     state and reads none of the ``resumed`` names, in a module that reads
     none of the ``preempted`` ones (module docstring)."""
     out = []
+    accounts: dict[str, bool] = {}
     for fqn in sorted(functions):
         fn = functions[fqn]
         q = fn.fact.qualname
         reads = sorted(r.line for r in fn.facts.reads
                        if r.scope == q and r.attr == field and _is_carrier(fn, r.base, carrier))
-        if not reads or _reads_any(fn, resumed) or \
-                any(r.attr in preempted for r in fn.facts.reads):
-            continue  # told apart here, or the module keeps its own account
+        if not reads or _reads_any(fn, resumed):
+            continue  # told apart here
+        if fn.module not in accounts:
+            accounts[fn.module] = any(_keeps_account(g, preempted) for g in functions.values()
+                                      if g.module == fn.module)
+        if accounts[fn.module]:
+            continue  # the module keeps its own account of preempted requests
         tracked = _tracked(fn, {"." + field})
         hit = _append_of(fn, tracked, functions, analysed, resumed, DEPTH, ())
         if hit is not None:
@@ -73,6 +78,26 @@ def resumed_appends(functions: dict[str, FnView], analysed: Callable[[FnView, Ca
             out.append(ResumedAppend(fqn, reads[0], append_fqn, append_line,
                                      container.replace("[]", "[...]"), via))
     return out
+
+
+def _keeps_account(fn: FnView, preempted: tuple[str, ...]) -> bool:
+    """``fn`` acts on what tells it a request was preempted: tests it
+    (``if request.status == RequestStatus.PREEMPTED``), loops over it, or
+    puts it (or a local bound from it) into a ``self`` container; not one
+    that only hands it on (into the workers' metadata)."""
+    def marks(name: str) -> bool:
+        return name.rpartition(".")[2] in preempted
+
+    bound = {a.target for st in fn.stmts if any(marks(n) for n in st.names)
+             for a in fn.assigns(st) if a.target.isidentifier()}
+    for st in fn.stmts:
+        if st.kind in ("if", "while", "for") and any(marks(n) for n in st.names):
+            return True
+        for c in fn.containers(st):
+            if c.container.startswith("self.") and (
+                    any(marks(n) for n in st.names) or _mentions(c.key, bound)):
+                return True
+    return False
 
 
 def _is_carrier(fn: FnView, base: str, carrier: str) -> bool:

@@ -109,6 +109,8 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     taken: dict[tuple[str, ...], list[int | None]] = {}
     overridden = crossed = False
     families = Families(g)
+    # a question about a class's inherited method is about that class's objects
+    asked = families.asked(a, sources) or families.asked(b, targets)
     expanded = _ReturnContexts(g, simple, kinds).graph(sources, targets)
     if _DST in expanded and nx.has_path(expanded, _SRC, _DST):
         for tried, p in enumerate(nx.shortest_simple_paths(expanded, _SRC, _DST)):
@@ -123,7 +125,7 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
             if _overridden_on_the_way(g, nodes):
                 overridden = True
                 continue
-            if not families.together(nodes):
+            if not families.together(nodes, asked):
                 crossed = True
                 continue
             found.append(nodes)
@@ -204,10 +206,25 @@ class Families:
                 for k in self.mro[member]:
                     self.serves.setdefault(k, set()).add(c)
 
-    def together(self, nodes: list[str]) -> bool:
-        """Some one connector is served by every class on the path that
-        serves any."""
-        common: set[str] | None = None
+    def asked(self, name: str, nodes: list[str]) -> set[str] | None:
+        """The connectors the class a question names serves, when the name
+        (``NixlPullConnectorWorker.get_finished``) resolved to ``nodes``
+        inherited from a base (``NixlBaseConnectorWorker.get_finished``): a
+        path from there runs on that class's objects only. None when the name
+        names no class, or the nodes are its own."""
+        cls_part = name.rpartition(".")[0]
+        if not cls_part:
+            return None
+        classes = [c for c in self.mro if c == cls_part or c.endswith("." + cls_part)]
+        if not classes or all(self._class_of(n) in classes for n in nodes):
+            return None
+        served = set().union(*(self.serves.get(c, set()) for c in classes))
+        return served or None
+
+    def together(self, nodes: list[str], start: set[str] | None = None) -> bool:
+        """Some one connector (of ``start`` when given) is served by every
+        class on the path that serves any."""
+        common: set[str] | None = set(start) if start else None
         for i, n in enumerate(nodes):
             if i + 1 < len(nodes) and "dispatch" in _kinds(self.g, n, nodes[i + 1]):
                 continue  # the base method a call names, on its way to the override

@@ -228,17 +228,17 @@ def _sets(c: CallFact, setters: list[str]) -> bool:
 
 def _after(ctx: CheckContext, opts: Options, fqn: str, name: str, call: CallFact) -> bool:
     """The call comes after what ``only_after`` asks for (or nothing is asked):
-    one of its methods called on the same receiver by a statement that runs
-    before it on every way there (an earlier statement of its own block or of
-    an enclosing one; not one in a sibling branch). For a receiver that is a
-    parameter, in every analysed caller, before the call that passes it in
-    (directly, or through a helper given it that calls the method on it:
-    ``ensure_send(sock, data); ensure_recv(sock)``)."""
+    one of its methods called on the same receiver, directly or by a helper
+    given it that calls the method on it (``ensure_send(sock, data);
+    sock.recv()``), by a statement that runs before it on every way there
+    (an earlier statement of its own block or of an enclosing one; not one
+    in a sibling branch). For a receiver that is a parameter, in every
+    analysed caller, before the call that passes it in."""
     wanted = {m for p, ms in opts.only_after.items() if fnmatch.fnmatchcase(name, p) for m in ms}
     if not wanted:
         return True
     receiver = (call.callee or "").rpartition(".")[0]
-    if _after_on(ctx, wanted, fqn, receiver, call.line):
+    if _after_on(ctx, wanted, fqn, receiver, call.line, helpers=True):
         return True
     passed = _passed_in(ctx, fqn, receiver)
     return bool(passed) and all(_after_on(ctx, wanted, g, arg, line, helpers=True)
