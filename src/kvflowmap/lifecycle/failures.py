@@ -235,15 +235,29 @@ class Unreported:
 LOUD = ("error", "exception", "critical")
 
 
+def lines_in_loops(fn: FnView, picked: Callable[[FnView, str], bool]) -> set[int]:
+    """Lines of the statements inside a ``for`` whose iterable ``picked`` accepts."""
+    out: set[int] = set()
+    for s in fn.stmts:
+        if s.kind == "for" and picked(fn, s.text.partition(" in ")[2] if s.text else ""):
+            out |= {t.line for t in walk(s.body)}
+    return out
+
+
 def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Resolve,
-                        request_names: Callable[[str], set[str]]) -> list[Unreported]:
+                        request_names: Callable[[str], set[str]],
+                        save_walks: Callable[[FnView, str], bool] = lambda fn, it: False
+                        ) -> list[Unreported]:
     """Failure branches, in the classes of the direct ``fills`` of the
     failed-blocks containers, that fill none of them (directly or through
     an analysed helper, a few calls deep). ``request_names(fqn)``: the names
     of the function that hold a request's id or data; a failure branch that
     names none of them is not about a request (a loop's catch-all). A class
-    that turns failed request ids into blocks in a loop elsewhere is left
-    out: its branches report the id, and the blocks follow from it."""
+    that turns failed request ids into blocks in a loop over failed ids
+    elsewhere is left out: its branches report the id, and the blocks follow
+    from it. A branch inside a loop over state ``save_walks`` says holds
+    saves (``for rid, fut in self.store_futures.items()``) is about a save,
+    which loses no loaded block."""
     attrs = {f.attr for f in fills}
     writes = _writers(fns, attrs, resolve)
     markers = failure_markers(fns, attrs)
@@ -251,8 +265,11 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
     for cls in sorted({f.cls for f in fills if f.cls}):
         members = [fn for fn in fns.values() if fn.cls == cls]
         # a class that converts failed ids into blocks in a loop is judged
-        # only where it marks a request failed and records no blocks
-        converts = any(_converts(fn, attrs) for fn in members)
+        # only where it marks a request failed and records no blocks; a loop
+        # that walks pending state successes leave too (every in-flight
+        # transfer, drained when the server is gone) converts nothing
+        fed = set(markers) | _failure_fed(members, markers, request_names)
+        converts = any(_converts(fn, attrs, fed) for fn in members)
         if converts and not markers:
             continue
         fill = next(f for f in fills if f.cls == cls)
@@ -260,8 +277,10 @@ def unreported_failures(fns: dict[str, FnView], fills: list[Fill], resolve: Reso
             names = request_names(fn.fqn)
             if not names:
                 continue
-            branches = list(_marked_branches(fn, markers, set()) if converts else
-                            failure_branches(fn, names, markers))
+            saves = lines_in_loops(fn, save_walks)
+            branches = [(b, body) for b, body in (
+                _marked_branches(fn, markers, set()) if converts else
+                failure_branches(fn, names, markers)) if b.line not in saves]
             filled = [(b, body) for b, body in branches
                       if any(_fills_in(fn, s, attrs, writes, resolve) for s in walk(body))]
             for branch, body in branches:
@@ -368,13 +387,35 @@ def _fills_in(fn: FnView, s: Stmt, attrs: set[str], writes: set[str],
     return any(t in writes for c in fn.calls(s) for t in resolve(fn, c))
 
 
-def _converts(fn: FnView, attrs: set[str]) -> bool:
-    """A loop whose body fills a failed-blocks container for every item it
-    walks, not only on a failure branch (``for rid in failed: if meta :=
-    self._meta.get(rid): self._invalid.update(meta.block_ids)``): the items
-    are failed requests, turned into blocks here."""
+def _converts(fn: FnView, attrs: set[str], fed: set[str]) -> bool:
+    """A loop over failed ids (a collection named in ``fed``) whose body
+    fills a failed-blocks container for every item it walks, not only on a
+    failure branch (``for rid in failed: if meta := self._meta.get(rid):
+    self._invalid.update(meta.block_ids)``): the items are failed requests,
+    turned into blocks here."""
     lines = {line for a, line, _ in _fills(fn) if a in attrs}
-    return any(s.kind == "for" and _unconditional(fn, s.body, lines) for s in fn.stmts)
+    return any(s.kind == "for" and _unconditional(fn, s.body, lines) and
+               any(_name_of(n) in fed or _name_of(n.rpartition(".")[0]) in fed
+                   for n in s.names)
+               for s in fn.stmts)
+
+
+def _name_of(chain: str) -> str:
+    """``self._failed`` -> ``_failed``; a local's name as it is."""
+    return chain.rpartition(".")[2] if chain.startswith("self.") else chain
+
+
+def _failure_fed(members: list[FnView], markers: frozenset[str],
+                 request_names: Callable[[str], set[str]]) -> set[str]:
+    """Collections (``self`` attributes by name, and locals) that a failure
+    branch of one of ``members`` adds to: where failed ids are gathered."""
+    out: set[str] = set()
+    for fn in members:
+        for _, body in failure_branches(fn, request_names(fn.fqn) or None, markers):
+            for st in walk(body):
+                out.update(_name_of(c.container) for c in fn.containers(st)
+                           if c.op in ADD_OPS)
+    return out
 
 
 def _unconditional(fn: FnView, body: tuple[Stmt, ...], lines: set[int]) -> bool:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS
 from kvflowmap.lifecycle.effects import is_logging
-from kvflowmap.lifecycle.failures import (TAKE_OPS, LOUD, empty_returns, failure_branches, logs,
+from kvflowmap.lifecycle.failures import (TAKE_OPS, LOUD, empty_returns, failure_branches,
+                                         lines_in_loops, logs,
                                           takes)
 from kvflowmap.lifecycle.ids import loop_targets
 from kvflowmap.lifecycle.request_data import request_data
@@ -70,7 +71,7 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
     takes as a success."""
     out = []
     for fqn, fn, names in _working(fns, reached, request_names):
-        in_saves = _lines_in_loops(fn, save_walks)
+        in_saves = lines_in_loops(fn, save_walks)
         for branch, body in failure_branches(fn, names):
             if branch.line in in_saves:
                 continue
@@ -99,15 +100,6 @@ def _runs_listeners(fn: FnView, handler: Stmt) -> bool:
             calls = [c for st in walk(s.body) for c in fn.calls(st)]
             return bool(calls) and all(c.callee in targets for c in calls)
     return False
-
-
-def _lines_in_loops(fn: FnView, picked: Callable[[FnView, str], bool]) -> set[int]:
-    """Lines of the statements inside a ``for`` whose iterable ``picked`` accepts."""
-    out: set[int] = set()
-    for s in fn.stmts:
-        if s.kind == "for" and picked(fn, s.text.partition(" in ")[2] if s.text else ""):
-            out |= {t.line for t in walk(s.body)}
-    return out
 
 
 def _working(fns: dict[str, FnView], reached: set[str],

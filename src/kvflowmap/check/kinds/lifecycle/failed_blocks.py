@@ -141,7 +141,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             return lc.state.of(fqn).own_request_names()
 
         fills_in_order = sorted(direct.values(), key=lambda f: (f.fqn, f.line))
-        for u in unreported_failures(lc.functions, fills_in_order, resolve, request_names):
+        for u in unreported_failures(lc.functions, fills_in_order, resolve, request_names,
+                                     lambda fn, it: lc.save_state(fn, unwrap(it))):
             out.append(ctx.finding(
                 u.fqn, u.line,
                 f"this failure branch of {short(u.fqn)} records no failed blocks, while "
