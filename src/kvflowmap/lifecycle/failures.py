@@ -388,16 +388,22 @@ def _fills_in(fn: FnView, s: Stmt, attrs: set[str], writes: set[str],
 
 
 def _converts(fn: FnView, attrs: set[str], fed: set[str]) -> bool:
-    """A loop over failed ids (a collection named in ``fed``) whose body
+    """A loop over failed ids (``_walks_failed``) whose body
     fills a failed-blocks container for every item it walks, not only on a
     failure branch (``for rid in failed: if meta := self._meta.get(rid):
     self._invalid.update(meta.block_ids)``): the items are failed requests,
     turned into blocks here."""
     lines = {line for a, line, _ in _fills(fn) if a in attrs}
     return any(s.kind == "for" and _unconditional(fn, s.body, lines) and
-               any(_name_of(n) in fed or _name_of(n.rpartition(".")[0]) in fed
-                   for n in s.names)
-               for s in fn.stmts)
+               _walks_failed(s, fed) for s in fn.stmts)
+
+
+def _walks_failed(loop: Stmt, fed: set[str]) -> bool:
+    """The loop walks failed ids: a local (a subset the function computed),
+    or a ``self`` collection a failure branch fills; not a ``self``
+    container of every in-flight transfer."""
+    own = [n for n in loop.names if n.startswith("self.") and n.count(".") == 1]
+    return not own or any(_name_of(n) in fed for n in own)
 
 
 def _name_of(chain: str) -> str:

@@ -23,7 +23,8 @@
 - ``polled_acted``: a polled transfer seen done is reported, taken out or handed on;
 - ``replied``: a serving loop on a REP socket answers every request it receives;
 - ``peer_checked``: an id read off a peer's message is looked up before it is reported;
-- ``resumed``: the new blocks of a request resumed after preemption replace its old ones.
+- ``resumed``: the new blocks of a request resumed after preemption replace its old ones;
+- ``unbound``: a name a ``try`` binds is bound on every way past its handler.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, comp
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
-                                             thread_loop, unlocked, unreported)
+                                             thread_loop, unbound, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -66,6 +67,7 @@ MODES: dict[str, KindSpec] = {
     "shutdown_closes": KindSpec(shutdown_closes.Options, shutdown_closes.check,
                                 shutdown_closes.READS),
     "resumed": KindSpec(resumed.Options, resumed.check, resumed.READS),
+    "unbound": KindSpec(unbound.Options, unbound.check, unbound.READS),
 }
 
 __all__ = ["MODES"]
