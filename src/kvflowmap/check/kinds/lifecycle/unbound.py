@@ -14,7 +14,9 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
+from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.unbound import unbound_reads
+from kvflowmap.lifecycle.view import FnView, walk
 
 READS = ("Reads: the statement tree of each function the connector runs: the names "
          "each `try` body binds (assignments, loop targets), the bindings before the "
@@ -30,6 +32,11 @@ class Options:
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per name read unbound after a handled failure."""
     lc = lifecycle(ctx)
+
+    def always_raises(fn: FnView, call: CallFact) -> bool:
+        targets = [t.fqn for t in lc.effects.calls.resolve(fn.ctx, call) if not t.external]
+        return bool(targets) and all(t in lc.functions and _raises_only(lc.functions[t])
+                                     for t in targets)
 
     def one(f: str) -> list[Finding]:
         return [ctx.finding(
@@ -48,6 +55,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                 (u.handler_line, "the handler reads it" if u.in_handler
                                  else "the handler goes on"),
                                 (u.line, f"`{u.name}` read")]),
-            anchor=f"unbound:{u.name}") for u in unbound_reads(lc.functions[f])]
+            anchor=f"unbound:{u.name}") for u in unbound_reads(lc.functions[f], always_raises)]
 
     return each_function(ctx, sorted(functions(ctx, lc)), one)
+
+
+def _raises_only(fn: FnView) -> bool:
+    """Every way out of ``fn`` raises: it ends in ``raise`` and returns nowhere."""
+    body = fn.fact.body
+    return bool(body) and body[-1].kind == "raise" and \
+        not any(s.kind == "return" for s in walk(body))
