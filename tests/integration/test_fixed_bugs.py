@@ -69,6 +69,53 @@ BUGS = (
              _mooncake("0.3.9"),
              "kvc-no-unbounded-wait-in-background-work",
              "mooncake.mooncake_connector_v1.MooncakeConnectorWorker.receive_kv"),
+    # PegaFlow 0.22.3 mirrored each running request's block table by extending
+    # it with new_block_ids; a request resumed after preemption gets its whole
+    # new table there, so the freed blocks stayed in front. 0.22.4 replaces the
+    # table for a request in resumed_req_ids.
+    FixedBug("pegaflow appends a resumed request's new block table to its freed one",
+             _pegaflow("0.22.3"),
+             _pegaflow("0.22.4"),
+             "kvc-resumed-blocks-replaced",
+             "pegaflow.connector.scheduler.SchedulerConnector.build_connector_meta"),
+    # vLLM's LMCache MP connector did the same until 0.14.0 added
+    # ``if request_id not in cached_reqs.resumed_req_ids``.
+    FixedBug("vllm lmcache mp connector appends a resumed request's blocks",
+             _vllm("0.13.0"),
+             _vllm("0.14.0"),
+             "kvc-resumed-blocks-replaced",
+             "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_mp_connector."
+             "LMCacheMPConnector._process_cached_requests"),
+    # LMCache 0.5.4's worker adapter logged a failed retrieve and reported the
+    # request finished with none of its blocks in error_block_ids (its only
+    # block-reporting loop drains every in-flight retrieve when the server is
+    # gone); 0.5.5 records the failed retrieve's blocks.
+    FixedBug("lmcache mp adapter drops a failed retrieve's blocks",
+             _lmcache("0.5.4"),
+             _lmcache("0.5.5"),
+             "kvc-failed-blocks-reported",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter.get_finished"),
+    # vllm-ascend 0.13.0's layerwise connector logged a failed metadata fetch
+    # and then used agent_meta, bound only in the try: UnboundLocalError out
+    # of save_kv_layer. 0.18.0 returns from the handler.
+    FixedBug("vllm-ascend layerwise connector reads metadata its handler never bound",
+             _ascend("0.13.0"),
+             _ascend("0.18.0"),
+             "kvc-bound-past-handler",
+             "vllm_ascend.distributed.mooncake_layerwise_connector."
+             "MooncakeLayerwiseConnectorWorker.update_decoder_info",
+             "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_layerwise_connector."
+             "MooncakeLayerwiseConnectorWorker.update_decoder_info"),
+    # Its done-sending signal sent through ensure_zmq_send(sock, ...) and then
+    # waited for the ACK with a plain recv() and no timeout; 0.18.0 polls.
+    FixedBug("vllm-ascend layerwise connector waits for an ACK with no timeout",
+             _ascend("0.13.0"),
+             _ascend("0.18.0"),
+             "kvc-no-unbounded-wait-in-background-work",
+             "vllm_ascend.distributed.mooncake_layerwise_connector."
+             "MooncakeLayerwiseConnectorWorker.send_done_send_signal",
+             "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_layerwise_connector."
+             "MooncakeLayerwiseConnectorWorker.send_done_send_signal"),
     FixedBug("pegaflow save thread dies on a failed batch",
              _pegaflow("0.22.0"),
              _pegaflow("0.25.1"),
