@@ -212,3 +212,26 @@ def test_a_question_about_an_inherited_method_stays_on_that_class(
     base = paths.find_paths(g, "NixlBaseConnectorWorker.get_transfer_results",
                             f"{SCHED}._update_from_kv_xfer_finished", max_paths=3)
     assert isinstance(base, paths.PathResult)  # the base's own name constrains nothing
+
+
+def test_ids_a_helper_hands_back_reach_what_its_caller_does_with_them(
+        vllm_connectors_analysis: Analysis) -> None:
+    """``_pop_done_transfers`` returns the failed ids, which
+    ``get_transfer_results`` puts into ``_recv_failures`` (base_worker.py
+    3199-3201) and later reports as ``failed_recving``; ``_reap_expired_send_leases``
+    adds expired sends into the ``done_sending`` set it is handed, which
+    ``get_transfer_results`` returns as ``finished_sending`` (3323-3327).
+    Both were "no path" while values only went back through returns into
+    carrier fields."""
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
+    g = with_state_links(vllm_connectors_analysis.linker)
+    failed = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker._pop_done_transfers",
+                              f"{SCHED}._handle_failed_recving", max_paths=2)
+    assert isinstance(failed, paths.PathResult)
+    assert failed.paths[0][0].dst.endswith("._recv_failures")
+    reaped = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker._reap_expired_send_leases",
+                              f"{SCHED}._free_blocks", max_paths=2)
+    assert isinstance(reaped, paths.PathResult)
+    assert reaped.paths[0][0].dst == "vllm.v1.outputs.KVConnectorOutput.finished_sending"

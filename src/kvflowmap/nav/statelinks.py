@@ -45,8 +45,66 @@ def with_state_links(linker) -> nx.MultiDiGraph:
     g = linker.graph.copy()
     add_state_links(g, lc, linker.where)
     add_store_deps(g, linker.model)
+    add_returned_ids(g, lc, linker.where)
     call_literals(g, linker.model)
     return g
+
+
+def _short(fqn: str) -> str:
+    return ".".join(fqn.split(".")[-2:])
+
+
+def add_returned_ids(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
+    """Ids a helper hands back to its caller, who keeps or reports them: a
+    ``produces`` step from the helper into the caller's state node when the
+    caller puts the collection the call returned into a ``self`` container
+    (``done, failed = self._pop_done_transfers(...)`` then
+    ``self._recv_failures.update(failed)``), and into the carrier field the
+    caller returns when the helper fills the collection the caller hands it
+    (``self._reap_expired_send_leases(done_sending)`` then ``return
+    ...(finished_sending=done_sending)``). ``path`` then follows ids out of a
+    helper the way they go."""
+    for fqn in sorted(lc.functions):
+        fn = lc.functions[fqn]
+        node_of: dict[str, set[str]] = {}
+        for _, v, d in g.out_edges(fqn, data=True):
+            if d.get("kind") == "produces" and d.get("via") == VIA:
+                node_of.setdefault(v.rpartition(".")[2], set()).add(v)
+        returned = {v: set(d.get("deps") or ()) for _, v, d in g.out_edges(fqn, data=True)
+                    if d.get("kind") == "produces" and d.get("via") == "return"
+                    and g.nodes[v].get("kind") == "field"}
+        for call in fn.all_calls:
+            targets = [t.fqn for t in lc.effects.calls.resolve(fn.ctx, call)
+                       if not t.external and t.fqn in lc.functions and t.fqn != fqn]
+            if not targets:
+                continue
+            bound = {a.target for a in fn.all_assigns if a.line == call.line} | {
+                b.target for b in fn.facts.binds
+                if b.scope == fn.fact.qualname and b.line == call.line}
+            for op in fn.all_containers:
+                attr = op.container.partition(".")[2]
+                if op.op in ("update", "extend") and op.key in bound and \
+                        op.container.startswith("self.") and attr in node_of:
+                    for t in targets:
+                        ret = next((r.line for r in lc.functions[t].all_returns), None)
+                        for node in sorted(node_of[attr]):
+                            # only when this caller called it (its return goes back there)
+                            _edge(g, lc, t, node, "produces", ret or 0, where,
+                                  f"returns ids {_short(fqn)} puts into {_short(node)}",
+                                  fillers=(fqn,))
+            for t in targets:
+                h = lc.functions[t]
+                filled = {op.container: op.line for op in h.all_containers
+                          if op.op in ADD_OPS and op.container in h.param_names}
+                for arg, param in bound_args(h.fact, call):
+                    if param not in filled or not arg or not arg.isidentifier():
+                        continue
+                    for field, deps in sorted(returned.items()):
+                        if arg in deps:
+                            # the caller's return value: its callers decide where it goes
+                            _edge(g, lc, t, field, "produces", filled[param], where,
+                                  f"puts ids into the {arg} {_short(fqn)} returns",
+                                  fillers=(fqn,), via="return")
 
 
 def add_store_deps(g: nx.MultiDiGraph, model) -> None:
@@ -470,7 +528,8 @@ def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
 
 def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: int, where,
           note: str, copied: list[str] | None = None, deps: tuple[str, ...] = (),
-          fillers: tuple[str, ...] = (), gated: tuple[tuple[str, bool], ...] = ()) -> None:
+          fillers: tuple[str, ...] = (), gated: tuple[tuple[str, bool], ...] = (),
+          via: str = VIA) -> None:
     """One state step; ``copied``: the ``self`` attributes a field written
     whole is a copy of; ``deps``: the names the writing statement depends on
     (``path`` passes through the writer only from a field among them);
@@ -487,7 +546,7 @@ def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: in
         extra["fillers"] = fillers
     if gated:
         extra["gates"] = gated  # type: ignore[assignment]
-    g.add_edge(u, v, kind=kind, line=line, via=VIA, carrier=note, **extra, **where(fn.module))
+    g.add_edge(u, v, kind=kind, line=line, via=via, carrier=note, **extra, **where(fn.module))
 
 
 def gates(fn: FnView | None, line: int) -> tuple[tuple[str, bool], ...]:
