@@ -23,12 +23,11 @@ resumed requests, or drops their state, and is not judged.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.view import FnView, bound_args
+from kvflowmap.lifecycle.view import FnView, bound_args, mentions
 
 APPENDS = frozenset({"extend", "append", "appendleft", "insert"})
 # calls whose result is a number or a truth value, not the blocks passed in
@@ -95,7 +94,7 @@ def _keeps_account(fn: FnView, preempted: tuple[str, ...]) -> bool:
             return True
         for c in fn.containers(st):
             if c.container.startswith("self.") and (
-                    any(marks(n) for n in st.names) or _mentions(c.key, bound)):
+                    any(marks(n) for n in st.names) or mentions(c.key, bound)):
                 return True
     return False
 
@@ -117,15 +116,6 @@ def _reads_any(fn: FnView, names: tuple[str, ...]) -> bool:
         lit in names for c in fn.all_calls for lit in c.literal_args if lit)
 
 
-def _mentions(text: str | None, names: set[str]) -> bool:
-    """``text`` uses one of ``names``: a plain name, or an attribute when the
-    entry starts with a dot (``.new_block_ids``)."""
-    if not text:
-        return False
-    return any(re.search(rf"{re.escape(n)}\b" if n.startswith(".")
-                         else rf"(?<![\w.]){re.escape(n)}\b", text) for n in names)
-
-
 def _tracked(fn: FnView, seeds: set[str]) -> set[str]:
     """Names of ``fn`` holding the blocks: the seeds (parameters, or the
     field as ``.field``), and every name bound from one of them (an
@@ -144,7 +134,7 @@ def _tracked(fn: FnView, seeds: set[str]) -> set[str]:
         for a in assigns:
             if a.target in names or "." in a.target or "[" in a.target:
                 continue
-            direct = any(_mentions(t, names) for t in (a.value, a.origin))
+            direct = any(mentions(t, names) for t in (a.value, a.origin))
             through = any(_passes(c, names) for c in calls_by_line.get(a.line, ())
                           if (c.callee or "").rpartition(".")[2] not in _SCALAR)
             if direct or through:
@@ -155,8 +145,8 @@ def _tracked(fn: FnView, seeds: set[str]) -> set[str]:
 
 def _passes(c: CallFact, names: set[str]) -> bool:
     """A positional or keyword argument of ``c`` mentions one of ``names``."""
-    return any(_mentions(a, names) for a in c.args) or any(
-        _mentions(v, names) for _, v in c.kwargs)
+    return any(mentions(a, names) for a in c.args) or any(
+        mentions(v, names) for _, v in c.kwargs)
 
 
 def _append_of(fn: FnView, tracked: set[str], functions: dict[str, FnView],
@@ -167,7 +157,7 @@ def _append_of(fn: FnView, tracked: set[str], functions: dict[str, FnView],
     or in a callee given one (``depth`` calls deep); None when there is none,
     or the callee reads a resumed name."""
     for c in sorted(fn.all_containers, key=lambda c: c.line):
-        if c.op in APPENDS and c.container.startswith("self.") and _mentions(c.key, tracked):
+        if c.op in APPENDS and c.container.startswith("self.") and mentions(c.key, tracked):
             return fn.fqn, c.line, c.container, via
     if depth == 0:
         return None
@@ -178,7 +168,7 @@ def _append_of(fn: FnView, tracked: set[str], functions: dict[str, FnView],
             g = functions.get(target)
             if g is None or target == fn.fqn or _reads_any(g, resumed):
                 continue
-            params = {p for arg, p in bound_args(g.fact, call) if _mentions(arg, tracked)}
+            params = {p for arg, p in bound_args(g.fact, call) if mentions(arg, tracked)}
             if not params:
                 continue
             hit = _append_of(g, _tracked(g, params), functions, analysed, resumed,

@@ -20,13 +20,12 @@ reads it, unless that statement only binds it again.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.ids import loop_targets
-from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.lifecycle.view import FnView, mentions, walk
 
 EXITS = frozenset({"return", "raise", "continue", "break"})
 
@@ -175,11 +174,11 @@ def _first_read(fn: FnView, name: str, rest: tuple[Stmt, ...]) -> int | None:
                 continue
             if s.kind == "for":
                 targets, iterable = loop_targets(s.text)
-                if name in targets and not _mentions(iterable, name):
+                if name in targets and not mentions(iterable, (name,)):
                     return None
                 return s.line
             if name in _bound_by(fn, s) and not any(
-                    _mentions(t, name) for a in fn.assigns(s) if a.target == name
+                    mentions(t, (name,)) for a in fn.assigns(s) if a.target == name
                     for t in (a.value, a.origin)):
                 return None
             return s.line
@@ -195,8 +194,4 @@ def _names(fn: FnView, s: Stmt, name: str) -> bool:
     if name not in keywords:
         return True
     values = [v for c in fn.calls(s) for v in (*c.args, *(v for _, v in c.kwargs))]
-    return any(_mentions(v, name) for v in values) or name in _bound_by(fn, s)
-
-
-def _mentions(text: str | None, name: str) -> bool:
-    return bool(text) and re.search(rf"(?<![\w.]){re.escape(name)}\b", text or "") is not None
+    return any(mentions(v, (name,)) for v in values) or name in _bound_by(fn, s)

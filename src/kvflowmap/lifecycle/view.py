@@ -3,7 +3,8 @@ operations, assignments and returns, and the statements they happen in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -132,3 +133,13 @@ def bound_args(callee: FunctionFact, c: CallFact, *, constructor: bool = False
     names = {p.name for p in params}
     out += [(v, k) for k, v in c.kwargs if k in names]
     return out
+
+
+def mentions(text: str | None, names: Collection[str]) -> bool:
+    """``text`` uses one of ``names`` as a whole name: a plain name (not an
+    attribute of something else), or an attribute when the entry starts
+    with a dot (``.new_block_ids``)."""
+    if not text:
+        return False
+    return any(re.search(rf"{re.escape(n)}\b" if n.startswith(".")
+                         else rf"(?<![\w.]){re.escape(n)}\b", text) for n in names)
