@@ -401,8 +401,8 @@ def _foreign_readers(lc: Lifecycle, leaf: str, uses: Iterable[tuple[str, int, st
 def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None:
     """The first line of ``fn`` whose statement reads ``chain`` (or a part of
     it); a statement that binds it (``self._x = set()`` in a constructor),
-    adds to it or clears it, or only writes it otherwise (a line in
-    ``skip``) is no read."""
+    adds to it or clears it, removes from it and drops what it removed, or
+    only writes it otherwise (a line in ``skip``) is no read."""
     for s in fn.stmts:
         if s.line in skip or any(k == "assign" and fn.facts.assigns[i].target == chain
                                  for k, i in s.events):
@@ -410,6 +410,11 @@ def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None
         # ``self._x.setdefault(k, [])``, ``self._x.clear()``: writes, not reads
         if any(op.container == chain and op.op in ADD_OPS | RESET_OPS
                for op in fn.containers(s)):
+            continue
+        # ``self._x.pop(k, None)`` on its own: a removal whose value goes nowhere
+        ops = [op for op in fn.containers(s) if op.container == chain]
+        if s.kind == "simple" and ops and all(op.op in REMOVE_OPS for op in ops) and \
+                not fn.assigns(s) and not fn.returns(s) and len(fn.calls(s)) <= len(ops):
             continue
         if any(n == chain or n.startswith(chain + ".") or n.startswith(chain + "[")
                for n in s.names):
