@@ -1152,6 +1152,39 @@ def find_drop_socket_timeout(module: cst.Module) -> Iterator[Ctx]:
             yield c
 
 
+def _bound_names(block: cst.CSTNode) -> set[str]:
+    """Plain names assigned (``x = ...``, ``a, b = ...``) anywhere in ``block``."""
+    out: set[str] = set()
+    for c in walk(block):
+        if isinstance(c.node, cst.AssignTarget):
+            t = c.node.target
+            elts = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+            out.update(e.value for e in elts if isinstance(e, cst.Name))
+    return out
+
+
+def find_handler_falls_through(module: cst.Module) -> Iterator[Ctx]:
+    """The ``return``/``continue`` that ends an ``except`` handler of a ``try``
+    whose body binds a name that a statement after the ``try`` reads: without
+    it the handler goes on into a name the failed ``try`` never bound."""
+    for c in walk(module):
+        if not isinstance(c.node, cst.SimpleStatementLine) or not c.funcs or len(c.parents) < 4:
+            continue
+        if not isinstance(_single(c.node), (cst.Return, cst.Continue)):
+            continue
+        block, handler, tried, outer = c.parents[-1], c.parents[-2], c.parents[-3], c.parents[-4]
+        if not (isinstance(handler, cst.ExceptHandler) and isinstance(tried, cst.Try) and
+                isinstance(block, cst.IndentedBlock) and block.body[-1] is c.node and
+                isinstance(outer, (cst.IndentedBlock, cst.Module))):
+            continue
+        names = _bound_names(tried.body) - _bound_names(handler.body)
+        after = list(outer.body)[list(outer.body).index(tried) + 1:] \
+            if tried in outer.body else []
+        text = "\n".join(code(st) for st in after)
+        if any(re.search(rf"(?<![\w.]){re.escape(n)}\b", text) for n in names):
+            yield c
+
+
 def find_unchecked_callback(module: cst.Module) -> Iterator[Ctx]:
     """The line of a done-callback (a def whose name is passed to
     ``add_done_callback``) that asks its future how it ended (a bare
@@ -1320,6 +1353,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              _to_pass),
     Operator("drop-peer-lookup", "an id off a peer's message is no longer looked up",
              find_drop_peer_lookup, _to_pass),
+    Operator("handler-falls-through", "a handler no longer leaves, and goes on into a name "
+             "its try never bound", find_handler_falls_through, _to_pass),
 )}
 
 
