@@ -78,6 +78,14 @@ BUGS = (
              _pegaflow("0.22.4"),
              "kvc-resumed-blocks-replaced",
              "pegaflow.connector.scheduler.SchedulerConnector.build_connector_meta"),
+    # PegaFlow 0.24.1 replaced a resumed request's block mirror but kept counting
+    # its scheduled tokens from the first life (set up together with the mirror
+    # in update_state_after_alloc); 0.24.2 rebases them in the same arm.
+    FixedBug("pegaflow resumes a request with its first life's token count",
+             _pegaflow("0.24.1"),
+             _pegaflow("0.24.2"),
+             "kvc-resumed-state-rebased",
+             "pegaflow.connector.scheduler.SchedulerConnector.build_connector_meta"),
     # vLLM's LMCache MP connector did the same until 0.14.0 added
     # ``if request_id not in cached_reqs.resumed_req_ids``.
     FixedBug("vllm lmcache mp connector appends a resumed request's blocks",

@@ -34,7 +34,7 @@ from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.peer_ids import PeerId, peer_ids
-from kvflowmap.lifecycle.resumed import ResumedAppend, resumed_appends
+from kvflowmap.lifecycle.resumed import PartialReset, ResumedAppend, partial_resets, resumed_appends
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
                                        held_by_callers, unlocked)
@@ -459,6 +459,11 @@ class Lifecycle:
         spec = self.spec
         return resumed_appends(self.functions, self._analysed, spec.running_carrier,
                                spec.running_blocks, spec.resumed, spec.preempted)
+
+    def partial_resets(self) -> list[PartialReset]:
+        """Arms for a resumed request that reset some of the request's state
+        and keep the rest that is set up with it (``resumed``)."""
+        return partial_resets(self.functions, self.spec.resumed)
 
     def peer_ids(self) -> list[PeerId]:
         """Ids read off a peer's message and put, unchecked, where a report

@@ -27,13 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.view import FnView, bound_args, mentions
+from kvflowmap.lifecycle.view import FnView, bound_args, mentions, walk
 
 APPENDS = frozenset({"extend", "append", "appendleft", "insert"})
 # calls whose result is a number or a truth value, not the blocks passed in
 _SCALAR = frozenset({"len", "sum", "min", "max", "bool", "int", "float", "str", "any", "all",
                      "isinstance", "hash", "id", "print", "repr"})
 DEPTH = 2
+# what sets a request's entry again, or takes it out
+RESETS = frozenset({"setitem", "pop", "delitem", "discard", "remove"})
 
 
 @dataclass(frozen=True)
@@ -176,3 +178,114 @@ def _append_of(fn: FnView, tracked: set[str], functions: dict[str, FnView],
             if hit is not None:
                 return hit
     return None
+
+
+@dataclass(frozen=True)
+class PartialReset:
+    """``fqn``'s arm for a resumed request (the ``if`` at ``line``) sets
+    ``reset`` again, but not ``kept``, which ``init_fqn`` sets up with it
+    (at ``init_line``) and ``fqn`` keeps updating (at ``update_line``)."""
+
+    fqn: str
+    line: int
+    reset: str
+    kept: tuple[str, ...]
+    init_fqn: str
+    init_line: int
+    update_line: int
+
+
+def partial_resets(functions: dict[str, FnView], resumed: tuple[str, ...]) -> list[PartialReset]:
+    """Arms for a resumed request that set one piece of per-request state
+    again (``self._blocks[rid] = new``) but leave others that another method
+    sets up together with it (``self._blocks[rid] = []; self._tokens[rid] =
+    0`` in the commit hook) and that this function keeps updating
+    (``self._tokens[rid] += n``): after the preemption they keep the values
+    of the request's first life."""
+    out = []
+    for fqn in sorted(functions):
+        fn = functions[fqn]
+        arms = _resumed_arms(fn, resumed)
+        if not arms:
+            continue
+        # every arm for a resumed request counts (``if resumed:`` may come twice)
+        body = tuple(x for arm in arms for x in walk(arm.body))
+        inside = {x.line for x in body}
+        # what the arms set again or take out, themselves or through a method
+        # of the class they call on ``self`` (``self._rebase(rid)``)
+        helpers = {c.callee.partition(".")[2] for x in body for c in fn.calls(x)
+                   if c.callee and c.callee.startswith("self.") and c.callee.count(".") == 1}
+        views = [(fn, body), *((g, g.stmts) for g in functions.values()
+                               if g.cls == fn.cls and g.name in helpers)]
+        reset = {_attr(c.container) for v, stmts in views for x in stmts
+                 for c in v.containers(x) if c.op in RESETS and _attr(c.container)}
+        # what it keeps updating outside those arms (``self._n[rid] = ...``, ``+= n``)
+        updated = {_attr(c.container): c.line for c in fn.all_containers
+                   if c.op == "setitem" and c.line not in inside and _attr(c.container)}
+        updated |= {_attr(a.target): a.line for a in fn.all_assigns
+                    if a.aug and a.line not in inside and _attr(a.target)}
+        for init_fqn, init_line, group in _setups(functions, fn.cls):
+            kept = tuple(sorted(a for a in group - reset if a in updated))
+            hit = sorted(group & reset)
+            if hit and kept:
+                out.append(PartialReset(fqn, arms[0].line, hit[0], kept, init_fqn, init_line,
+                                        min(updated[a] for a in kept)))
+                break
+    return out
+
+
+def _attr(chain: str) -> str | None:
+    """``self._x[]`` / ``self._x`` -> ``_x``; None for anything else."""
+    head = chain.removesuffix("[]")
+    if not head.startswith("self.") or head.count(".") != 1:
+        return None
+    return head.partition(".")[2]
+
+
+def _resumed_arms(fn: FnView, resumed: tuple[str, ...]) -> list:
+    """The ``if`` statements of ``fn`` whose test asks whether the request
+    was resumed (directly, or through a local bound to such a test)."""
+    q = fn.fact.qualname
+    flags = {a.target for a in fn.all_assigns
+             if a.target.isidentifier() and any(r in (a.test or "") for r in resumed)}
+    reads = {r.line for r in fn.facts.reads if r.scope == q and r.attr in resumed}
+    return [s for s in fn.stmts if s.kind == "if" and (
+        s.line in reads or flags & set(s.names))]
+
+
+def _setups(functions: dict[str, FnView], cls: str | None
+            ) -> list[tuple[str, int, set[str]]]:
+    """(function, line, attributes) of each statement list of a method of
+    ``cls`` that sets two or more ``self`` containers keyed alike, one after
+    another (a request's state set up together)."""
+    if cls is None:
+        return []
+    out = []
+    for fqn in sorted(functions):
+        g = functions[fqn]
+        if g.cls != cls:
+            continue
+        for block in _blocks(g.fact.body):
+            keyed: dict[str, set[str]] = {}
+            first: dict[str, int] = {}
+            for s in block:
+                for c in g.containers(s):
+                    a = _attr(c.container)
+                    if c.op == "setitem" and a and c.key:
+                        keyed.setdefault(c.key, set()).add(a)
+                        first.setdefault(c.key, s.line)
+            for key, attrs in keyed.items():
+                if len(attrs) >= 2:
+                    out.append((fqn, first[key], attrs))
+    return out
+
+
+def _blocks(body):
+    """Every statement list of a function body, nested ones included."""
+    yield body
+    for s in body:
+        if s.kind in ("def", "class"):
+            continue
+        for part in (s.body, s.orelse, *(h.body for h in s.handlers), s.final):
+            if part:
+                yield from _blocks(part)

@@ -16,7 +16,8 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import by_function, lifecycle, short, steps
 from kvflowmap.check.model import Finding
-from kvflowmap.lifecycle.resumed import ResumedAppend
+from kvflowmap.check.options import option
+from kvflowmap.lifecycle.resumed import PartialReset, ResumedAppend
 
 READS = ("Reads: per function, the attribute reads of the protocol's "
          "`lifecycle.running.blocks` (`new_block_ids`) on its `running.carrier` "
@@ -29,13 +30,20 @@ READS = ("Reads: per function, the attribute reads of the protocol's "
 
 @dataclass(frozen=True)
 class Options:
-    """Parameters of ``lifecycle`` mode ``resumed`` (none: the carrier, its
-    block field and the resumed names are the protocol's ``lifecycle.running``)."""
+    """Parameters of ``lifecycle`` mode ``resumed`` (the carrier, its block
+    field and the resumed names are the protocol's ``lifecycle.running``)."""
+
+    hows: tuple[str, ...] = option(("appended", "rebased"),
+                                   "what to report: appended (the new blocks of a resumed "
+                                   "request appended to its old ones), rebased (an arm for a "
+                                   "resumed request that resets part of the request's state "
+                                   "set up together and leaves the rest)")
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per function appending the running requests' new blocks
-    to per-request state with no test for a resumed request."""
+    to per-request state with no test for a resumed request, and one per
+    function whose resumed arm resets only part of the state set up together."""
     lc = lifecycle(ctx)
     by_fn: dict[str, list[ResumedAppend]] = by_function(ctx, lc, lc.resumed_appends())
     spec = lc.spec
@@ -59,4 +67,20 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                         [(r.append_line, f"appends them to {r.container}")]),
             anchor=f"resumed:{r.container}") for r in by_fn[f]]
 
-    return each_function(ctx, sorted(by_fn), one)
+    partial: dict[str, list[PartialReset]] = by_function(ctx, lc, lc.partial_resets())
+
+    def rebased(f: str) -> list[Finding]:
+        return [ctx.finding(
+            f, r.line,
+            f"{short(f)} sets self.{r.reset} again for a request resumed after preemption, "
+            f"but not self.{', self.'.join(r.kept)}, which {short(r.init_fqn)} sets up with "
+            f"it (line {r.init_line}) and this function keeps updating (line "
+            f"{r.update_line}): after the preemption they keep the values of the request's "
+            "first life, counted against blocks it no longer has. Reset them in the same arm",
+            path=(ctx.step(r.init_fqn, r.init_line, "the request's state is set up together"),
+                  ctx.step(f, r.line, f"the resumed arm resets self.{r.reset} only"),
+                  ctx.step(f, r.update_line, f"self.{r.kept[0]} keeps its old value")),
+            anchor=f"rebased:{r.reset}") for r in partial[f]]
+
+    return (each_function(ctx, sorted(by_fn), one) if "appended" in opts.hows else []) + \
+        (each_function(ctx, sorted(partial), rebased) if "rebased" in opts.hows else [])
