@@ -486,15 +486,6 @@ def _direct_adds(body: tuple[Stmt, ...], adds: dict[int, set[str]]) -> set[str]:
     return {a for st in body if st.kind == "simple" for a in adds.get(st.line, ())}
 
 
-def _lists(fn: FnView) -> Iterator[tuple[Stmt, ...]]:
-    """Every statement list of ``fn``: its body and each nested body."""
-    yield fn.fact.body
-    for s in fn.stmts:
-        for body in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-            if body:
-                yield body
-
-
 def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
     """Attributes that mark a request failed: added to, at least twice, in a
     statement list that also adds to a failed-blocks attribute (``attrs``),
@@ -505,7 +496,7 @@ def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
     without: dict[str, int] = {}
     for fn in fns.values():
         adds = _adds_by_line(fn)
-        for body in _lists(fn):
+        for body in fn.lists:
             added = _direct_adds(body, adds)
             tally = with_blocks if added & attrs else without
             for a in added - attrs:

@@ -16,9 +16,13 @@ from that read (through assignments and calls given it, not through ``len``
 and other scalar builtins) reach an ``extend``/``append``/``insert`` on a
 ``self`` container, in the function or in an analysed callee they are passed
 to (two calls deep); and neither the function nor that callee reads any of
-the resumed names. A module that reads what tells a request was preempted
-(``preempted_req_ids``, ``RequestStatus.PREEMPTED``) keeps its own account of
-resumed requests, or drops their state, and is not judged.
+the resumed names. A module that acts on what tells a request was preempted
+(``preempted_req_ids``, ``RequestStatus.PREEMPTED``: tests it, loops over it
+or stores it) keeps its own account of resumed requests, or drops their
+state, and is not judged; one that only hands it on is.
+
+The same module also finds arms for a resumed request that set part of the
+request's state again and keep updating the rest (``partial_resets``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
+from kvflowmap.lifecycle.containers import self_attr
 from kvflowmap.lifecycle.view import FnView, bound_args, mentions, walk
 
 APPENDS = frozenset({"extend", "append", "appendleft", "insert"})
@@ -62,9 +67,8 @@ def resumed_appends(functions: dict[str, FnView], analysed: Callable[[FnView, Ca
     accounts: dict[str, bool] = {}
     for fqn in sorted(functions):
         fn = functions[fqn]
-        q = fn.fact.qualname
-        reads = sorted(r.line for r in fn.facts.reads
-                       if r.scope == q and r.attr == field and _is_carrier(fn, r.base, carrier))
+        reads = sorted(r.line for r in fn.reads
+                       if r.attr == field and _is_carrier(fn, r.base, carrier))
         if not reads or _reads_any(fn, resumed):
             continue  # told apart here
         if fn.module not in accounts:
@@ -113,8 +117,7 @@ def _is_carrier(fn: FnView, base: str, carrier: str) -> bool:
 
 def _reads_any(fn: FnView, names: tuple[str, ...]) -> bool:
     """``fn`` reads one of ``names`` as an attribute, or asks ``getattr`` for it."""
-    q = fn.fact.qualname
-    return any(r.scope == q and r.attr in names for r in fn.facts.reads) or any(
+    return any(r.attr in names for r in fn.reads) or any(
         lit in names for c in fn.all_calls for lit in c.literal_args if lit)
 
 
@@ -124,9 +127,7 @@ def _tracked(fn: FnView, seeds: set[str]) -> set[str]:
     assignment, or a call given one that is not a scalar builtin), to a
     fixpoint."""
     names = set(seeds)
-    q = fn.fact.qualname
-    binds = [b for b in fn.facts.binds if b.scope == q]
-    assigns = fn.all_assigns + binds
+    assigns = fn.all_assigns + [b for bs in fn.binds.values() for b in bs]
     calls_by_line: dict[int, list[CallFact]] = {}
     for c in fn.all_calls:
         calls_by_line.setdefault(c.line, []).append(c)
@@ -235,20 +236,18 @@ def partial_resets(functions: dict[str, FnView], resumed: tuple[str, ...]) -> li
 
 
 def _attr(chain: str) -> str | None:
-    """``self._x[]`` / ``self._x`` -> ``_x``; None for anything else."""
-    head = chain.removesuffix("[]")
-    if not head.startswith("self.") or head.count(".") != 1:
-        return None
-    return head.partition(".")[2]
+    """``self._x[]`` / ``self._x`` -> ``_x``; None for anything else (a
+    field of an entry, ``self._x[].y``, is not the entry)."""
+    attr = self_attr(chain)
+    return attr if attr and chain.removesuffix("[]") == f"self.{attr}" else None
 
 
 def _resumed_arms(fn: FnView, resumed: tuple[str, ...]) -> list:
     """The ``if`` statements of ``fn`` whose test asks whether the request
     was resumed (directly, or through a local bound to such a test)."""
-    q = fn.fact.qualname
     flags = {a.target for a in fn.all_assigns
              if a.target.isidentifier() and any(r in (a.test or "") for r in resumed)}
-    reads = {r.line for r in fn.facts.reads if r.scope == q and r.attr in resumed}
+    reads = {r.line for r in fn.reads if r.attr in resumed}
     return [s for s in fn.stmts if s.kind == "if" and (
         s.line in reads or flags & set(s.names))]
 
@@ -265,7 +264,7 @@ def _setups(functions: dict[str, FnView], cls: str | None
         g = functions[fqn]
         if g.cls != cls:
             continue
-        for block in _blocks(g.fact.body):
+        for block in g.lists:
             keyed: dict[str, set[str]] = {}
             first: dict[str, int] = {}
             for s in block:
@@ -278,14 +277,3 @@ def _setups(functions: dict[str, FnView], cls: str | None
                 if len(attrs) >= 2:
                     out.append((fqn, first[key], attrs))
     return out
-
-
-def _blocks(body):
-    """Every statement list of a function body, nested ones included."""
-    yield body
-    for s in body:
-        if s.kind in ("def", "class"):
-            continue
-        for part in (s.body, s.orelse, *(h.body for h in s.handlers), s.final):
-            if part:
-                yield from _blocks(part)

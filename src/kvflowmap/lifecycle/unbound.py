@@ -50,12 +50,20 @@ def unbound_reads(fn: FnView, always_raises: Callable[[FnView, CallFact], bool]
     ``always_raises(fn, call)``: the call never returns (an analysed helper
     every way out of which raises), so a handler ending in it leaves."""
     out: list[Unbound] = []
+    first_bound: dict[str, int] | None = None  # name -> first line binding it
     for st, rest, in_loop in _with_rest(fn.fact.body, (), ()):
         if st.kind != "try" or not st.handlers:
             continue
+        if first_bound is None:
+            first_bound = {}
+            for s in fn.stmts:
+                if s.kind not in ("def", "class"):
+                    for n in _bound_by(fn, s):
+                        first_bound[n] = min(first_bound.get(n, s.line), s.line)
+        # bound before the try (a parameter, or any statement above it, any branch)
+        before = set(fn.param_names) | {n for n, line in first_bound.items() if line < st.line}
         binds = {n: line for n, line in _binds(fn, st.body).items()
-                 if n != "_" and not _bound_before(fn, n, st.line)
-                 and not _bound_first(fn, st.body, n)}
+                 if n != "_" and n not in before and not _bound_first(fn, st.body, n)}
         for h in st.handlers:  # the handler itself reads what the try may not have bound
             for name, line in sorted(binds.items()):
                 if name in _bound_by(fn, h):
@@ -146,22 +154,12 @@ def _binds(fn: FnView, block: tuple[Stmt, ...]) -> dict[str, int]:
 def _bound_by(fn: FnView, s: Stmt) -> list[str]:
     """Plain names the statement itself (a compound one: its header) binds:
     assignments, tuple targets, loop and comprehension targets."""
-    q = fn.fact.qualname
     names = [a.target for a in fn.assigns(s) if a.target.isidentifier() and not a.aug]
     if s.kind in ("simple", "except"):
-        names += [b.target for b in fn.facts.binds
-                  if b.scope == q and b.line == s.line and b.target.isidentifier()]
+        names += [b.target for b in fn.binds.get(s.line, ()) if b.target.isidentifier()]
     if s.kind == "for":  # its targets (not the names in its iterable)
         names += loop_targets(s.text)[0]
     return names
-
-
-def _bound_before(fn: FnView, name: str, line: int) -> bool:
-    """A parameter, or bound by a statement before ``line`` (any branch)."""
-    if name in fn.param_names:
-        return True
-    return any(s.line < line and name in _bound_by(fn, s) for s in fn.stmts
-               if s.kind not in ("def", "class"))
 
 
 def _first_read(fn: FnView, name: str, rest: tuple[Stmt, ...]) -> int | None:

@@ -146,7 +146,7 @@ def removals(fn: FnView, eff: Effects, returned: set[str],
                 into = _reports_in(fn, eff, loop, scope, op.key, returned,
                                    [o for o in owed if o != c])
                 out.append(Removal(fn.fqn, c, op.key, s.line, into is not None, into or ""))
-    for block in _blocks(fn.fact.body):
+    for block in fn.lists:
         for i, s in enumerate(block):
             for op in fn.containers(s):
                 walker = _walker(block[:i], op.container) if op.op in RESET_OPS else None
@@ -167,17 +167,6 @@ def _with_loop(body: tuple[Stmt, ...], loop: Stmt | None) -> Iterator[tuple[Stmt
         yield from _with_loop(s.body, s if s.kind == "for" else loop)
         for part in (s.handlers, s.orelse, s.final):
             yield from _with_loop(part, loop)
-
-
-def _blocks(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, ...]]:
-    """Every statement list of a body: the body, branches, handlers, finally."""
-    yield body
-    for s in body:
-        for part in (s.body, s.orelse, s.final):
-            if part:
-                yield from _blocks(part)
-        for h in s.handlers:
-            yield from _blocks(h.body)
 
 
 def _walker(before: tuple[Stmt, ...], chain: str) -> Stmt | None:

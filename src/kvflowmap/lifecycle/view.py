@@ -8,7 +8,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from kvflowmap.facts import (AssignFact, CallFact, CompareFact, ContainerOpFact, FileFacts,
+from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, CompareFact, ContainerOpFact,
+                             FileFacts,
                              FunctionFact, ReturnFact, Stmt)
 from kvflowmap.model.core import Model
 
@@ -104,6 +105,29 @@ class FnView:
         for c in self.facts.compares:
             if c.scope == self.fact.qualname:
                 out.setdefault(c.line, []).append(c)
+        return out
+
+    @cached_property
+    def reads(self) -> list[AttrReadFact]:
+        """This function's attribute reads (the facts keep them per file)."""
+        return [r for r in self.facts.reads if r.scope == self.fact.qualname]
+
+    @cached_property
+    def binds(self) -> dict[int, list[AssignFact]]:
+        """This function's loop, comprehension and tuple-unpacking bindings
+        by line (``FileFacts.binds``, kept per file)."""
+        out: dict[int, list[AssignFact]] = {}
+        for b in self.facts.binds:
+            if b.scope == self.fact.qualname:
+                out.setdefault(b.line, []).append(b)
+        return out
+
+    @cached_property
+    def lists(self) -> list[tuple[Stmt, ...]]:
+        """Every statement list: the body and each nested body."""
+        out = [self.fact.body]
+        out += [body for s in self.stmts
+                for body in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)) if body]
         return out
 
     @property
