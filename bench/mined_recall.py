@@ -39,6 +39,7 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "lmcache": ("lmcache/integration/vllm", "vllm==0.33.0"),
     "vllm-ascend": ("vllm_ascend/distributed", "vllm==0.33.0"),
     "mooncake-transfer-engine": ("mooncake", "vllm==0.11.1"),  # it refuses vLLM >= 0.13
+    "kvbm": ("kvbm/vllm_integration", "vllm==0.33.0"),  # Dynamo's KV block manager
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.11 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
