@@ -40,7 +40,7 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if any(n in ids.records - built for n in local):
         return True
-    if config_test(fn, s, own) and not _records_part(fn, s, name):
+    if config_test(fn, s, own, eff.state.runtime_attrs) and not _records_part(fn, s, name):
         return True
     if _tests_collected(fn, s, own):
         return True
@@ -143,12 +143,16 @@ def _records_part(fn: FnView, s: Stmt, name: str) -> bool:
     return False
 
 
-def config_test(fn: FnView, s: Stmt, own: set[str] | None = None) -> bool:
+def config_test(fn: FnView, s: Stmt, own: set[str] | None = None,
+                runtime: frozenset[str] = frozenset()) -> bool:
     """A test that reads only ``self`` attributes, no local or parameter
-    (a role or configuration: ``if self._has_mamba``)."""
+    (a role or configuration: ``if self._has_mamba``), none of them one that
+    background work changes (``runtime``: ``if not self.is_healthy`` is the
+    failure path of a heartbeat, not a role)."""
     own = own if own is not None else set(fn.param_names) | {a.target for a in fn.all_assigns}
-    return not any(n in own and n != "self" for n in s.names) and any(
-        n.startswith("self.") for n in s.names)
+    attrs = [n.split(".")[1] for n in s.names if n.startswith("self.") and n.count(".")]
+    return not any(n in own and n != "self" for n in s.names) and bool(attrs) and \
+        not runtime.intersection(attrs)
 
 
 def tests_id(fn: FnView, eff: Effects, s: Stmt) -> bool:

@@ -114,6 +114,9 @@ class IdState:
     # (function, local) pairs whose ids a report hook hands back: its own
     # returned local, and those of the helpers it takes them from
     report_locals: set[tuple[str, str]] = field(default_factory=set)
+    # names of ``self`` attributes background work changes (``runtime``):
+    # a test of one is an outcome, not configuration
+    runtime_attrs: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.id_attrs |= set(self.spec.id_fields)

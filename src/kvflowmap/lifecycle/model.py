@@ -34,6 +34,7 @@ from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.peer_ids import PeerId, peer_ids
+from kvflowmap.lifecycle.runtime import runtime_attrs
 from kvflowmap.lifecycle.resumed import PartialReset, ResumedAppend, partial_resets, resumed_appends
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
 from kvflowmap.lifecycle.locks import (CopyClear, Locks, Unlocked, copy_then_clear,
@@ -611,11 +612,13 @@ def build_lifecycle(linker) -> Lifecycle:
     spawned = tuple(spawns(fns, spec.spawners, calls))
     runs, threads = _run_edges(linker, fns, list(spawned))
     starts = _entries(linker, fns, spec)
-    return Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                     _sides(fns, spec, runs), owed, spawned, tuple(threads),
-                     tuple(report_functions(linker.graph, fns, spec)),
-                     _save_only(fns, spec, runs),
-                     frozenset(_reach(runs, starts)), runs, tuple(starts))
+    lc = Lifecycle(spec, state, eff, fns, containers, linker.classes,
+                   _sides(fns, spec, runs), owed, spawned, tuple(threads),
+                   tuple(report_functions(linker.graph, fns, spec)),
+                   _save_only(fns, spec, runs),
+                   frozenset(_reach(runs, starts)), runs, tuple(starts))
+    state.runtime_attrs = runtime_attrs(fns, lc.background_code())
+    return lc
 
 
 def _save_only(fns: dict[str, FnView], spec: LifecycleSpec,
