@@ -15,6 +15,9 @@ the subject's imports:
   MRO (a base member the analysed vLLM no longer has);
 - (``imports``) every name the subject imports from the analysed vLLM exists
   there, and every ``vllm.envs`` variable it reads (``conforms_imports``);
+- (``base_state``) an override that neither calls its base method nor sets
+  the ``self`` attributes the base method sets, which a base method the class
+  keeps reads (``bind_connector_metadata`` and ``has_connector_metadata``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
+from kvflowmap.check.kinds.conforms_base_state import check_base_state
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_imports import (check_envs, check_imports,
@@ -50,6 +54,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         callers = Callers(ctx)
         out += each_function(ctx, overrides(ctx, contract, opts.ignore_methods),
                              lambda f: check_override(ctx, opts, contract, callers, f))
+    if opts.base_state:
+        out += each_function(ctx, overrides(ctx, contract, opts.ignore_methods),
+                             lambda f: check_base_state(ctx, f, contract))
     if opts.abstract:
         out += each_function(ctx, ctx.target_classes, lambda c: check_abstract(ctx, c))
     if opts.missing_members:

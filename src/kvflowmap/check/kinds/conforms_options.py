@@ -10,7 +10,8 @@ READS = ("Reads: the signatures, decorators and annotations of the target classe
          "methods and of the contract classes' methods they override, the keyword "
          "arguments at vLLM's call sites of those methods, abstract methods along the MRO, "
          "the self.X / super().X uses in the target methods, the subject's imports and the "
-         "top-level names of the vLLM modules they name; in two-release mode, the "
+         "top-level names of the vLLM modules they name, the self attributes the overridden "
+         "base methods assign and the base methods that read them; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
 
@@ -32,6 +33,9 @@ class Options:
     imports: bool = option(False, "report names the subject imports from the analysed vLLM "
                            "(the protocol's package) that it does not have: ImportError; "
                            "imports in a try or an if are fallbacks and left alone")
+    base_state: bool = option(False, "report an override that neither calls its base method "
+                              "nor sets the self attributes the base method sets, which "
+                              "another base method the class keeps reads")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")

@@ -69,6 +69,10 @@ class KVConnectorBase_V1(ABC):
         """Forget the plan after the forward pass."""
         self._connector_metadata = None
 
+    def has_connector_metadata(self) -> bool:
+        """Whether a plan is bound: vLLM skips the layer hooks when not."""
+        return self._connector_metadata is not None
+
     def _get_connector_metadata(self) -> KVConnectorMetadata:
         """The plan bound for the current step."""
         assert self._connector_metadata is not None
