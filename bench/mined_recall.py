@@ -42,9 +42,9 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "kvbm": ("kvbm/vllm_integration", "vllm==0.33.0"),  # Dynamo's KV block manager
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
-    ("vLLM 0.11 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
+    ("vLLM 0.9 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
     ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
-    ("vllm-ascend, LMCache, PegaFlow, Mooncake", None, lambda v: True),
+    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM", None, lambda v: True),
 )
 
 

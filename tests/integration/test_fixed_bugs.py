@@ -44,12 +44,35 @@ def _vllm(version: str) -> Corpus:
                   "vllm/distributed/kv_transfer/kv_connector/v1", f"vllm=={version}")
 
 
+def _kvbm(version: str) -> Corpus:
+    return Corpus(f"kvbm {version}", f"kvbm=={version}", "kvbm/vllm_integration")
+
+
 def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
     return Corpus(f"mooncake-transfer-engine {version}",
                   f"mooncake-transfer-engine=={version}", "mooncake", vllm)
 
 
 BUGS = (
+    # Dynamo's KVBM connector overrode bind_connector_metadata to hand the
+    # metadata to its worker, without super(): has_connector_metadata() stayed
+    # False and vLLM never called save_kv_layer. 0.8.0 calls super() first.
+    FixedBug("kvbm bind_connector_metadata override never binds the base's metadata",
+             _kvbm("0.7.1"),
+             _kvbm("0.8.0"),
+             "kvc-override-keeps-base-state",
+             "kvbm.vllm_integration.connector.dynamo_connector.DynamoConnector"
+             ".bind_connector_metadata"),
+    # LMCache 0.5.5's worker adapter returned from submit_store_request when the
+    # heartbeat found the server unhealthy, with no completion receipt; in lazy
+    # offload the scheduler waits for one per rank before it unpins the
+    # request's blocks. 0.5.6 records the receipt on that exit.
+    FixedBug("lmcache store dropped on an unhealthy server sends no receipt",
+             _lmcache("0.5.5"),
+             _lmcache("0.5.6"),
+             "kvc-request-id-not-dropped",
+             "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPWorkerAdapter"
+             ".submit_store_request"),
     # PegaFlow's save thread called _process_save_batch with nothing around it
     # but ``except queue.Empty``: one failed batch ended the only save thread,
     # and every later request stayed held. 0.25.1 wraps it (_run_save_batch,

@@ -71,6 +71,37 @@ def _keeps(ctx: CheckContext, fqn: str, attrs: set[str], mro: list[str]) -> bool
     return False
 
 
+def _called_on_self(ctx: CheckContext, cls: str) -> set[str]:
+    """Names the analysed classes along ``cls``'s MRO call on ``self``: a
+    private base method (``_get_connector_metadata``) runs only when one does;
+    vLLM calls the public ones."""
+    out: set[str] = set()
+    for k in ctx.classes.mro(cls):
+        d = ctx.model.defs.get(k)
+        if d is None or not ctx.is_subject(d.module):
+            continue
+        for c in ctx.model.facts[d.module].calls:
+            if c.scope.startswith(f"{d.fact.qualname}.") and c.callee and \
+                    c.callee.startswith("self.") and c.callee.count(".") == 1:
+                out.add(c.callee[5:])
+    return out
+
+
+def _kept(ctx: CheckContext, cls: str, chain: list[str]) -> list[tuple[str, str]]:
+    """(name, fqn) of the methods of the classes in ``chain`` that ``cls``
+    does not override: they run as the base wrote them."""
+    out: list[tuple[str, str]] = []
+    for k in chain:
+        d = ctx.model.defs.get(k)
+        if d is None or not ctx.classes.is_class(k):
+            continue
+        for f in ctx.model.facts[d.module].functions:
+            other = f"{d.module}.{f.qualname}"
+            if f.class_qualname == d.fact.qualname and ctx.classes.find_member(cls, f.name) == other:
+                out.append((f.name, other))
+    return out
+
+
 def check_base_state(ctx: CheckContext, fqn: str, pats: list[str]) -> list[Finding]:
     """Override ``fqn`` drops what its base method sets for another base method."""
     base = base_method(ctx, fqn, pats)
@@ -84,21 +115,20 @@ def check_base_state(ctx: CheckContext, fqn: str, pats: list[str]) -> list[Findi
     if not sets:
         return []
     # the base's own methods (of its class and the contract classes above it)
-    # that this class still runs as the base wrote them
+    # that this class still runs as the base wrote them: public ones (vLLM
+    # calls them) and private ones the class calls
     readers: dict[str, set[str]] = {}
-    for k in mro[mro.index(definer):]:
-        d = ctx.model.defs.get(k)
-        if d is None or not ctx.classes.is_class(k):
-            continue
-        for f in ctx.model.facts[d.module].functions:
-            other = f"{d.module}.{f.qualname}"
-            if f.class_qualname != d.fact.qualname or f.name == fn.name or \
-                    ctx.classes.find_member(cls, f.name) != other:
-                continue
-            got = _reads(ctx, other) & sets
-            if got:
-                readers[other] = got
+    used = _called_on_self(ctx, cls)
+    kept = _kept(ctx, cls, mro[mro.index(definer):])
+    for name, other in kept:
+        got = _reads(ctx, other) & sets if name != fn.name else set()
+        if got and (not name.startswith("_") or name in used):
+            readers[other] = got
     needed = set().union(*readers.values()) if readers else set()
+    if fn.name == "__init__":
+        # what a kept base method sets anyway (``bind_connector_metadata``)
+        # is there before the readers run in vLLM's order of calls
+        needed -= {a for name, other in kept if name != "__init__" for a in _sets(ctx, other)}
     if not needed or _keeps(ctx, fqn, needed, mro):
         return []
     attr = sorted(needed)[0]
