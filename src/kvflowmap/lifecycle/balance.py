@@ -92,26 +92,20 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
     sides (``scheduler``, ``worker``) whose hooks reach it (a class that
     serves both has one instance per process, so each side must balance on
     its own)."""
-    by_cls: dict[str, list[FnView]] = {}
-    for fn in fns.values():
-        if fn.cls:
-            by_cls.setdefault(fn.cls, []).append(fn)
-    nested = _nested(fns)
     foreign = _foreign_attrs(fns)
     importers = _importers(fns)
     out: list[Unbalanced] = []
-    leaves = sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c))
-    per_leaf: dict[str, tuple[list[FnView], dict[str, list[Use]]]] = {}
+    per_leaf = leaf_uses(fns, classes, builder)
+    leaves = sorted(per_leaf)
     adders: dict[str, set[str]] = {}  # attribute -> leaves whose members add to it
     for leaf in leaves:
-        members = _members(leaf, by_cls, classes, fns)
-        members += [n for m in members for n in nested.get(m.fqn, ())]
+        members, all_uses = per_leaf[leaf]
         # dead code takes nothing out, but only where the class runs at all
         # for the connector (code outside its reach is judged as written)
         alive = any(live(m.fqn) for m in members)
         uses = {attr: [u for u in us if not alive or u.what not in ("remove", "clear", "escape")
                        or live(u.fqn)]
-                for attr, us in _uses(members, builder).items()}
+                for attr, us in all_uses.items()}
         per_leaf[leaf] = (members, uses)
         for attr, us in uses.items():
             if any(u.what == "add" for u in us):
@@ -132,6 +126,24 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
                 continue
             if found:
                 out.append(found)
+    return out
+
+
+def leaf_uses(fns: dict[str, FnView], classes: ClassIndex, builder: str = ""
+              ) -> dict[str, tuple[list[FnView], dict[str, list[Use]]]]:
+    """Per leaf class of the subject: the functions that run on its instances
+    (members its MRO resolves to, the defs nested in them) and, per ``self``
+    attribute, every use they make of it in source order."""
+    by_cls: dict[str, list[FnView]] = {}
+    for fn in fns.values():
+        if fn.cls:
+            by_cls.setdefault(fn.cls, []).append(fn)
+    nested = _nested(fns)
+    out: dict[str, tuple[list[FnView], dict[str, list[Use]]]] = {}
+    for leaf in sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c)):
+        members = _members(leaf, by_cls, classes, fns)
+        members += [n for m in members for n in nested.get(m.fqn, ())]
+        out[leaf] = (members, _uses(members, builder))
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
-from kvflowmap.lifecycle.balance import Unbalanced, is_init, unbalanced
+from kvflowmap.lifecycle.balance import Unbalanced, is_init, leaf_uses, unbalanced
 from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
@@ -34,6 +34,7 @@ from kvflowmap.lifecycle.replies import Unreplied, rep_sockets, unreplied
 from kvflowmap.lifecycle.shutdown import Unclosed, unclosed
 from kvflowmap.lifecycle.step_releases import SkippedRelease, skipped_releases
 from kvflowmap.lifecycle.peer_ids import PeerId, peer_ids
+from kvflowmap.lifecycle.probe_left import ProbeLeft, probe_leftovers
 from kvflowmap.lifecycle.runtime import runtime_attrs
 from kvflowmap.lifecycle.resumed import PartialReset, ResumedAppend, partial_resets, resumed_appends
 from kvflowmap.lifecycle.reported_twice import ReportedTwice, reported_twice
@@ -465,6 +466,19 @@ class Lifecycle:
         """Arms for a resumed request that reset some of the request's state
         and keep the rest that is set up with it (``resumed``)."""
         return partial_resets(self.functions, self.spec.resumed)
+
+    def probe_leftovers(self) -> list[ProbeLeft]:
+        """Request-keyed containers the probe fills that only the commit hook
+        empties: a request that ends before allocation leaves its entry
+        (``probe_left``)."""
+        spec = self.spec
+        ending = frozenset({spec.delay_free, *spec.delay_free_instead})
+
+        def run(names: set[str] | frozenset[str]) -> set[str]:
+            return self.runs_from(sorted(f for f, v in self.functions.items() if v.name in names))
+        return probe_leftovers(leaf_uses(self.functions, self.classes, spec.metadata_builder),
+                               self.state.keyed_attrs, run({spec.probe}), run({spec.commit}),
+                               run(ending), ending)
 
     def peer_ids(self) -> list[PeerId]:
         """Ids read off a peer's message and put, unchecked, where a report

@@ -18,6 +18,9 @@ the subject's imports:
 - (``base_state``) an override that neither calls its base method nor sets
   the ``self`` attributes the base method sets, which a base method the class
   keeps reads (``bind_connector_metadata`` and ``has_connector_metadata``);
+- (``typed_members``) an attribute the subject reads on an object that can
+  only be an instance of the analysed vLLM's classes, which none of them has
+  (``conforms_typed``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -41,6 +44,7 @@ from kvflowmap.check.kinds.conforms_members import check_abstract, check_members
 from kvflowmap.check.kinds.conforms_options import READS, Options
 from kvflowmap.check.kinds.conforms_overrides import Callers, check_override
 from kvflowmap.check.kinds.conforms_releases import two_release
+from kvflowmap.check.kinds.conforms_typed import check_typed_members
 from kvflowmap.check.kinds.spec import KindSpec
 from kvflowmap.check.model import Finding
 
@@ -67,6 +71,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out += each_function(ctx, import_modules(ctx, package),
                              lambda m: check_imports(ctx, m, package)
                              + check_envs(ctx, m, package, envs))
+    if opts.typed_members:
+        package = ctx.protocol.package
+        out += each_function(ctx, import_modules(ctx, package),
+                             lambda m: check_typed_members(ctx, m, package))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -65,9 +65,9 @@ def check_members(ctx: CheckContext, fqn: str) -> list[Finding]:
         if not sup and not chain.startswith(f"{me}."):
             continue
         name = chain.split(".")[1].split("(")[0].split("[")[0]
-        if name in guarded or name.startswith("__") or _known(ctx, mro[1:] if sup else mro, name):
+        if name in guarded or name.startswith("__") or known_member(ctx, mro[1:] if sup else mro, name):
             continue
-        if not sup and any(_known(ctx, (s,), name) for s in ctx.classes.all_subclasses(cls)):
+        if not sup and any(known_member(ctx, (s,), name) for s in ctx.classes.all_subclasses(cls)):
             continue  # a template method: subclasses provide it
         what = f"super().{name}" if sup else f"{me}.{name}"
         out.append(ctx.finding(fqn, line, f"{what}: no class in the MRO of "
@@ -76,7 +76,9 @@ def check_members(ctx: CheckContext, fqn: str) -> list[Finding]:
     return out
 
 
-def _known(ctx: CheckContext, chain, name: str) -> bool:
+def known_member(ctx: CheckContext, chain, name: str) -> bool:
+    """Some class of ``chain`` defines ``name``: a def, a class attribute or
+    annotated field, or an attribute its methods assign."""
     for k in chain:
         fact = ctx.classes.class_fact(k)
         if f"{k}.{name}" in ctx.model.defs or name in ctx.values.self_attrs.get(k, {}):

@@ -36,6 +36,10 @@ class Options:
     base_state: bool = option(False, "report an override that neither calls its base method "
                               "nor sets the self attributes the base method sets, which "
                               "another base method the class keeps reads")
+    typed_members: bool = option(False, "report attributes the subject reads, or methods it "
+                                 "calls, on objects that can only be instances of the "
+                                 "analysed vLLM's classes, and that none of those classes "
+                                 "has: AttributeError")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")

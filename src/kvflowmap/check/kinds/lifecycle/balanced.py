@@ -15,14 +15,16 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
-from kvflowmap.check.model import Finding
+from kvflowmap.check.model import Finding, Step
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.balance import Unbalanced
+from kvflowmap.lifecycle.probe_left import ProbeLeft
 
 READS = ("Reads: the lifecycle model's request-keyed containers per leaf class (members "
          "resolved along the MRO), every use of `self.X` by those members (adds, removals, "
          "reads, reassignments, hand-offs to other code), the containers report hooks "
-         "read, and how `__init__` creates each container.")
+         "read, how `__init__` creates each container, and (commit-only) which of the "
+         "probe, commit and ending hooks make each use run.")
 
 _WHAT = {"add": "ids enter here", "remove": "ids leave here", "clear": "emptied here",
          "read": "read here", "init": "created here",
@@ -33,8 +35,11 @@ _WHAT = {"add": "ids enter here", "remove": "ids leave here", "clear": "emptied 
 class Options:
     """Parameters of ``lifecycle`` mode ``balanced``."""
 
-    hows: tuple[str, ...] = option(("never-removed", "never-filled"),
-                                   "which imbalance to report: never-removed, never-filled")
+    hows: tuple[str, ...] = option(("never-removed", "never-filled", "commit-only"),
+                                   "which imbalance to report: never-removed, never-filled, "
+                                   "commit-only (the probe adds the entry and only the commit "
+                                   "hook removes it: a request that ends before allocation "
+                                   "leaves it)")
     max_steps: int = option(8, "uses of the container listed in a finding's path")
 
 
@@ -42,8 +47,36 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per unbalanced container of a leaf class in the rule's modules."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    return [_finding(ctx, u, opts, _ends(ctx, lc, u.cls), _commit(ctx, lc, u.cls))
-            for u in lc.unbalanced() if u.how in opts.hows and u.site.fqn in wanted]
+    out = [_finding(ctx, u, opts, _ends(ctx, lc, u.cls), _commit(ctx, lc, u.cls))
+           for u in lc.unbalanced() if u.how in opts.hows and u.site.fqn in wanted]
+    if "commit-only" in opts.hows:
+        out += [_commit_only(ctx, lc, p, opts) for p in lc.probe_leftovers()
+                if p.add.fqn in wanted]
+    return out
+
+
+def _commit_only(ctx: CheckContext, lc, p: ProbeLeft, opts: Options) -> Finding:
+    """The finding at the ending hook (where the removal belongs), else at the add."""
+    cls = p.cls.rpartition(".")[2]
+    spec = lc.spec
+    at = p.end if p.end and p.end in lc.functions else p.add.fqn
+    line = ctx.function(at).line if at != p.add.fqn else p.add.line
+    first = p.removes[0]
+    msg = (f"the probe ({short(p.add.fqn)}, line {p.add.line}) adds an entry for the request to "
+           f"self.{p.attr} of {cls}, and only {spec.commit} takes it out "
+           f"({short(first.fqn)}, line {first.line}). vLLM calls {spec.commit} only once it "
+           f"allocates blocks: a request aborted while it waits goes from the waiting queue "
+           f"straight to {spec.delay_free}, which leaves the entry behind, one per such "
+           f"request, and a later request with the same id finds it. Remove it in "
+           f"{spec.delay_free} too.")
+    path: tuple[Step, ...] = (ctx.step(p.add.fqn, p.add.line,
+                                       f"self.{p.attr}: the probe adds the request"),)
+    path += tuple(ctx.step(r.fqn, r.line, f"self.{p.attr}: removed once the request is "
+                           "allocated") for r in p.removes[:opts.max_steps])
+    if p.end:
+        path += (ctx.step(p.end, ctx.function(p.end).line,
+                          f"the request ends here; self.{p.attr} keeps its entry"),)
+    return ctx.finding(at, line, msg, path=path, anchor=f"commit-only:{p.attr}")
 
 
 def _commit(ctx: CheckContext, lc, cls: str) -> str | None:

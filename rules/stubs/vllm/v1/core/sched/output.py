@@ -8,9 +8,21 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class CachedRequestData:
+    """The running requests scheduled again this step, by position."""
+
+    req_ids: list[str]
+    # a request resumed after preemption: its new_block_ids are its whole table
+    resumed_req_ids: set[str]
+    new_block_ids: list[tuple[list[int], ...] | None]
+    num_computed_tokens: list[int]
+
+
+@dataclass
 class SchedulerOutput:
     """Requests scheduled this step and the connector's plan for them."""
 
+    scheduled_cached_reqs: CachedRequestData
     num_scheduled_tokens: dict[str, int]
     finished_req_ids: set[str] = field(default_factory=set)
     preempted_req_ids: set[str] = field(default_factory=set)

@@ -1,0 +1,74 @@
+"""The ``conforms`` typed-member check: what the subject reads on vLLM's
+objects exists in the analysed vLLM.
+
+vLLM renames and removes the fields of the objects it hands connectors
+between releases: ``CachedRequestData.resumed_from_preemption`` became
+``resumed_req_ids``, and a connector still reading the old field raises
+``AttributeError`` in the hook, every step (Dynamo's KVBM connector before
+0.9.0). For each attribute read or method call ``x.attr`` in the subject,
+``x`` is evaluated (annotations, the base method's annotations, assignments,
+returns); when every value it may have is an instance of a class of the
+analysed vLLM whose whole MRO is analysed and none of those classes has
+``attr`` (a method, a class attribute, an annotated field, an attribute its
+methods assign) nor a ``__getattr__``, the read is reported. Reads on
+``self`` are the member check's; reads in a function that tests the name with
+``hasattr``/``getattr`` are left alone.
+"""
+
+from __future__ import annotations
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.conforms_contract import fully_analysed, vllm_label
+from kvflowmap.check.kinds.conforms_members import known_member
+from kvflowmap.check.model import Finding
+
+
+def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Finding]:
+    """Reads in ``module`` of members vLLM's classes do not have."""
+    ff = ctx.model.facts[module]
+    guarded: dict[str, set[str]] = {}
+    for c in ff.calls:
+        if c.callee in ("hasattr", "getattr", "setattr"):
+            guarded.setdefault(c.scope, set()).update(a for a in c.literal_args if a)
+    uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
+    uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
+             for head, _, attr in [c.callee.rpartition(".")] if head and "(" not in head]
+    out: list[Finding] = []
+    seen: set[tuple[str, str, str]] = set()
+    for scope, base, attr, line, col in sorted(set(uses), key=lambda u: (u[3], u[4], u[1])):
+        first = base.split(".")[0]
+        if first in ("self", "cls", "super()") and "." not in base:
+            continue  # the member check's
+        if (scope, base, attr) in seen or attr in guarded.get(scope, ()) or \
+                attr.startswith("__") or "[" in base:
+            continue
+        owners = _vllm_classes(ctx, module, scope, base, package)
+        if not owners or any(known_member(ctx, ctx.classes.mro(c), attr) for c in owners):
+            continue
+        seen.add((scope, base, attr))
+        names = ", ".join(sorted(c.rpartition(".")[2] for c in owners))
+        where = f"{module}.{scope}" if scope else module
+        out.append(ctx.finding(where, line, f"{base}.{attr}: {base} is a {names} of "
+                               f"{vllm_label(ctx)}, which has no '{attr}': AttributeError "
+                               "where this runs", column=col,
+                               path=tuple(ctx.step(c, ctx.model.defs[c].fact.line,
+                                                   f"{c.rpartition('.')[2]} has no '{attr}'")
+                                          for c in sorted(owners)),
+                               anchor=f"typed-member:{base}.{attr}"))
+    return out
+
+
+def _vllm_classes(ctx: CheckContext, module: str, scope: str, base: str,
+                  package: str) -> set[str]:
+    """The analysed vLLM classes ``base`` is an instance of, when it can be
+    nothing else (empty otherwise)."""
+    values = ctx.values.eval((module, scope), base)
+    if not values or any(kind != "inst" for kind, _ in values):
+        return set()
+    owners = {fqn for _, fqn in values}
+    if not all(c.startswith(f"{package}.") and ctx.classes.is_class(c) and
+               fully_analysed(ctx, c) and not any(
+                   ctx.classes.find_member(c, n) for n in ("__getattr__", "__getattribute__"))
+               for c in owners):
+        return set()
+    return owners
