@@ -767,6 +767,11 @@ def _keyword_fields(state: IdState, fn: FnView, call) -> bool:
 def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
     """Attributes that receive ids by key or element become request-keyed."""
     before = len(state.keyed_attrs) + len(state.coll_valued)
+    # ``meta.lookup_ids = self._lookups``: the field holds the same ids
+    for a in fn.all_assigns:
+        if "." in a.target and a.value and "(" not in a.value and \
+                a.value.rpartition(".")[2] in state.keyed_attrs:
+            state.keyed_attrs.add(a.target.rpartition(".")[2])
     for s in fn.stmts:
         for op in fn.containers(s):
             # ``self._by_shm[shm] = set(req_ids)``: values that are id collections

@@ -12,7 +12,9 @@ until the cache fills.
 A release is a call matching the protocol's ``lifecycle.releases`` patterns
 whose argument is a request id taken from the loop's element, on every turn
 of the loop (before anything that can skip the rest of the turn): the loop
-releases every request of the step it walks. An early exit is a ``return``
+releases every request of the step it walks. A top-level call given a whole
+collection of ids (``lookup_unpin(metadata.lookup_requests_in_step)``, LMCache
+0.3.3; fixed in 0.3.4) releases them all at once and counts the same way. An early exit is a ``return``
 reached from the entry without passing the head of such a loop. A
 ``return`` under a test that reads the walked collection (``if not
 metadata.requests: return``: nothing to release) or the release's receiver
@@ -23,6 +25,7 @@ return inside the loop is the loop's business.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -47,11 +50,15 @@ class SkippedRelease:
 
 
 def release_loops(fn: FnView, state: IdState, releases: Collection[str]
-                  ) -> list[tuple[Stmt, Stmt, str]]:
-    """``(loop, statement, callee)`` per ``for`` loop of ``fn`` whose body
-    releases, with a request id of the loop's element, something matching
-    ``releases``."""
+                  ) -> list[tuple[Stmt, Stmt, str, str]]:
+    """``(head, statement, callee, walked)`` per ``for`` loop of ``fn`` whose
+    body releases, with a request id of the loop's element, something matching
+    ``releases`` (``walked``: what the loop walks); and per top-level
+    statement that releases a whole collection of ids at once
+    (``engine.lookup_unpin(metadata.lookup_requests_in_step)``, the statement
+    its own head, ``walked`` the collection)."""
     out = []
+    ids = state.of(fn.fqn)
     for s in fn.stmts:
         if s.kind != "for":
             continue
@@ -60,18 +67,30 @@ def release_loops(fn: FnView, state: IdState, releases: Collection[str]
             continue
         for t in _every_turn(s.body):
             for c in fn.calls(t):
-                name = (c.callee or "").rpartition(".")[2]
-                if not any(fnmatch.fnmatch(name, p) for p in releases):
+                if not _releases(c.callee, releases):
                     continue
                 args = (*c.args, *(v for _, v in c.kwargs))
                 if any(a and a.split(".")[0].split("[")[0] in targets and state.is_id(fn, a)
                        for a in args):
-                    out.append((s, t, c.callee or ""))
+                    out.append((s, t, c.callee or "", iterable))
                     break
             else:
                 continue
             break
+    for s in fn.fact.body:
+        if s.kind != "simple":
+            continue
+        for c in fn.calls(s):
+            batch = [a for a in (*c.args, *(v for _, v in c.kwargs)) if a and "." in a and (
+                a in ids.colls or a.rpartition(".")[2] in state.keyed_attrs)]
+            if _releases(c.callee, releases) and batch:
+                out.append((s, s, c.callee or "", batch[0]))
     return out
+
+
+def _releases(callee: str | None, releases: Collection[str]) -> bool:
+    name = (callee or "").rpartition(".")[2]
+    return any(fnmatch.fnmatch(name, p) for p in releases)
 
 
 def _every_turn(body: tuple[Stmt, ...]) -> list[Stmt]:
@@ -94,20 +113,20 @@ def skipped_releases(fqn: str, fn: FnView, cfg: CFG, state: IdState,
     loops = release_loops(fn, state, releases)
     if not loops:
         return []
-    heads = {n for loop, _, _ in loops for n in cfg.stmt_nodes(loop)}
-    inside = {id(x) for loop, _, _ in loops for x in walk(loop.body)}
-    walked = [loop_targets(loop.text)[1] for loop, _, _ in loops]
+    heads = {n for loop, _, _, _ in loops for n in cfg.stmt_nodes(loop)}
+    inside = {id(x) for loop, _, _, _ in loops for x in walk(loop.body)}
+    walked = [w for _, _, _, w in loops]
     guarded = _guards(fn.fact.body, ())
     seen, queue = {cfg.entry}, deque([cfg.entry])
     out = []
-    loop, stmt, callee = loops[0]
+    loop, stmt, callee, _ = loops[0]
     while queue:
         n = queue.popleft()
         node = cfg.nodes[n]
         st = node.stmt
         if st is not None and node.kind == "stmt" and st.kind == "return" and \
                 id(st) not in inside and not _about(guarded.get(id(st), ()), walked):
-            if not _about(guarded.get(id(st), ()), [c.rpartition(".")[0] for _, _, c in loops]):
+            if not _about(guarded.get(id(st), ()), [c.rpartition(".")[0] for _, _, c, _ in loops]):
                 out.append(SkippedRelease(fqn, st.line, loop.line, stmt.line, callee, walked[0]))
         for d, lab in cfg.successors(n):
             if lab in ("exception", "raise", "assert") or d in heads or d in seen:
@@ -128,6 +147,12 @@ def _guards(body: tuple[Stmt, ...], tests: tuple[str, ...]) -> dict[int, tuple[s
     return out
 
 
+def _names(test: str, chain: str) -> bool:
+    """``test`` reads ``chain`` as a whole name (``metadata`` is not in
+    ``attn_metadata is None``)."""
+    return re.search(rf"(?<![\w.]){re.escape(chain)}(?!\w)", test) is not None
+
+
 def _about(tests: tuple[str, ...], walked: list[str]) -> bool:
     """A test reads a walked collection (or the object holding it): the
     return is for a step with nothing to release."""
@@ -138,6 +163,6 @@ def _about(tests: tuple[str, ...], walked: list[str]) -> bool:
         base = base.partition("(")[0]
         if base in ("self", "cls"):
             base = w  # ``self.engine``: the attribute itself, not every ``self.``
-        if any(w in t or (base and base in t) for t in tests):
+        if any(_names(t, w) or (base and _names(t, base)) for t in tests):
             return True
     return False

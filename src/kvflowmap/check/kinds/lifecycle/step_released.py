@@ -36,16 +36,17 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out = []
         for x in lc.skipped_releases(f):
             callee = x.call.rpartition(".")[2]
+            what = (f"the loop that calls {callee}() for every request of {x.walked}"
+                    if x.loop_line != x.release_line else
+                    f"{callee}({x.walked}), which releases every request of it")
             out.append(ctx.finding(
                 f, x.line,
-                f"{short(f)} returns here before the loop that calls {callee}() for every "
-                f"request of {x.walked} (line {x.loop_line}): on this path nothing is "
+                f"{short(f)} returns here before {what} (line {x.loop_line}): on this path nothing is "
                 f"released for any of them, so what another hook took for each request (a "
                 f"pin, a lease, a lock) is held for good, once per step that comes this "
-                f"way. Release them before returning (loop over {x.walked} and call "
-                f"{callee}()), or move the release to a `finally:`.",
+                f"way. Release them before returning, or move the release to a `finally:`.",
                 path=steps(ctx, f, [(x.line, "returns early"),
-                                    (x.loop_line, f"the loop over {x.walked} it skips"),
+                                    (x.loop_line, f"the release of {x.walked} it skips"),
                                     (x.release_line, f"{callee}() for each request")]),
                 anchor=f"step-release:{callee}"))
         return out
