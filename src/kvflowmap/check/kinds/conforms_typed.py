@@ -5,33 +5,42 @@ vLLM renames and removes the fields of the objects it hands connectors
 between releases: ``CachedRequestData.resumed_from_preemption`` became
 ``resumed_req_ids``, and a connector still reading the old field raises
 ``AttributeError`` in the hook, every step (Dynamo's KVBM connector before
-0.9.0). For each attribute read or method call ``x.attr`` in the subject,
-``x`` is evaluated (annotations, the base method's annotations, assignments,
-returns); when every value it may have is an instance of a class of the
+0.9.0). For each attribute read or method call ``x.attr`` in the subject whose
+``x`` starts at a parameter the function annotates and never rebinds (or at a
+local bound once from such a chain), ``x`` is evaluated; when every value it
+may have is an instance of a class of the
 analysed vLLM whose whole MRO is analysed and none of those classes, nor any
 analysed subclass of theirs (the connector's own metadata class for vLLM's
 ``KVConnectorMetadata``), has ``attr`` (a method, a class attribute, an
 annotated field, an attribute its methods assign) nor a ``__getattr__``, the
 read is reported. Reads on
-``self`` are the member check's; reads in a function that tests the name with
-``hasattr``/``getattr`` are left alone.
+``self`` are the member check's; reads in a function that tests the name, or
+asks the object, with ``hasattr``/``getattr`` are left alone, and so are the
+subject's own classes (vLLM's bundled adapters when vLLM is the subject).
 """
 
 from __future__ import annotations
+
+import re
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_contract import fully_analysed, vllm_label
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
+from kvflowmap.facts import FileFacts, Param
 
 
 def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Finding]:
     """Reads in ``module`` of members vLLM's classes do not have."""
     ff = ctx.model.facts[module]
+    # names a function tests with ``hasattr``/``getattr``, and the objects it
+    # asks: it knows their fields vary between releases
     guarded: dict[str, set[str]] = {}
+    asked: dict[str, set[str]] = {}
     for c in ff.calls:
         if c.callee in ("hasattr", "getattr", "setattr"):
             guarded.setdefault(c.scope, set()).update(a for a in c.literal_args if a)
+            asked.setdefault(c.scope, set()).update(c.args[:1] if c.args and c.args[0] else ())
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
     uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
              for head, _, attr in [c.callee.rpartition(".")] if head and "(" not in head]
@@ -42,7 +51,10 @@ def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Fi
         if first in ("self", "cls", "super()") and "." not in base:
             continue  # the member check's
         if (scope, base, attr) in seen or attr in guarded.get(scope, ()) or \
-                attr.startswith("__") or "[" in base:
+                base in asked.get(scope, ()) or attr.startswith("__") or "[" in base:
+            continue
+        param = _anchor(ff, scope, base)
+        if param is None or not _as_written(ctx, module, scope, param):
             continue
         owners = _vllm_classes(ctx, module, scope, base, package)
         # a base class's annotation (``KVConnectorMetadata``) stands for its
@@ -64,6 +76,33 @@ def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Fi
     return out
 
 
+def _anchor(ff: FileFacts, scope: str, base: str, depth: int = 0) -> Param | None:
+    """The parameter ``base`` starts at, when the function annotates it and
+    never rebinds it (``scheduler_output: SchedulerOutput``), directly or
+    through a local bound once from such a chain (``cached =
+    scheduler_output.scheduled_cached_reqs``): a type the author wrote down,
+    not one inferred from callers or from a name bound several ways."""
+    first = base.split(".")[0]
+    fn = next((f for f in ff.functions if f.qualname == scope), None)
+    if fn is None or depth > 2:
+        return None
+    binds = [a for a in (*ff.assigns, *ff.binds) if a.scope == scope and a.target == first]
+    param = next((p for p in fn.params if p.name == first), None)
+    if param is not None:
+        return param if param.annotation and not binds else None
+    if len(binds) != 1 or binds[0].aug or not binds[0].value or "(" in binds[0].value:
+        return None
+    return _anchor(ff, scope, binds[0].value, depth + 1)
+
+
+def _as_written(ctx: CheckContext, module: str, scope: str, param: Param) -> bool:
+    """The parameter evaluates to the classes its annotation names (an
+    alias the evaluator follows elsewhere says nothing)."""
+    words = set(re.findall(r"\w+", param.annotation or ""))
+    values = ctx.values.eval((module, scope), param.name)
+    return bool(values) and all(fqn.rpartition(".")[2] in words for _, fqn in values)
+
+
 def _vllm_classes(ctx: CheckContext, module: str, scope: str, base: str,
                   package: str) -> set[str]:
     """The analysed vLLM classes ``base`` is an instance of, when it can be
@@ -73,6 +112,7 @@ def _vllm_classes(ctx: CheckContext, module: str, scope: str, base: str,
         return set()
     owners = {fqn for _, fqn in values}
     if not all(c.startswith(f"{package}.") and ctx.classes.is_class(c) and
+               not ctx.is_subject(ctx.model.defs[c].module) and
                fully_analysed(ctx, c) and not any(
                    ctx.classes.find_member(c, n) for n in ("__getattr__", "__getattribute__"))
                for c in owners):
