@@ -63,6 +63,33 @@ BUGS = (
              "kvc-override-keeps-base-state",
              "kvbm.vllm_integration.connector.dynamo_connector.DynamoConnector"
              ".bind_connector_metadata"),
+    # KVBM 0.8.1's leader read CachedRequestData.resumed_from_preemption,
+    # which vLLM had replaced by resumed_req_ids: AttributeError in
+    # build_connector_meta on every step with a running request. 0.9.0 reads
+    # resumed_req_ids.
+    FixedBug("kvbm reads a field of vLLM's CachedRequestData that vLLM removed",
+             _kvbm("0.8.1"),
+             _kvbm("0.9.0"),
+             "kvc-vllm-members-exist",
+             "kvbm.vllm_integration.connector_leader.KvConnectorLeader.build_connector_meta"),
+    # vLLM 0.9.0's MultiConnector kept which child answered the probe in
+    # _requests_to_connector and popped it only in update_state_after_alloc:
+    # a request aborted while waiting left its entry. 0.9.1 pops it in
+    # request_finished.
+    FixedBug("vllm multi-connector probe entry removed only on allocation",
+             _vllm("0.9.0"),
+             _vllm("0.9.1"),
+             "kvc-request-state-balanced",
+             "vllm.distributed.kv_transfer.kv_connector.v1.multi_connector.MultiConnector"
+             ".request_finished"),
+    # LMCache 0.3.3's start_load_kv returned when the forward context had no
+    # attention metadata, before it unpinned the step's lookups in one call
+    # (lookup_unpin(metadata.lookup_requests_in_step)). 0.3.4 unpins first.
+    FixedBug("lmcache early return skips the step's batch unpin",
+             _lmcache("0.3.3"),
+             _lmcache("0.3.4"),
+             "kvc-step-releases-on-every-exit",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.start_load_kv"),
     # LMCache 0.5.5's worker adapter returned from submit_store_request when the
     # heartbeat found the server unhealthy, with no completion receipt; in lazy
     # offload the scheduler waits for one per rank before it unpins the

@@ -288,14 +288,6 @@ class DataFactsMixin:
                                                      None, line, col))
         return True
 
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        """``if (x := f()):`` binds ``x`` as an assignment does."""
-        target = chain(node.target)
-        if target:
-            line, col = self._pos(node)
-            self._add_assign(AssignFact(self._scope, target, chain(node.value), None, line, col))
-        return True
-
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
         if node.name is not None and node.type is not None:
             target = chain(node.name.name)

@@ -90,7 +90,10 @@ def _anchor(ff: FileFacts, scope: str, base: str, depth: int = 0) -> Param | Non
     param = next((p for p in fn.params if p.name == first), None)
     if param is not None:
         return param if param.annotation and not binds else None
-    if len(binds) != 1 or binds[0].aug or not binds[0].value or "(" in binds[0].value:
+    # one plain assignment: a loop variable may share its name with a binding
+    # the facts do not record (``if (request := ...):``)
+    if len(binds) != 1 or binds[0].aug or binds[0].origin == "for" or not binds[0].value \
+            or "(" in binds[0].value:
         return None
     return _anchor(ff, scope, binds[0].value, depth + 1)
 
@@ -100,7 +103,20 @@ def _as_written(ctx: CheckContext, module: str, scope: str, param: Param) -> boo
     alias the evaluator follows elsewhere says nothing)."""
     words = set(re.findall(r"\w+", param.annotation or ""))
     values = ctx.values.eval((module, scope), param.name)
-    return bool(values) and all(fqn.rpartition(".")[2] in words for _, fqn in values)
+    if not values or not all(fqn.rpartition(".")[2] in words for _, fqn in values):
+        return False
+    # a helper's callers may pass something else (``request: Request`` given
+    # the step's NewRequestData): then the annotation is not what runs
+    fn = next(f for f in ctx.model.facts[module].functions if f.qualname == scope)
+    index = next(i for i, q in enumerate(fn.params) if q.name == param.name)
+    for cctx, call, offset in ctx.values.call_sites(f"{module}.{scope}"):
+        arg = next((v for k, v in call.kwargs if k == param.name), None)
+        if arg is None and 0 <= index - offset < len(call.args):
+            arg = call.args[index - offset]
+        passed = ctx.values.eval(cctx, arg) if arg else ()
+        if any(fqn.rpartition(".")[2] not in words for _, fqn in passed):
+            return False
+    return True
 
 
 def _vllm_classes(ctx: CheckContext, module: str, scope: str, base: str,
