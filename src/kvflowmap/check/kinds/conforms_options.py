@@ -11,7 +11,9 @@ READS = ("Reads: the signatures, decorators and annotations of the target classe
          "arguments at vLLM's call sites of those methods, abstract methods along the MRO, "
          "the self.X / super().X uses in the target methods, the subject's imports and the "
          "top-level names of the vLLM modules they name, the self attributes the overridden "
-         "base methods assign and the base methods that read them; in two-release mode, the "
+         "base methods assign and the base methods that read them, the attribute reads and "
+         "calls on chains rooted at annotated parameters, the classes those evaluate to (and "
+         "what their callers pass) and those classes' members; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
 
