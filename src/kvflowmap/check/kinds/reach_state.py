@@ -46,6 +46,11 @@ def state_release(ctx: CheckContext, opts: Options) -> list[Finding]:
     releases = {n for s in opts.release_states for n in _node_matching(ctx, s, "state")}
     targets = set(ctx.target_functions)
     out: list[Finding] = []
+    if not any(ctx.classes.is_class(f.rpartition(".")[0])
+               for f in _node_matching(ctx, opts.via_field, "field")):
+        # the analysed vLLM has no such carrier (vLLM 0.9 reported on
+        # ModelRunnerOutput before KVConnectorOutput existed): nothing to judge by
+        return out
     for state in parked:
         setters = sorted({(u, d["line"]) for u, _, d in g.in_edges(state, data=True)
                           if d["kind"] == "sets_state" and u in targets})
