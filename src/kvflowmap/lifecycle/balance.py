@@ -61,6 +61,11 @@ class Use:
     what: str  # add | remove | clear | read | init | escape | forward
 
 
+# a leaf class's members (and the defs nested in them) and, per ``self``
+# attribute, their uses of it in source order (``leaf_uses``)
+LeafUses = tuple[list[FnView], dict[str, list[Use]]]
+
+
 @dataclass(frozen=True)
 class Unbalanced:
     """A container of ``cls`` whose ids cannot leave (or enter)."""
@@ -75,28 +80,27 @@ class Unbalanced:
     side: str = ""
 
 
-def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owed_attrs: set[str],
-               id_removals: dict[tuple[str, str], int],
+def unbalanced(fns: dict[str, FnView], classes: ClassIndex, per_leaf: Mapping[str, LeafUses],
+               keyed: set[str], owed_attrs: set[str], id_removals: dict[tuple[str, str], int],
                live: Callable[[str], bool] = lambda fqn: True,
-               builder: str = "build_connector_meta",
                sides: Mapping[str, frozenset[str]] | None = None) -> list[Unbalanced]:
     """Every unbalanced container of every leaf class of the subject.
 
-    ``keyed``: attribute names ids enter by key or element (``IdState.keyed_attrs``);
+    ``per_leaf``: ``leaf_uses`` of the subject; ``keyed``: attribute names ids
+    enter by key or element (``IdState.keyed_attrs``);
     ``owed_attrs``: attribute names report hooks read; ``id_removals``: per
     (function, attribute), removals keyed by an id (a container whose only fill
     was lost still shows them); ``live(fqn)``: the function runs for the
     connector (a removal, or a hand-off of the container, in a method nothing
-    calls takes nothing out); ``builder``: the hook whose returned metadata
-    carries containers to the workers; ``sides``: per function, the process
+    calls takes nothing out); ``sides``: per function, the process
     sides (``scheduler``, ``worker``) whose hooks reach it (a class that
     serves both has one instance per process, so each side must balance on
     its own)."""
     foreign = _foreign_attrs(fns)
     importers = _importers(fns)
     out: list[Unbalanced] = []
-    per_leaf = leaf_uses(fns, classes, builder)
     leaves = sorted(per_leaf)
+    judged: dict[str, LeafUses] = {}
     adders: dict[str, set[str]] = {}  # attribute -> leaves whose members add to it
     for leaf in leaves:
         members, all_uses = per_leaf[leaf]
@@ -106,12 +110,12 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
         uses = {attr: [u for u in us if not alive or u.what not in ("remove", "clear", "escape")
                        or live(u.fqn)]
                 for attr, us in all_uses.items()}
-        per_leaf[leaf] = (members, uses)
+        judged[leaf] = (members, uses)
         for attr, us in uses.items():
             if any(u.what == "add" for u in us):
                 adders.setdefault(attr, set()).add(leaf)
     for leaf in leaves:
-        members, uses = per_leaf[leaf]
+        members, uses = judged[leaf]
         reached = _foreign_to(members, foreign, importers) if uses else set()
         for attr, us in sorted(uses.items()):
             if attr in reached or "escape" in {u.what for u in us}:
@@ -130,7 +134,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, keyed: set[str], owe
 
 
 def leaf_uses(fns: dict[str, FnView], classes: ClassIndex, builder: str = ""
-              ) -> dict[str, tuple[list[FnView], dict[str, list[Use]]]]:
+              ) -> dict[str, LeafUses]:
     """Per leaf class of the subject: the functions that run on its instances
     (members its MRO resolves to, the defs nested in them) and, per ``self``
     attribute, every use they make of it in source order."""
@@ -139,7 +143,7 @@ def leaf_uses(fns: dict[str, FnView], classes: ClassIndex, builder: str = ""
         if fn.cls:
             by_cls.setdefault(fn.cls, []).append(fn)
     nested = _nested(fns)
-    out: dict[str, tuple[list[FnView], dict[str, list[Use]]]] = {}
+    out: dict[str, LeafUses] = {}
     for leaf in sorted(c for c in by_cls if classes.is_class(c) and not classes.subclasses.get(c)):
         members = _members(leaf, by_cls, classes, fns)
         members += [n for m in members for n in nested.get(m.fqn, ())]

@@ -150,7 +150,7 @@ def config_test(fn: FnView, s: Stmt, own: set[str] | None = None,
     background work changes (``runtime``: ``if not self.is_healthy`` is the
     failure path of a heartbeat, not a role)."""
     own = own if own is not None else set(fn.param_names) | {a.target for a in fn.all_assigns}
-    attrs = [n.split(".")[1] for n in s.names if n.startswith("self.") and n.count(".")]
+    attrs = [n.split(".")[1] for n in s.names if n.startswith("self.")]
     return not any(n in own and n != "self" for n in s.names) and bool(attrs) and \
         not runtime.intersection(attrs)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
-from kvflowmap.lifecycle.balance import Unbalanced, is_init, leaf_uses, unbalanced
+from kvflowmap.lifecycle.balance import LeafUses, Unbalanced, is_init, leaf_uses, unbalanced
 from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
@@ -104,6 +104,7 @@ class Lifecycle:
     _starts: tuple[str, ...] = ()
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _unbalanced: list[Unbalanced] | None = None
+    _leaf_uses: dict[str, LeafUses] | None = None
     _drops: dict[str, list[Drop]] = field(default_factory=dict)
     _raises: dict[str, bool] = field(default_factory=dict)
     _named: frozenset[str] | None = None
@@ -212,10 +213,18 @@ class Lifecycle:
         if self._unbalanced is None:
             removals = {(s.fqn, c.attr): s.line for c, info in self.containers.items()
                         for s in info.sites if s.kind == "remove"}
-            self._unbalanced = unbalanced(self.functions, self.classes, self.state.keyed_attrs,
+            self._unbalanced = unbalanced(self.functions, self.classes, self.leaf_uses(),
+                                          self.state.keyed_attrs,
                                           {c.attr for c in self.owed}, removals, self._runs_at_all,
-                                          self.spec.metadata_builder, self.sides)
+                                          self.sides)
         return self._unbalanced
+
+    def leaf_uses(self) -> dict[str, LeafUses]:
+        """Per leaf class, its members and their uses of each ``self``
+        attribute (``balance.leaf_uses``), built once for the balance checks."""
+        if self._leaf_uses is None:
+            self._leaf_uses = leaf_uses(self.functions, self.classes, self.spec.metadata_builder)
+        return self._leaf_uses
 
     def _runs_at_all(self, fqn: str) -> bool:
         """``fqn`` can run: it is connected, or some subject code calls or
@@ -476,8 +485,7 @@ class Lifecycle:
 
         def run(names: set[str] | frozenset[str]) -> set[str]:
             return self.runs_from(sorted(f for f, v in self.functions.items() if v.name in names))
-        return probe_leftovers(leaf_uses(self.functions, self.classes, spec.metadata_builder),
-                               self.state.keyed_attrs, run({spec.probe}), run({spec.commit}),
+        return probe_leftovers(self.leaf_uses(), self.state.keyed_attrs, run({spec.probe}), run({spec.commit}),
                                run(ending), ending)
 
     def peer_ids(self) -> list[PeerId]:

@@ -20,10 +20,10 @@ a report): another way out exists.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.balance import Use
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.balance import LeafUses, Use
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ProbeLeft:
     end: str | None  # the class's ending hook, when the subject defines it
 
 
-def probe_leftovers(per_leaf: dict[str, tuple[list[FnView], dict[str, list[Use]]]],
+def probe_leftovers(per_leaf: Mapping[str, LeafUses],
                     keyed: set[str], probe: set[str], commit: set[str], end: set[str],
                     end_names: frozenset[str]) -> list[ProbeLeft]:
     """Every such container (``probe``, ``commit``, ``end``: the functions

@@ -49,9 +49,9 @@ def runtime_attrs(fns: Mapping[str, FnView], background: Iterable[str]) -> froze
                 changed.add(name)
     if not changed:
         return frozenset()
-    props = {fqn: fn for fqn, fn in fns.items()
-             if fn.cls and any(d.rpartition(".")[2] == "property" for d in fn.fact.decorators)}
-    for fn in props.values():
+    props = [fn for fn in fns.values()
+             if fn.cls and any(d.rpartition(".")[2] == "property" for d in fn.fact.decorators)]
+    for fn in props:
         read = {r.attr for r in fn.reads if r.base == "self"} | {
             n for c in fn.all_calls if (n := _self_attr(c.callee))}
         if read & changed:

@@ -25,14 +25,13 @@ return inside the loop is the loop's business.
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.ids import IdState, loop_targets
-from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.lifecycle.view import FnView, mentions, walk
 from kvflowmap.model.cfg import CFG
 
 
@@ -147,12 +146,6 @@ def _guards(body: tuple[Stmt, ...], tests: tuple[str, ...]) -> dict[int, tuple[s
     return out
 
 
-def _names(test: str, chain: str) -> bool:
-    """``test`` reads ``chain`` as a whole name (``metadata`` is not in
-    ``attn_metadata is None``)."""
-    return re.search(rf"(?<![\w.]){re.escape(chain)}(?!\w)", test) is not None
-
-
 def _about(tests: tuple[str, ...], walked: list[str]) -> bool:
     """A test reads a walked collection (or the object holding it): the
     return is for a step with nothing to release."""
@@ -163,6 +156,7 @@ def _about(tests: tuple[str, ...], walked: list[str]) -> bool:
         base = base.partition("(")[0]
         if base in ("self", "cls"):
             base = w  # ``self.engine``: the attribute itself, not every ``self.``
-        if any(_names(t, w) or (base and _names(t, base)) for t in tests):
+        # whole names only: ``attn_metadata is None`` does not test ``metadata``
+        if any(mentions(t, (w,)) or (base and mentions(t, (base,))) for t in tests):
             return True
     return False

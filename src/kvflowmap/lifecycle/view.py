@@ -4,14 +4,17 @@ operations, assignments and returns, and the statements they happen in."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from kvflowmap.facts import (AssignFact, AttrReadFact, CallFact, CompareFact, ContainerOpFact,
                              FileFacts,
                              FunctionFact, ReturnFact, Stmt)
 from kvflowmap.model.core import Model
+
+_F = TypeVar("_F", CompareFact, AssignFact)
 
 
 def walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
@@ -101,11 +104,7 @@ class FnView:
     @cached_property
     def compares(self) -> dict[int, list[CompareFact]]:
         """This function's comparisons by line (the facts keep them per file)."""
-        out: dict[int, list[CompareFact]] = {}
-        for c in self.facts.compares:
-            if c.scope == self.fact.qualname:
-                out.setdefault(c.line, []).append(c)
-        return out
+        return _by_line(self.facts.compares, self.fact.qualname)
 
     @cached_property
     def reads(self) -> list[AttrReadFact]:
@@ -116,11 +115,7 @@ class FnView:
     def binds(self) -> dict[int, list[AssignFact]]:
         """This function's loop, comprehension and tuple-unpacking bindings
         by line (``FileFacts.binds``, kept per file)."""
-        out: dict[int, list[AssignFact]] = {}
-        for b in self.facts.binds:
-            if b.scope == self.fact.qualname:
-                out.setdefault(b.line, []).append(b)
-        return out
+        return _by_line(self.facts.binds, self.fact.qualname)
 
     @cached_property
     def lists(self) -> list[tuple[Stmt, ...]]:
@@ -133,6 +128,15 @@ class FnView:
     @property
     def param_names(self) -> list[str]:
         return [p.name for p in self.fact.params]
+
+
+def _by_line(facts: Iterable[_F], scope: str) -> dict[int, list[_F]]:
+    """The facts of one scope, by line (the facts keep them per file)."""
+    out: dict[int, list[_F]] = {}
+    for f in facts:
+        if f.scope == scope:
+            out.setdefault(f.line, []).append(f)
+    return out
 
 
 def view(model: Model, fqn: str) -> FnView | None:

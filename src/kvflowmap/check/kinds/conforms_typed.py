@@ -27,7 +27,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_contract import fully_analysed, vllm_label
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
-from kvflowmap.facts import FileFacts, Param
+from kvflowmap.facts import AssignFact, FunctionFact, Param
 
 
 def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Finding]:
@@ -44,6 +44,11 @@ def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Fi
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
     uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
              for head, _, attr in [c.callee.rpartition(".")] if head and "(" not in head]
+    # per scope: the function, and the bindings of each name (once per module)
+    fns = {f.qualname: f for f in ff.functions}
+    binds: dict[tuple[str, str], list[AssignFact]] = {}
+    for a in (*ff.assigns, *ff.binds):
+        binds.setdefault((a.scope, a.target), []).append(a)
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     for scope, base, attr, line, col in sorted(set(uses), key=lambda u: (u[3], u[4], u[1])):
@@ -53,8 +58,9 @@ def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Fi
         if (scope, base, attr) in seen or attr in guarded.get(scope, ()) or \
                 base in asked.get(scope, ()) or attr.startswith("__") or "[" in base:
             continue
-        param = _anchor(ff, scope, base)
-        if param is None or not _as_written(ctx, module, scope, param):
+        fn = fns.get(scope)
+        param = _anchor(fn, binds, base) if fn is not None else None
+        if fn is None or param is None or not _as_written(ctx, module, fn, param):
             continue
         owners = _vllm_classes(ctx, module, scope, base, package)
         # a base class's annotation (``KVConnectorMetadata``) stands for its
@@ -76,40 +82,39 @@ def check_typed_members(ctx: CheckContext, module: str, package: str) -> list[Fi
     return out
 
 
-def _anchor(ff: FileFacts, scope: str, base: str, depth: int = 0) -> Param | None:
-    """The parameter ``base`` starts at, when the function annotates it and
-    never rebinds it (``scheduler_output: SchedulerOutput``), directly or
-    through a local bound once from such a chain (``cached =
+def _anchor(fn: FunctionFact, binds: dict[tuple[str, str], list[AssignFact]], base: str,
+            depth: int = 0) -> Param | None:
+    """The parameter ``base`` starts at, when ``fn`` annotates it and never
+    rebinds it (``scheduler_output: SchedulerOutput``), directly or through a
+    local bound once from such a chain (``cached =
     scheduler_output.scheduled_cached_reqs``): a type the author wrote down,
     not one inferred from callers or from a name bound several ways."""
     first = base.split(".")[0]
-    fn = next((f for f in ff.functions if f.qualname == scope), None)
-    if fn is None or depth > 2:
+    if depth > 2:
         return None
-    binds = [a for a in (*ff.assigns, *ff.binds) if a.scope == scope and a.target == first]
+    bound = binds.get((fn.qualname, first), [])
     param = next((p for p in fn.params if p.name == first), None)
     if param is not None:
-        return param if param.annotation and not binds else None
+        return param if param.annotation and not bound else None
     # one plain assignment: a loop variable may share its name with a binding
     # the facts do not record (``if (request := ...):``)
-    if len(binds) != 1 or binds[0].aug or binds[0].origin == "for" or not binds[0].value \
-            or "(" in binds[0].value:
+    if len(bound) != 1 or bound[0].aug or bound[0].origin == "for" or not bound[0].value \
+            or "(" in bound[0].value:
         return None
-    return _anchor(ff, scope, binds[0].value, depth + 1)
+    return _anchor(fn, binds, bound[0].value, depth + 1)
 
 
-def _as_written(ctx: CheckContext, module: str, scope: str, param: Param) -> bool:
+def _as_written(ctx: CheckContext, module: str, fn: FunctionFact, param: Param) -> bool:
     """The parameter evaluates to the classes its annotation names (an
     alias the evaluator follows elsewhere says nothing)."""
     words = set(re.findall(r"\w+", param.annotation or ""))
-    values = ctx.values.eval((module, scope), param.name)
+    values = ctx.values.eval((module, fn.qualname), param.name)
     if not values or not all(fqn.rpartition(".")[2] in words for _, fqn in values):
         return False
     # a helper's callers may pass something else (``request: Request`` given
     # the step's NewRequestData): then the annotation is not what runs
-    fn = next(f for f in ctx.model.facts[module].functions if f.qualname == scope)
     index = next(i for i, q in enumerate(fn.params) if q.name == param.name)
-    for cctx, call, offset in ctx.values.call_sites(f"{module}.{scope}"):
+    for cctx, call, offset in ctx.values.call_sites(f"{module}.{fn.qualname}"):
         arg = next((v for k, v in call.kwargs if k == param.name), None)
         if arg is None and 0 <= index - offset < len(call.args):
             arg = call.args[index - offset]
