@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvflowmap.facts import CallFact
+from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.cfg_paths import can_handle, in_flight, path_to, steps
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.containers import PURE
@@ -50,6 +50,8 @@ class Uncompleted:
     exit_line: int
     caught: bool  # the path goes through an ``except`` that carries on
     steps: tuple[tuple[int, str], ...]
+    # the way out is an exception no caller sees, raised at ``exit_line``
+    escaped: bool = False
 
 
 class Completions:
@@ -103,11 +105,22 @@ class Completions:
         return not any(t in self.fns for t in self.resolve(fn, c))
 
 
-def uncompleted(fn: FnView, cfg: CFG, comp: Completions) -> list[Uncompleted]:
-    """Every handle of ``fn`` completed on one path and not on another."""
+def uncompleted(fn: FnView, cfg: CFG, comp: Completions,
+                escapes: Callable[[Stmt], int] | None = None) -> list[Uncompleted]:
+    """Every handle of ``fn`` completed on one path and not on another.
+
+    ``escapes`` is given for code whose exceptions no caller sees (a task
+    whose future is thrown away, a body whose callers only log): there an
+    exception from a statement it accepts, leaving the function, is a way out
+    too, and putting the handle on a queue (``acks.put(identity)``, for the
+    thread that answers the peer) completes it. ``escapes`` ranks how likely a
+    statement is to fail; only the likeliest (0: the task's own work, which
+    says it can fail) is a way out."""
     out = []
     for name, start in _handles(fn, cfg):
         found = _search(fn, cfg, comp, name, start)
+        if found is None and escapes is not None:
+            found = _search(fn, cfg, comp, name, start, escapes)
         if found is not None:
             out.append(found)
     return out
@@ -134,9 +147,10 @@ def _handles(fn: FnView, cfg: CFG) -> list[tuple[str, int]]:
 
 
 def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
-            start: int) -> Uncompleted | None:
+            start: int, escapes: Callable[[Stmt], int] | None = None) -> Uncompleted | None:
     completes = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
-                 and any(name in comp.completed_by(fn, c) for c in fn.calls(n.stmt))}
+                 and any(name in comp.completed_by(fn, c) or
+                         (escapes is not None and _queued(c, name)) for c in fn.calls(n.stmt))}
     if not completes:
         return None
     ends_here = completes | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
@@ -149,16 +163,25 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
     State = tuple[int, bool]
     parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
     queue: deque[State] = deque(parent)
+    escaped: list[tuple[tuple[int, int], int, tuple[tuple[int, str], ...]]] = []
     while queue:
         n, exc = state = queue.popleft()
-        if n == cfg.raise_exit or n in ends_here:
+        if n in ends_here or (n == cfg.raise_exit and (escapes is None or not exc)):
             continue
-        if n == cfg.exit:
-            if exc:
-                continue
+        if n == cfg.exit or n == cfg.raise_exit:
+            if n == cfg.exit and (exc or escapes is not None):
+                continue  # (only exceptions are looked for with ``escapes``)
             path = path_to(parent, state)
             nodes = [m for m, _ in path]
             if _tests_handle(fn, cfg, nodes, name):
+                continue
+            if n == cfg.raise_exit:
+                origin = [m for m, lab in path if lab == "exception"]
+                st = cfg.nodes[origin[-1]].stmt if origin else None
+                rank = escapes(st) if st is not None and escapes is not None else 2
+                if rank == 0:
+                    line = cfg.nodes[origin[-1]].line
+                    escaped.append(((rank, line), line, steps(cfg, path)))
                 continue
             caught = any(lab == "exception" for _, lab in path)
             lines = [cfg.nodes[m].line for m in nodes if cfg.nodes[m].line]
@@ -166,11 +189,29 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
             return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
                                lines[-1] if lines else fn.fact.line, caught, steps(cfg, path))
         for d, lab in cfg.successors(n):
-            nxt = (d, in_flight(cfg, exc, lab, d))
+            nxt = (d, d == cfg.raise_exit or in_flight(cfg, exc, lab, d))
             if nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
+            elif d == cfg.raise_exit and escapes is not None and lab == "exception":
+                # another statement whose exception leaves: it may be likelier
+                st = cfg.nodes[n].stmt
+                rank = escapes(st) if st is not None else 2
+                if rank == 0:
+                    line = cfg.nodes[n].line
+                    escaped.append(((rank, line), line,
+                                    (*steps(cfg, path_to(parent, state)), (line, "raises"))))
+    if escaped:
+        _, line, path_steps = min(escaped)
+        done = min(cfg.nodes[m].line for m in completes)
+        return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
+                           line, False, path_steps, escaped=True)
     return None
+
+
+def _queued(c: CallFact, name: str) -> bool:
+    """``q.put(name)``: the handle is handed to the thread that serves the queue."""
+    return (c.callee or "").rpartition(".")[2] in ("put", "put_nowait") and name in c.args
 
 
 def _hands_on(fn: FnView, comp: Completions, s, name: str) -> bool:

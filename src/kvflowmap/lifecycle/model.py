@@ -10,6 +10,7 @@ and the report channels (``reports``). Rules of kind ``lifecycle`` read it.
 from __future__ import annotations
 
 import fnmatch
+from typing import Any
 from dataclasses import dataclass, field
 
 from kvflowmap.facts import CallFact, Stmt
@@ -117,6 +118,10 @@ class Lifecycle:
     _background_code: frozenset[str] | None = None
     _save_only_containers: frozenset[Container] | None = None
     _held: dict[str, Locks] | None = None
+    # the linker's call resolution (``graph.calls``), for raise summaries
+    _calls: Any = None
+    _unseen: dict[str, bool] = field(default_factory=dict)
+    _fails: dict[str, bool] = field(default_factory=dict)
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -149,12 +154,22 @@ class Lifecycle:
             # raises reaches no hook, so the ids it carries are lost with it
             if "hooks" not in self._roots().get(fqn, frozenset({"hooks"})):
                 hows += ("raised",)
+                # and an exception from any call, where no caller sees it at
+                # all (a discarded future, a loop whose ``except`` only logs)
+                if self.unseen_raise(fqn):
+                    hows += ("escaped",)
             if fn.name == self.spec.probe:
                 hows = ()
             found = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
-                          self._cleanup(fn), each_handover=each) if hows else []
-            self._drops[fqn] = [d for d in found
-                                if d.how != "raised" or not self._caller_handles(fqn)]
+                          self._cleanup(fn), each_handover=each,
+                          raising=lambda s: self._work_raises(fn, s) == 0) if hows else []
+            found = [d for d in found if d.how != "raised" or not self._caller_handles(fqn)]
+            # one escaping exception per function says it: the likeliest
+            # failure (the task's own work), the first of those
+            escaped = sorted((d for d in found if d.how == "escaped"), key=lambda d: (
+                min((self._work_raises(fn, s) for s in fn.stmts if s.line == d.branch_line),
+                    default=1), d.branch_line))
+            self._drops[fqn] = [d for d in found if d.how != "escaped"] + escaped[:1]
         return self._drops[fqn]
 
     def _caller_handles(self, fqn: str, depth: int = 3) -> bool:
@@ -180,6 +195,104 @@ class Lifecycle:
                             _handler_works(fn, h):
                         return True
         return False
+
+    def unseen_raise(self, fqn: str, depth: int = 3) -> bool:
+        """No code sees an exception leaving ``fqn``: it is a thread's target
+        or ``run``, or a task whose future is thrown away
+        (``pool.submit(self._handle, ...)`` as a bare statement), or every
+        caller catches it in an ``except`` that only logs and carries on, or
+        lets it pass to a caller of its own of which this holds (``depth``
+        levels up). Such an exception ends the work item with nobody left to
+        report it."""
+        key = f"{fqn}@{depth}"
+        if key not in self._unseen:
+            self._unseen[key] = False  # cycle guard: a recursion sees nothing new
+            self._unseen[key] = self._unseen_raise(fqn, depth)
+        return self._unseen[key]
+
+    def _unseen_raise(self, fqn: str, depth: int) -> bool:
+        starts = [sp for sp in (*self.spawned, *self.constructed_threads) if sp.target == fqn]
+        if starts:
+            return all(self._discarded(sp) for sp in starts)
+        name = fqn.rpartition(".")[2]
+        sites = 0
+        for f, gs in sorted(self._runs.items()):
+            if fqn not in gs or f not in self.functions:
+                continue
+            if f.rpartition(".")[2] == name and f != fqn:
+                # an override runs where its base method is called (dispatch)
+                sites += 1
+                if not self.unseen_raise(f, depth):
+                    return False
+                continue
+            fn, cfg = self.functions[f], self.cfg(f)
+            for n in cfg.nodes:
+                if n.stmt is None or n.kind != "stmt" or not any(
+                        (c.callee or "").rpartition(".")[2] == name for c in fn.calls(n.stmt)):
+                    continue
+                for d, lab in cfg.successors(n.id):
+                    if lab != "exception":
+                        continue
+                    sites += 1
+                    if d == cfg.raise_exit:
+                        if depth <= 1 or not self.unseen_raise(f, depth - 1):
+                            return False
+                    elif (h := cfg.nodes[d].stmt) is None or h.kind != "except" or \
+                            _handler_works(fn, h) or any(x.kind == "raise" for x in walk(h.body)):
+                        return False
+        return sites > 0
+
+    def _work_raises(self, fn: FnView, s: Stmt) -> int:
+        """How likely ``s`` is to fail, for escaping exceptions: 0 for a call
+        into the work the task does (an analysed function that says it can
+        fail, ``_states_failure``, or a method outside the analysis of an
+        object the code holds, ``self.engine.transfer(...)``), 1 for any other
+        call that may raise, 2 for none (queue and event bookkeeping,
+        ``d.get(k)``, logging and container updates)."""
+        if not self.effects.may_raise(fn, s) or id(s) in fn.in_handlers:
+            return 2  # (a failure while handling a failure is not chased)
+        best = 2
+        for c in fn.calls(s):
+            callee = c.callee or ""
+            base, _, meth = callee.rpartition(".")
+            if meth in _BOOKKEEPING or is_logging(callee):
+                continue
+            targets = [t.fqn for t in self._calls.resolve(fn.ctx, c) if t.fqn in self.functions]
+            if targets:
+                if any(self._states_failure(t) for t in targets):
+                    return 0
+                best = min(best, 1 if any(self.raises(t, self._calls) for t in targets) else 2)
+            else:
+                # a method of an object the code holds (``self.engine.write``)
+                best = min(best, 0 if base.startswith("self.") else 1)
+        return best
+
+    def _states_failure(self, fqn: str, depth: int = 3) -> bool:
+        """``fqn`` or an analysed function it calls (``depth`` levels down)
+        has a ``raise`` or ``assert`` of its own: the code says it can fail."""
+        key = f"{fqn}@{depth}"
+        if key not in self._fails:
+            self._fails[key] = False  # cycle guard
+            fn = self.functions.get(fqn)
+            found = fn is not None and (
+                any(x.kind in ("raise", "assert") for x in fn.stmts) or depth > 1 and any(
+                    self._states_failure(t.fqn, depth - 1) for c in fn.all_calls
+                    for t in self._calls.resolve(fn.ctx, c) if t.fqn in self.functions))
+            self._fails[key] = found
+        return self._fails[key]
+
+    def _discarded(self, sp: Spawn) -> bool:
+        """A spawn whose failure nobody can see: a thread (its exception ends
+        it), or a task or future started by a bare statement (nothing keeps
+        the future to ask it)."""
+        if sp in self.constructed_threads or sp.call.rpartition(".")[2] in ("Thread", "Process"):
+            return True
+        fn = self.functions.get(sp.spawner)
+        if fn is None:
+            return False
+        at = [s for s in fn.stmts if s.line == sp.line and s.kind == "simple"]
+        return bool(at) and all(not fn.assigns(s) and not fn.returns(s) and
+                                "await" not in (s.text or "") and len(fn.calls(s)) == 1 for s in at)
 
     def raises(self, fqn: str, calls, _seen: frozenset[str] = frozenset()) -> bool:
         """Summary: an exception can leave ``fqn`` (its CFG's raising exit is
@@ -277,7 +390,11 @@ class Lifecycle:
         if comp is None:
             comp = self._completions[completers] = Completions(self.functions, self._analysed,
                                                                completers)
-        return uncompleted(self.functions[fqn], self.cfg(fqn), comp)
+        fn = self.functions[fqn]
+        unseen = "hooks" not in self._roots().get(fqn, frozenset({"hooks"})) and \
+            self.unseen_raise(fqn)
+        return uncompleted(fn, self.cfg(fqn), comp,
+                           (lambda s: self._work_raises(fn, s)) if unseen else None)
 
     def set_pending(self, per_step: tuple[str, ...]) -> list[SetPending]:
         """Sets a request enters each time functions the ``per_step`` hooks
@@ -640,6 +757,7 @@ def build_lifecycle(linker) -> Lifecycle:
                    _save_only(fns, spec, runs),
                    frozenset(_reach(runs, starts)), runs, tuple(starts))
     state.runtime_attrs = runtime_attrs(fns, lc.background_code())
+    lc._calls = calls
     return lc
 
 
@@ -813,6 +931,12 @@ def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, Contain
                 info = out.setdefault(e.container, ContainerInfo(e.container))
                 info.sites.append(Site(fqn, e.line, e.kind))
     return dict(sorted(out.items()))
+
+
+# queue and event bookkeeping and lookups: not where a task's work fails
+_BOOKKEEPING = frozenset({"get", "get_nowait", "put", "put_nowait", "task_done", "set",
+                          "is_set", "wait", "clear", "qsize", "empty", "full", "items",
+                          "keys", "values", "copy", "join", "start", "done"})
 
 
 def _handler_works(fn: FnView, handler: Stmt) -> bool:

@@ -24,6 +24,7 @@ self._x.add(rid)``) is a decision, not a drop; so are the other tests of
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.model.cfg import CFG, build_cfg
@@ -47,7 +48,7 @@ class Drop:
     fqn: str
     id_name: str
     bound_line: int
-    how: str  # except | early-exit | abandoned | removed | raised
+    how: str  # except | early-exit | abandoned | removed | raised | escaped
     branch_line: int  # the test or the call whose exception edge is taken
     exit_line: int  # the jump, or the last statement before the end
     handover_line: int  # where another path hands the id over
@@ -57,7 +58,8 @@ class Drop:
 def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
           hows: tuple[str, ...] = ("except", "early-exit", "removed"),
           owed: frozenset = frozenset(), cleanup: tuple[str, ...] = (),
-          each_handover: tuple[str, ...] = ()) -> list[Drop]:
+          each_handover: tuple[str, ...] = (),
+          raising: Callable[[Stmt], bool] | None = None) -> list[Drop]:
     """Every dropping path of ``fn`` (one per binding and way out) whose kind
     is in ``hows``: ``except`` and ``early-exit`` for ids the function
     receives, ``removed`` for ids it takes out of a container it iterates
@@ -68,8 +70,11 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
     must reach every place the function hands it to on some path, not only
     the first (the commit hook records a parked request in several
     containers; an exit after the first and before the one the load reads
-    still loses it)."""
+    still loses it). With ``escaped`` in ``hows`` (code whose exceptions no
+    caller sees), an exception a statement ``raising`` accepts raises, left
+    uncaught before the hand-over, is a way out too."""
     cfg = cfg or build_cfg(fn.fact.body)
+    raises = raising or _any
     effects = {n.id: eff.of(fn, n.stmt) for n in cfg.nodes if n.stmt is not None
                and n.kind == "stmt"}
     handles = {n for n, es in effects.items() if any(e.kind in HANDLING for e in es)}
@@ -78,11 +83,12 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
     bound = [p for p in fn.param_names if p in ids.ids or p in ids.requests]
     received = tuple(h for h in hows if h != "removed")
     if bound and received:
-        out += _search(fn, eff, cfg, cfg.entry, None, bound[0], handles, received)
+        out += _search(fn, eff, cfg, cfg.entry, None, bound[0], handles, received, raises)
         if each_handover:
             lines = {cfg.nodes[n].line for n in handles}
             for dest in _destinations(effects):
-                out += [d for d in _search(fn, eff, cfg, cfg.entry, None, bound[0], dest, received)
+                out += [d for d in _search(fn, eff, cfg, cfg.entry, None, bound[0], dest, received,
+                                           raises)
                         if d.how in each_handover and not _hands_on_after(d, lines)]
     if bound and "removed" in hows and owed and handles:
         # a helper given an id that hands it on somewhere (a pure cleanup
@@ -94,10 +100,10 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         for coll in [p for p in fn.param_names if p in ids.colls and p not in bound][:1]:
             kept = (handles | _coll_handles(fn, eff, cfg, coll)) - _selections(fn, effects)
             if kept:
-                out += _search(fn, eff, cfg, cfg.entry, None, coll, kept, received)
+                out += _search(fn, eff, cfg, cfg.entry, None, coll, kept, received, raises)
         for coll, fill in _filled_locals(fn, eff, cfg):
             out += _search(fn, eff, cfg, fill, None, coll, _coll_handles(fn, eff, cfg, coll),
-                           received)
+                           received, raises)
     for n in cfg.nodes:
         loop = n.stmt
         if loop is None or not (n.kind == "loop" or (n.kind == "stmt" and loop.kind == "while")):
@@ -112,7 +118,7 @@ def drops(fn: FnView, eff: Effects, cfg: CFG | None = None,
         if walked and not held and received:
             kept = handles - _selections(fn, effects)
             if kept:
-                out += _search(fn, eff, cfg, n.id, loop, targets[0], kept, received)
+                out += _search(fn, eff, cfg, n.id, loop, targets[0], kept, received, raises)
     return _unique(out)  # one finding per way out, whichever binding found it first
 
 
@@ -276,11 +282,13 @@ def _loop_ids(fn: FnView, eff: Effects, s: Stmt) -> list[str]:
 
 
 def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, name: str,
-            handles: set[int], hows: tuple[str, ...]) -> list[Drop]:
+            handles: set[int], hows: tuple[str, ...],
+            raises: Callable[[Stmt], bool] | None = None) -> list[Drop]:
     """The dropping paths of one binding. With ``raised`` in ``hows`` (code
     only a background thread or task runs, where an exception is seen by no
     caller that could report the id), a ``raise`` statement of the function's
-    own that leaves it uncaught is a way out too."""
+    own that leaves it uncaught is a way out too; with ``escaped`` (no caller
+    sees the exception at all), so is one a statement ``raises`` accepts."""
     inside = region(cfg, loop)
     first = first_nodes(cfg, start, loop)
     reach = can_handle(cfg, inside, handles, start)
@@ -316,6 +324,8 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
                 ends.append((state, lab, d))
             elif d == cfg.raise_exit and nxt[1] == 2 and "raised" in hows:
                 ends.append((state, lab, d))
+            elif d == cfg.raise_exit and nxt[1] == 1 and "escaped" in hows:
+                ends.append((state, lab, d))
             elif nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
@@ -323,21 +333,31 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     for state, lab, d in ends:
         path = path_to(parent, state)
         path = [*path[:-1], (path[-1][0], lab), (d, "")]
-        drop = _classify(fn, eff, cfg, path, reach, handles, name, start)
+        drop = _classify(fn, eff, cfg, path, reach, handles, name, start, raises or _any)
         if drop and drop.how in hows:
             out.append(drop)
     return _unique(out)
 
 
 def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
-              reach: set[int], handles: set[int], name: str, start: int) -> Drop | None:
+              reach: set[int], handles: set[int], name: str, start: int,
+              raises: Callable[[Stmt], bool] | None = None) -> Drop | None:
     """The drop's kind, from the last point where the path turned away from a
     hand-over; None when that turn is a decision (a guard, a test on the id
-    or its record, a configuration flag)."""
+    or its record, a configuration flag), or when the exception that leaves
+    (``escaped``) comes from a statement ``raises`` does not accept."""
     nodes = [n for n, _ in path]
     if nodes[-1] == cfg.raise_exit:
-        n = [n for n, lab in path if _own_raise(cfg, n, lab)][-1]
-        return Drop(fn.fqn, name, bound_line(cfg, start, fn), "raised", cfg.nodes[n].line,
+        own = [n for n, lab in path if _own_raise(cfg, n, lab)]
+        kind = "raised" if own else "escaped"
+        if not own:  # the last statement whose exception edge the path takes
+            own = [n for n, lab in path if lab == "exception"]
+            st = cfg.nodes[own[-1]].stmt if own else None
+            # a hand-over that raises is a failure of the hand-over itself
+            if st is None or own[-1] in handles or not (raises or _any)(st):
+                return None
+        n = own[-1]
+        return Drop(fn.fqn, name, bound_line(cfg, start, fn), kind, cfg.nodes[n].line,
                     cfg.nodes[n].line, first_handling(cfg, nodes[0], handles), steps(cfg, path))
     for i in range(len(path) - 2, -1, -1):
         n, lab = path[i]
@@ -385,6 +405,10 @@ def _abandons_batch(fn: FnView, cfg: CFG, test: Stmt, rest: list[int], name: str
         if it == name or it.startswith(name + "."):
             return True
     return False
+
+
+def _any(s: Stmt) -> bool:
+    return True
 
 
 def _own_raise(cfg: CFG, n: int, label: str) -> bool:

@@ -102,6 +102,12 @@ class FnView:
         return [r for s in self.stmts for r in self.returns(s)]
 
     @cached_property
+    def in_handlers(self) -> frozenset[int]:
+        """``id()`` of every statement inside an ``except`` handler's body:
+        code that runs once something has already failed."""
+        return frozenset(id(x) for s in self.stmts if s.kind == "except" for x in walk(s.body))
+
+    @cached_property
     def compares(self) -> dict[int, list[CompareFact]]:
         """This function's comparisons by line (the facts keep them per file)."""
         return _by_line(self.facts.compares, self.fact.qualname)

@@ -44,6 +44,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
 
 def _finding(ctx: CheckContext, u: Uncompleted) -> Finding:
+    if u.escaped:
+        return _escaped(ctx, u)
     how = ("an exception is caught and the function carries on" if u.caught
            else "this way out")
     msg = (f"`{u.name}` in {short(u.fqn)} is completed on one path (line {u.completed_line}) "
@@ -55,3 +57,17 @@ def _finding(ctx: CheckContext, u: Uncompleted) -> Finding:
                               (u.completed_line, f"`{u.name}` is completed on this path"),
                               (u.exit_line, f"this path ends with `{u.name}` not completed")])
     return ctx.finding(u.fqn, u.exit_line, msg, path=path, anchor=f"uncompleted:{u.name}")
+
+
+def _escaped(ctx: CheckContext, u: Uncompleted) -> Finding:
+    msg = (f"`{u.name}` in {short(u.fqn)} is handed on on its normal way out (line "
+           f"{u.completed_line}) but not when an exception leaves from line {u.exit_line}: "
+           "this code runs where no caller sees the exception (a thread, a task whose future "
+           "nobody keeps, callers whose `except` only logs), so the item is lost with it and "
+           "whoever waits for it (the peer waiting for its answer, the reporter of the "
+           "request) waits forever. Complete or fail it in a `finally` or an `except`")
+    path = steps(ctx, u.fqn, [(u.bound_line, f"`{u.name}` is handed in here"),
+                              (u.completed_line, f"`{u.name}` is handed on on this path"),
+                              (u.exit_line, "an exception from here leaves the function, "
+                                            "and nobody sees it")])
+    return ctx.finding(u.fqn, u.exit_line, msg, path=path, anchor=f"escaped:{u.name}")

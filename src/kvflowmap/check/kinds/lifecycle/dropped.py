@@ -48,6 +48,9 @@ _HOW = {
     "ignored": "the id it is handed is never used",
     "raised": "this raises out of code only a background thread or task runs, where no "
               "caller reports the request",
+    "escaped": "an exception this statement can raise leaves the function uncaught, and no "
+               "code sees it (it runs on a thread, in a task whose future nobody keeps, or "
+               "under callers whose `except` only logs and carries on)",
     "swallowed": "this handler only logs, and the request then goes on as if the work had "
                  "succeeded",
     "forgotten": "this handler only logs, in code only a background thread or task runs, and "
@@ -64,11 +67,11 @@ class Options:
     """Parameters of ``lifecycle`` mode ``dropped``."""
 
     hows: tuple[str, ...] = option(("except", "early-exit", "abandoned", "removed", "raised",
-                                    "lost", "ignored", "swallowed", "forgotten", "unchecked",
-                                    "drained"),
+                                    "escaped", "lost", "ignored", "swallowed", "forgotten",
+                                    "unchecked", "drained"),
                                    "kinds of drop to report: except, early-exit, abandoned, "
-                                   "removed, raised, lost, ignored, swallowed, forgotten, "
-                                   "unchecked, drained")
+                                   "removed, raised, escaped, lost, ignored, swallowed, "
+                                   "forgotten, unchecked, drained")
     exempt_methods: tuple[str, ...] = option(TEARDOWN, "methods whose drops are teardown")
 
 
