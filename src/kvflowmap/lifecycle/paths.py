@@ -304,6 +304,7 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
     # Each way out is its own end (the last node before the exit, the loop
     # head or the region's edge), so that one ``return`` does not hide another.
     ends: list[tuple[State, str, int]] = []
+    escaping: set[int] = set()  # the ends a call's exception leaves by (``escaped``)
 
     def leaves(d: int) -> bool:
         return d == cfg.exit or (loop is not None and (d == start or d not in inside))
@@ -325,15 +326,17 @@ def _search(fn: FnView, eff: Effects, cfg: CFG, start: int, loop: Stmt | None, n
             elif d == cfg.raise_exit and nxt[1] == 2 and "raised" in hows:
                 ends.append((state, lab, d))
             elif d == cfg.raise_exit and nxt[1] == 1 and "escaped" in hows:
+                escaping.add(len(ends))
                 ends.append((state, lab, d))
             elif nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
     out = []
-    for state, lab, d in ends:
+    for i, (state, lab, d) in enumerate(ends):
         path = path_to(parent, state)
         path = [*path[:-1], (path[-1][0], lab), (d, "")]
-        drop = _classify(fn, eff, cfg, path, reach, handles, name, start, raises or _any)
+        drop = _classify(fn, eff, cfg, path, reach, handles, name, start,
+                         (raises or _any) if i in escaping else None)
         if drop and drop.how in hows:
             out.append(drop)
     return _unique(out)
@@ -345,16 +348,17 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
     """The drop's kind, from the last point where the path turned away from a
     hand-over; None when that turn is a decision (a guard, a test on the id
     or its record, a configuration flag), or when the exception that leaves
-    (``escaped``) comes from a statement ``raises`` does not accept."""
+    (``escaped``, when ``raises`` is given) comes from a statement
+    ``raises`` does not accept."""
     nodes = [n for n, _ in path]
     if nodes[-1] == cfg.raise_exit:
         own = [n for n, lab in path if _own_raise(cfg, n, lab)]
-        kind = "raised" if own else "escaped"
-        if not own:  # the last statement whose exception edge the path takes
-            own = [n for n, lab in path if lab == "exception"]
+        kind = "raised"
+        if raises is not None:  # the last statement whose exception edge the path takes
+            kind, own = "escaped", [n for n, lab in path if lab == "exception"]
             st = cfg.nodes[own[-1]].stmt if own else None
             # a hand-over that raises is a failure of the hand-over itself
-            if st is None or own[-1] in handles or not (raises or _any)(st):
+            if st is None or own[-1] in handles or not raises(st):
                 return None
         n = own[-1]
         return Drop(fn.fqn, name, bound_line(cfg, start, fn), kind, cfg.nodes[n].line,

@@ -21,6 +21,8 @@ the subject's imports:
 - (``typed_members``) an attribute the subject reads on an object that can
   only be an instance of the analysed vLLM's classes, which none of them has
   (``conforms_typed``);
+- (``field_members``) a member read through a ``self`` field that some of
+  the subject classes the field may hold lack (``conforms_fields``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_base_state import check_base_state
+from kvflowmap.check.kinds.conforms_fields import check_field_members, subject_modules
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_imports import (check_envs, check_imports,
@@ -75,6 +78,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         package = ctx.protocol.package
         out += each_function(ctx, import_modules(ctx, package),
                              lambda m: check_typed_members(ctx, m, package))
+    if opts.field_members:
+        out += each_function(ctx, subject_modules(ctx),
+                             lambda m: check_field_members(ctx, m))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -13,7 +13,8 @@ READS = ("Reads: the signatures, decorators and annotations of the target classe
          "top-level names of the vLLM modules they name, the self attributes the overridden "
          "base methods assign and the base methods that read them, the attribute reads and "
          "calls on chains rooted at annotated parameters, the classes those evaluate to (and "
-         "what their callers pass) and those classes' members; in two-release mode, the "
+         "what their callers pass) and those classes' members; the classes a self field is "
+         "given and the tests around those assignments and around its reads; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
 
@@ -42,6 +43,10 @@ class Options:
                                  "calls, on objects that can only be instances of the "
                                  "analysed vLLM's classes, and that none of those classes "
                                  "has: AttributeError")
+    field_members: bool = option(False, "report members the subject reads through one of "
+                                 "its fields (self.F.attr) that some of the analysed classes "
+                                 "the field may hold have and others lack: AttributeError in "
+                                 "the mode that builds the latter")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")
