@@ -561,6 +561,28 @@ def rewrite_finally_out(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return cst.FlattenSentinel([*head, *tail])
 
 
+def _reports_id(stmt: cst.CSTNode) -> bool:
+    """The line hands an id on: adds it to a container, or passes it to a call
+    that is not logging (``self.set_finished_request(req_id)``)."""
+    if container_add(stmt):
+        return True
+    return any(isinstance(x.node, cst.Call) and not _is_log_call(x.node)
+               and any(_id_expr(a.value) for a in x.node.args) for x in walk(stmt))
+
+
+def find_finally_report_out(module: cst.Module) -> Iterator[Ctx]:
+    """``try/finally`` statements whose finally hands an id on (reports the
+    request, counts it down, answers for it) and releases nothing by name
+    (those are ``finally-out``'s)."""
+    for c in walk(module):
+        n = c.node
+        if (isinstance(n, cst.Try) and n.finalbody is not None and _in_method(c)
+                and any(_reports_id(s) for s in _stmts(n.finalbody.body))
+                and not any(isinstance(x.node, cst.Call) and RELEASE_RE.search(_call_name(x.node))
+                            for x in walk(n.finalbody))):
+            yield c
+
+
 def find_drop_lock(module: cst.Module) -> Iterator[Ctx]:
     """``with self.X:`` (a plain attribute chain, no ``as``) in a class method,
     outside constructors, whose body adds an id to or takes one out of a
@@ -1317,6 +1339,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("except-log", "an except handler only logs", find_except_log, rewrite_except_log),
     Operator("finally-out", "the finally body runs only on the normal path", find_finally_out,
              rewrite_finally_out),
+    Operator("finally-report-out", "a finally's report runs only on the normal path",
+             find_finally_report_out, rewrite_finally_out),
     Operator("drop-timeout", "a wait loses its timeout", find_drop_timeout,
              rewrite_drop_timeout),
     Operator("reset-no-forward", "a reader clears id state first", find_reset_no_forward,

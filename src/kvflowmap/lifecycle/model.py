@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
 from kvflowmap.lifecycle.balance import LeafUses, Unbalanced, is_init, leaf_uses, unbalanced
-from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, Container, container_of,
+from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, REMOVE_OPS, Container, container_of,
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
@@ -941,8 +941,11 @@ _BOOKKEEPING = frozenset({"get", "get_nowait", "put", "put_nowait", "task_done",
 
 def _handler_works(fn: FnView, handler: Stmt) -> bool:
     """The ``except`` does more than log and move on: it calls something
-    other than logging or changes state (``self._mark_request_done(tid)``),
+    other than logging or a builtin, or changes state
+    (``self._mark_request_done(tid)``; a local it names in the log is not),
     where the caught failure can be reported; the ids need not be named
     there (the task that failed is known by the handler's own locals)."""
-    return any(s.kind == "simple" and (fn.assigns(s) or fn.containers(s) or any(
-        not is_logging(c.callee or "") for c in fn.calls(s))) for s in walk(handler.body))
+    return any(s.kind == "simple" and (
+        any("." in a.target or "[" in a.target for a in fn.assigns(s)) or fn.containers(s) or
+        any(not is_logging(c.callee or "") and (c.callee or "") not in PURE
+            for c in fn.calls(s))) for s in walk(handler.body))

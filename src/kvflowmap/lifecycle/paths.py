@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.model.cfg import CFG, build_cfg
-from kvflowmap.facts import Stmt
+from kvflowmap.facts import AssignFact, Stmt
 from kvflowmap.lifecycle.cfg_paths import (bound_line, can_handle, first_handling, first_nodes,
                                            in_flight, last_line, path_to, region, steps)
 from kvflowmap.lifecycle.decisions import (ends_with_status, is_filter, returns_status, tests_id,
@@ -157,19 +157,32 @@ def _destinations(effects: dict[int, list[Effect]]) -> list[set[int]]:
 
 
 def _filled_locals(fn: FnView, eff: Effects, cfg: CFG) -> list[tuple[str, int]]:
-    """Local collections the function fills with ids (``request_ids.append(rid)``),
-    each with the CFG node of its first fill: from there the collection is
-    what carries those ids."""
+    """Local collections the function fills with ids (``request_ids.append(rid)``,
+    or binds to ids at once: ``ids = [t.req_id for t in batch]``), each with
+    the CFG node of its first fill: from there the collection is what carries
+    those ids."""
     colls = eff.state.of(fn.fqn).colls - set(fn.param_names)
     first: dict[str, int] = {}
     for n in sorted(cfg.nodes, key=lambda n: (n.line, n.id)):
         if n.stmt is None or n.kind != "stmt":
             continue
+        for a in fn.assigns(n.stmt):
+            if a.target in colls and a.target not in first and not a.aug and not _empty(a):
+                first[a.target] = n.id
         for op in fn.containers(n.stmt):
             if op.container in colls and op.container not in first and \
                     op.op in COLLECT and eff.state.is_id(fn, op.key):
                 first[op.container] = n.id
     return sorted(first.items())
+
+
+_MAKERS = frozenset({"set()", "list()", "dict()", "deque()", "OrderedDict()", "defaultdict()"})
+
+
+def _empty(a: AssignFact) -> bool:
+    """``x = []``, ``x = set()``: a collection that holds nothing yet."""
+    return (a.literal or "").replace(" ", "") in ("[]", "{}", "()") or (
+        (a.value or "").rpartition(".")[2] in _MAKERS and a.origin == a.value)
 
 
 def _coll_handles(fn: FnView, eff: Effects, cfg: CFG, coll: str) -> set[int]:
@@ -357,8 +370,10 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         if raises is not None:  # the last statement whose exception edge the path takes
             kind, own = "escaped", [n for n, lab in path if lab == "exception"]
             st = cfg.nodes[own[-1]].stmt if own else None
-            # a hand-over that raises is a failure of the hand-over itself
-            if st is None or own[-1] in handles or not raises(st):
+            # a hand-over that raises is a failure of the hand-over itself,
+            # and so is a call given the id (``self.finish_job(req_meta)``)
+            if st is None or own[-1] in handles or not raises(st) or any(
+                    a == name for c in fn.calls(st) for a in (*c.args, *(v for _, v in c.kwargs))):
                 return None
         n = own[-1]
         return Drop(fn.fqn, name, bound_line(cfg, start, fn), kind, cfg.nodes[n].line,
