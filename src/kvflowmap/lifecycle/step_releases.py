@@ -38,7 +38,10 @@ from kvflowmap.model.cfg import CFG
 @dataclass(frozen=True)
 class SkippedRelease:
     """``fqn`` returns at ``line`` before the loop at ``loop_line`` that
-    releases ``call`` (at ``release_line``) for each request it walks."""
+    releases ``call`` (at ``release_line``) for each request it walks; or,
+    with ``handed`` set, before it hands the step's ids gathered in
+    ``walked`` to ``handed`` (at ``loop_line``) and empties it (at
+    ``release_line``)."""
 
     fqn: str
     line: int
@@ -46,6 +49,36 @@ class SkippedRelease:
     release_line: int
     call: str
     walked: str
+    handed: str = ""
+
+
+def step_handoffs(fn: FnView, state: IdState) -> list[tuple[Stmt, Stmt, str, str]]:
+    """``(hand-off, reset, attr, target)`` per request-keyed ``self``
+    collection ``fn`` hands over and empties at its top level, a step's
+    gatherings passed on once per call (``meta.lookup_ids = self._lookups``
+    then ``self._lookups = []``)."""
+    out = []
+    top = fn.fact.body
+    for i, s in enumerate(top):
+        for a in fn.assigns(s) if s.kind == "simple" else ():
+            attr = (a.value or "")
+            if not attr.startswith("self.") or attr.count(".") != 1 or \
+                    attr[5:] not in state.keyed_attrs or a.target.startswith("self."):
+                continue
+            reset = next((r for r in top[i + 1:] if _resets(fn, r, attr)), None)
+            if reset is not None and "." in a.target:
+                out.append((s, reset, attr, a.target))
+    return out
+
+
+def _resets(fn: FnView, s: Stmt, attr: str) -> bool:
+    """``self.x = []`` / ``self.x = set()`` / ``self.x.clear()``."""
+    if s.kind != "simple":
+        return False
+    if any(a.target == attr and (a.literal or a.value or "").replace(" ", "") in
+           ("[]", "{}", "set()", "list()", "dict()") for a in fn.assigns(s)):
+        return True
+    return any(c.callee == f"{attr}.clear" for c in fn.calls(s))
 
 
 def release_loops(fn: FnView, state: IdState, releases: Collection[str]
@@ -108,31 +141,48 @@ def _every_turn(body: tuple[Stmt, ...]) -> list[Stmt]:
 
 def skipped_releases(fqn: str, fn: FnView, cfg: CFG, state: IdState,
                      releases: Collection[str]) -> list[SkippedRelease]:
-    """The early returns of ``fn`` that skip every loop releasing per request."""
+    """The early returns of ``fn`` that skip every loop releasing per
+    request, and those that skip a hand-over of the step's gathered ids."""
+    out = []
+    for give, reset, attr, target in step_handoffs(fn, state):
+        heads = set(cfg.stmt_nodes(give)) | set(cfg.stmt_nodes(reset))
+        out += [SkippedRelease(fqn, line, give.line, reset.line, "", attr, target)
+                for line in _early_returns(fn, cfg, heads, set(), [attr], [])]
     loops = release_loops(fn, state, releases)
     if not loops:
-        return []
+        return sorted(set(out), key=lambda x: x.line)
     heads = {n for loop, _, _, _ in loops for n in cfg.stmt_nodes(loop)}
     inside = {id(x) for loop, _, _, _ in loops for x in walk(loop.body)}
     walked = [w for _, _, _, w in loops]
+    loop, stmt, callee, _ = loops[0]
+    out += [SkippedRelease(fqn, line, loop.line, stmt.line, callee, walked[0])
+            for line in _early_returns(fn, cfg, heads, inside, walked,
+                                       [c.rpartition(".")[0] for _, _, c, _ in loops])]
+    return sorted(set(out), key=lambda x: x.line)
+
+
+def _early_returns(fn: FnView, cfg: CFG, heads: set[int], inside: set[int],
+                   walked: list[str], receivers: list[str]) -> list[int]:
+    """Lines of the ``return``s reached from the entry without passing
+    ``heads``, outside the statements ``inside``, and not under a test of a
+    ``walked`` collection or a ``receivers`` object (nothing to release)."""
     guarded = _guards(fn.fact.body, ())
     seen, queue = {cfg.entry}, deque([cfg.entry])
     out = []
-    loop, stmt, callee, _ = loops[0]
     while queue:
         n = queue.popleft()
         node = cfg.nodes[n]
         st = node.stmt
         if st is not None and node.kind == "stmt" and st.kind == "return" and \
-                id(st) not in inside and not _about(guarded.get(id(st), ()), walked):
-            if not _about(guarded.get(id(st), ()), [c.rpartition(".")[0] for _, _, c, _ in loops]):
-                out.append(SkippedRelease(fqn, st.line, loop.line, stmt.line, callee, walked[0]))
+                id(st) not in inside and not _about(guarded.get(id(st), ()), walked) and \
+                not _about(guarded.get(id(st), ()), receivers):
+            out.append(st.line)
         for d, lab in cfg.successors(n):
             if lab in ("exception", "raise", "assert") or d in heads or d in seen:
                 continue
             seen.add(d)
             queue.append(d)
-    return sorted(set(out), key=lambda x: x.line)
+    return out
 
 
 def _guards(body: tuple[Stmt, ...], tests: tuple[str, ...]) -> dict[int, tuple[str, ...]]:

@@ -35,6 +35,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     def one(f: str) -> list[Finding]:
         out = []
         for x in lc.skipped_releases(f):
+            if x.handed:
+                out.append(_skipped_handoff(ctx, f, x))
+                continue
             callee = x.call.rpartition(".")[2]
             what = (f"the loop that calls {callee}() for every request of {x.walked}"
                     if x.loop_line != x.release_line else
@@ -52,3 +55,17 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         return out
 
     return each_function(ctx, functions(ctx, lc), one)
+
+
+def _skipped_handoff(ctx: CheckContext, f: str, x: SkippedRelease) -> Finding:
+    msg = (f"{short(f)} returns here before it hands the ids gathered in {x.walked} to "
+           f"{x.handed} (line {x.loop_line}) and empties it (line {x.release_line}): on this "
+           "path this step's ids are never passed on, and on a path taken every step (a "
+           "branch for another vLLM or mode) never at all, so what each of them holds "
+           "(the pin or lookup taken for it, released where the hand-over arrives) is held "
+           "for good and the collection grows. Hand them over on this path too, or return "
+           "after the hand-over.")
+    path = steps(ctx, f, [(x.line, "returns early"),
+                          (x.loop_line, f"the hand-over of {x.walked} it skips"),
+                          (x.release_line, f"{x.walked} emptied for the next step")])
+    return ctx.finding(f, x.line, msg, path=path, anchor=f"step-handoff:{x.walked}")
