@@ -15,6 +15,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
+from kvflowmap.lifecycle.step_releases import SkippedRelease
 
 READS = ("Reads: the `for` loops of each connected subject function whose every turn "
          "calls a release (the protocol's `lifecycle.releases`) with a request id of the "
