@@ -249,8 +249,8 @@ class Lifecycle:
         object the code holds, ``self.engine.transfer(...)``), 1 for any other
         call that may raise, 2 for none (queue and event bookkeeping,
         ``d.get(k)``, logging and container updates)."""
-        if not self.effects.may_raise(fn, s) or id(s) in fn.in_cleanup:
-            return 2  # (a failure while handling a failure, or cleaning up, is not chased)
+        if not self.effects.may_raise(fn, s) or id(s) in fn.in_handlers:
+            return 2  # (a failure while handling a failure is not chased)
         best = 2
         for c in fn.calls(s):
             callee = c.callee or ""

@@ -370,8 +370,9 @@ def _classify(fn: FnView, eff: Effects, cfg: CFG, path: list[tuple[int, str]],
         if raises is not None:  # the last statement whose exception edge the path takes
             kind, own = "escaped", [n for n, lab in path if lab == "exception"]
             st = cfg.nodes[own[-1]].stmt if own else None
-            # a hand-over that raises is a failure of the hand-over itself
-            if st is None or own[-1] in handles or not raises(st):
+            # a hand-over that raises is a failure of the hand-over itself;
+            # and the exception must skip one (the statement leads to one)
+            if st is None or own[-1] in handles or own[-1] not in reach or not raises(st):
                 return None
         n = own[-1]
         return Drop(fn.fqn, name, bound_line(cfg, start, fn), kind, cfg.nodes[n].line,

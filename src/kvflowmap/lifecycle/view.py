@@ -102,11 +102,10 @@ class FnView:
         return [r for s in self.stmts for r in self.returns(s)]
 
     @cached_property
-    def in_cleanup(self) -> frozenset[int]:
-        """``id()`` of every statement inside an ``except`` handler's body or
-        a ``finally``: code that runs once something may have failed."""
-        return frozenset(id(x) for s in self.stmts
-                         for x in walk(s.body if s.kind == "except" else s.final))
+    def in_handlers(self) -> frozenset[int]:
+        """``id()`` of every statement inside an ``except`` handler's body:
+        code that runs once something has already failed."""
+        return frozenset(id(x) for s in self.stmts if s.kind == "except" for x in walk(s.body))
 
     @cached_property
     def compares(self) -> dict[int, list[CompareFact]]:
