@@ -54,6 +54,45 @@ def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
 
 
 BUGS = (
+    # Mooncake's prefill side answered a decode side's pull from an executor
+    # task: send_kv_to_decode, then queue the identity for the thread that
+    # answers. A failed transfer (RuntimeError in _send_blocks) ended the task
+    # in a future nobody keeps, and the peer never got its answer. 0.3.9
+    # answers TRANS_ERROR on failure.
+    FixedBug("mooncake handshake task loses the peer's answer on a failed transfer",
+             _mooncake("0.3.8.post1"),
+             _mooncake("0.3.9"),
+             "kvc-future-completed",
+             "mooncake.mooncake_connector_v1.MooncakeConnectorWorker._handle_handshake"),
+    # vllm-ascend 0.18.0's store receiving thread reported a load finished at
+    # the end of _handle_request; any failure before (the get, an empty key
+    # list) went to run(), which only logs: the request waited in
+    # WAITING_FOR_REMOTE_KVS for good. 0.23.0 reports it in every case.
+    FixedBug("vllm-ascend store receiving thread loses a request on a failed get",
+             _ascend("0.18.0"),
+             _ascend("0.23.0"),
+             "kvc-request-id-not-dropped",
+             "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer"
+             ".KVCacheStoreRecvingThread._handle_request"),
+    # Its pool worker read stored_requests through self.kv_send_thread, which
+    # holds a KVCacheStoreLayerSendingThread (no such member) in layerwise
+    # mode: AttributeError in get_finished. 0.23.0 gives that thread the member.
+    FixedBug("vllm-ascend pool worker reads a member the layerwise thread lacks",
+             _ascend("0.18.0"),
+             _ascend("0.23.0"),
+             "kvc-field-members-exist",
+             "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_worker"
+             ".KVPoolWorker.get_and_clear_finished_requests"),
+    # LMCache 0.3.3's build_connector_meta returned early in its branch for an
+    # older vLLM's list of cached requests, before handing the step's pinned
+    # lookups to the metadata: they were never unpinned. 0.3.4 hands them over
+    # on that path too.
+    FixedBug("lmcache early return skips the hand-over of the step's lookups",
+             _lmcache("0.3.3"),
+             _lmcache("0.3.4"),
+             "kvc-step-releases-on-every-exit",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl"
+             ".build_connector_meta"),
     # Dynamo's KVBM connector overrode bind_connector_metadata to hand the
     # metadata to its worker, without super(): has_connector_metadata() stayed
     # False and vLLM never called save_kv_layer. 0.8.0 calls super() first.
