@@ -46,6 +46,8 @@ def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
         return True
     if local and all(n == name for n in local):
         return True  # ``if not preempted_req_ids: return``: nothing to hand on
+    if name in local and name in ids.colls:
+        return True  # ``if done or failed: ... else: return``: tests what it holds
     if fn.name in eff.state.spec.hooks and local and \
             _tests_input(fn, s, local, ids.records | ids.requests):
         return True  # ``if num_external_tokens == 0``: what vLLM passed the hook decides
