@@ -40,11 +40,12 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "vllm-ascend": ("vllm_ascend/distributed", "vllm==0.33.0"),
     "mooncake-transfer-engine": ("mooncake", "vllm==0.11.1"),  # it refuses vLLM >= 0.13
     "kvbm": ("kvbm/vllm_integration", "vllm==0.33.0"),  # Dynamo's KV block manager
+    "aibrix-kvcache": ("aibrix_kvcache/integration/vllm", "vllm==0.33.0"),
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.9 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
     ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
-    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM", None, lambda v: True),
+    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM, AIBrix", None, lambda v: True),
 )
 
 
