@@ -54,6 +54,17 @@ def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
 
 
 BUGS = (
+    # vLLM 0.9.2's NIXL connector delayed the prefill side's free until the
+    # decode side's notification said it had read the blocks; nothing else
+    # ever reported the request in finished_sending, so a decode side that
+    # died or aborted first left the blocks held. 0.10.0 records a deadline
+    # per delayed request (VLLM_NIXL_ABORT_REQUEST_TIMEOUT).
+    FixedBug("vllm nixl delayed free ends only with the decode side's notification",
+             _vllm("0.9.2"),
+             _vllm("0.10.0"),
+             "kvc-delayed-free-expires",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorScheduler"
+             ".request_finished"),
     # Mooncake's prefill side answered a decode side's pull from an executor
     # task: send_kv_to_decode, then queue the identity for the thread that
     # answers. A failed transfer (RuntimeError in _send_blocks) ended the task

@@ -45,7 +45,7 @@ def stalls(fn: FnView, ids: set[str], finished: tuple[str, ...] = (),
     a transfer that fails never satisfies it, and its request waits forever.
     ``saves(chain)``: the ``self`` chain names save state (walking it, or
     testing it, is about saves, whose failures owe vLLM no failed blocks)."""
-    if _age_arm(fn) and not success_only:
+    if age_arm(fn) and not success_only:
         return []
     out = []
     for loop in fn.stmts:
@@ -90,7 +90,7 @@ def _only_success(fn: FnView, test: Stmt, items: set[str]) -> bool:
                    for s in walk(test.body))
 
 
-def _age_arm(fn: FnView) -> bool:
+def age_arm(fn: FnView) -> bool:
     """A test of ``fn`` reads a clock, directly or through a local computed
     from one (``now = time.monotonic()`` ... ``timed_out = now - t0 > T`` ...
     ``elif timed_out:``); a clock read only for statistics is no age arm."""

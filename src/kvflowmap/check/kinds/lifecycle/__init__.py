@@ -4,6 +4,7 @@
 - ``dropped``: no path drops a request id it carries;
 - ``thread_loop``: a background serving loop survives its exceptions;
 - ``delayed_free``: a delayed free is always followed by a save;
+- ``delay_expires``: a delayed free that only a peer's message ends can expire;
 - ``reset_forwards``: resetting tracked ids forwards them first;
 - ``balanced``: ids that enter a container can leave it, and a drained one is filled;
 - ``parked_recorded``: a request the probe can park is recorded by the commit hook;
@@ -29,7 +30,7 @@
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delay_expires, delayed_free, dropped,
                                              failed_blocks,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
@@ -41,6 +42,7 @@ MODES: dict[str, KindSpec] = {
     "dropped": KindSpec(dropped.Options, dropped.check, dropped.READS),
     "thread_loop": KindSpec(thread_loop.Options, thread_loop.check, thread_loop.READS),
     "delayed_free": KindSpec(delayed_free.Options, delayed_free.check, delayed_free.READS),
+    "delay_expires": KindSpec(delay_expires.Options, delay_expires.check, delay_expires.READS),
     "reset_forwards": KindSpec(reset_forwards.Options, reset_forwards.check,
                                reset_forwards.READS),
     "balanced": KindSpec(balanced.Options, balanced.check, balanced.READS),
