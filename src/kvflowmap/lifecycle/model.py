@@ -10,6 +10,7 @@ and the report channels (``reports``). Rules of kind ``lifecycle`` read it.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterator
 from typing import Any
 from dataclasses import dataclass, field
 
@@ -176,6 +177,19 @@ class Lifecycle:
         """A caller of ``fqn`` catches what it raises and hands ids on in the
         handler (``except Exception: self._mark_request_done(tid)``), or lets
         it pass to a caller of its own that does (``depth`` levels up)."""
+        for f, fn, h in self._exception_exits(fqn):
+            if h is None:
+                if depth > 1 and self._caller_handles(f, depth - 1):
+                    return True
+            elif h.kind == "except" and _handler_works(fn, h):
+                return True
+        return False
+
+    def _exception_exits(self, fqn: str) -> Iterator[tuple[str, FnView, Stmt | None]]:
+        """Per call of ``fqn`` in the subject (by name, in a function that runs
+        it), where an exception it raises goes: ``(caller, its view, the
+        statement reached)``, that statement None when the exception leaves
+        the caller too."""
         name = fqn.rpartition(".")[2]
         for f, gs in sorted(self._runs.items()):
             if fqn not in gs or f not in self.functions:
@@ -186,15 +200,8 @@ class Lifecycle:
                         (c.callee or "").rpartition(".")[2] == name for c in fn.calls(n.stmt)):
                     continue
                 for d, lab in cfg.successors(n.id):
-                    if lab != "exception":
-                        continue
-                    if d == cfg.raise_exit:
-                        if depth > 1 and self._caller_handles(f, depth - 1):
-                            return True
-                    elif (h := cfg.nodes[d].stmt) is not None and h.kind == "except" and \
-                            _handler_works(fn, h):
-                        return True
-        return False
+                    if lab == "exception":
+                        yield f, fn, None if d == cfg.raise_exit else cfg.nodes[d].stmt
 
     def unseen_raise(self, fqn: str, depth: int = 3) -> bool:
         """No code sees an exception leaving ``fqn``: it is a thread's target
@@ -215,31 +222,22 @@ class Lifecycle:
         if starts:
             return all(self._discarded(sp) for sp in starts)
         name = fqn.rpartition(".")[2]
-        sites = 0
-        for f, gs in sorted(self._runs.items()):
-            if fqn not in gs or f not in self.functions:
+        # an override runs where its base method is called (dispatch)
+        bases = [f for f, gs in sorted(self._runs.items())
+                 if fqn in gs and f != fqn and f.rpartition(".")[2] == name]
+        if any(not self.unseen_raise(f, depth) for f in bases):
+            return False
+        sites = len(bases)
+        for f, fn, h in self._exception_exits(fqn):
+            if f in bases:
                 continue
-            if f.rpartition(".")[2] == name and f != fqn:
-                # an override runs where its base method is called (dispatch)
-                sites += 1
-                if not self.unseen_raise(f, depth):
+            sites += 1
+            if h is None:
+                if depth <= 1 or not self.unseen_raise(f, depth - 1):
                     return False
-                continue
-            fn, cfg = self.functions[f], self.cfg(f)
-            for n in cfg.nodes:
-                if n.stmt is None or n.kind != "stmt" or not any(
-                        (c.callee or "").rpartition(".")[2] == name for c in fn.calls(n.stmt)):
-                    continue
-                for d, lab in cfg.successors(n.id):
-                    if lab != "exception":
-                        continue
-                    sites += 1
-                    if d == cfg.raise_exit:
-                        if depth <= 1 or not self.unseen_raise(f, depth - 1):
-                            return False
-                    elif (h := cfg.nodes[d].stmt) is None or h.kind != "except" or \
-                            _handler_works(fn, h) or any(x.kind == "raise" for x in walk(h.body)):
-                        return False
+            elif h.kind != "except" or _handler_works(fn, h) or \
+                    any(x.kind == "raise" for x in walk(h.body)):
+                return False
         return sites > 0
 
     def _work_raises(self, fn: FnView, s: Stmt) -> int:
