@@ -54,6 +54,17 @@ def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
 
 
 BUGS = (
+    # The same bug in vLLM's MoRIIO connector, found by the rule after it was
+    # written from NIXL's: 0.22.1 recorded a deadline per delayed request but
+    # nothing ever tested it, so a free notification that never came held the
+    # prefill blocks. 0.23.0 reaps the deferred sends whose deadline passed
+    # ("hanging indefinitely waiting for a free notification that never comes").
+    FixedBug("vllm moriio delayed free ends only with the decode side's notification",
+             _vllm("0.22.1"),
+             _vllm("0.23.0"),
+             "kvc-delayed-free-expires",
+             "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
+             ".MoRIIOConnectorScheduler.request_finished"),
     # vLLM 0.9.2's NIXL connector delayed the prefill side's free until the
     # decode side's notification said it had read the blocks; nothing else
     # ever reported the request in finished_sending, so a decode side that

@@ -409,6 +409,11 @@ class Lifecycle:
             out += set_pending(fn, self.effects.values, keyed, self.state.is_id, lines)
         return out
 
+    def callees(self, fqn: str) -> list[str]:
+        """The subject functions that run because ``fqn`` runs, one step
+        (calls, constructors, spawned work, nested defs)."""
+        return list(self._runs.get(fqn, ()))
+
     def runs_from(self, starts: list[str], avoid: frozenset[str] = frozenset()) -> set[str]:
         """``starts`` and every subject function they make run (calls,
         constructors, spawned threads, executor tasks, callbacks, the loops

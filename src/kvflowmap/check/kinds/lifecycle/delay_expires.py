@@ -15,7 +15,10 @@ Checked per connector class (a subclass of the protocol's base class): its
 ``request_finished`` (and what it delegates to) can answer something other
 than ``False`` first; what its hooks make run (calls, threads, tasks, queue
 hand-offs) reads a peer's message (a call among the protocol's
-``peer_calls``: ``decode``, ``recv``, ...); and nothing there tests a clock,
+``peer_calls``: ``decode``, ``recv``, ...) on the way to a report (in a
+report function, or where ids are put into what a report hook drains, or
+in the function that hands the message there); and
+nothing there tests a clock,
 directly or through a local computed from one. The finding is on the return
 that delays the free.
 """
@@ -29,6 +32,7 @@ from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import lifecycle, short, steps
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.lifecycle.containers import ADD_OPS
 from kvflowmap.lifecycle.stalls import age_arm
 
 READS = ("Reads: per connector class, the returns of its delay-free hook and of the "
@@ -71,7 +75,16 @@ def _check(ctx: CheckContext, cls: str, connectors: frozenset[str],
     hooks = [m for side in ctx.protocol.methods.values() for name in side
              if (m := ctx.classes.find_member(cls, name)) in lc.functions]
     scope = sorted(lc.runs_from(hooks, others))
-    peer = next(((f, c.line, c.callee or "") for f in scope for c in lc.functions[f].all_calls
+    # the peer's message must be on the way to a report: read by a report
+    # function, or where ids are put into what a report hook drains (not a
+    # handshake, a lookup or a metadata service's answer)
+    feeders = {f for f in scope if any(
+        op.op in ADD_OPS and op.container.rpartition(".")[2] in lc.state.report_fed
+        for op in lc.functions[f].all_containers)}
+    reporting = set(lc.reporters) | feeders | {
+        f for f in scope if any(g in feeders for g in lc.callees(f))}
+    peer = next(((f, c.line, c.callee or "") for f in scope if f in reporting
+                 for c in lc.functions[f].all_calls
                  if (c.callee or "").rpartition(".")[2] in spec.peer_calls), None)
     if peer is None or any(age_arm(lc.functions[f]) for f in scope):
         return []
