@@ -23,6 +23,9 @@ the subject's imports:
   (``conforms_typed``);
 - (``field_members``) a member read through a ``self`` field that some of
   the subject classes the field may hold lack (``conforms_fields``);
+- (``called_members``) a method the analysed vLLM calls on an object of a
+  subject class (a facade forwarding hooks) that the class lacks
+  (``conforms_called``);
 - (``forwards``) a composite connector leaves a protocol hook to a base
   default that does nothing, while its children may override it.
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_base_state import check_base_state
+from kvflowmap.check.kinds.conforms_called import calling_modules, check_called_members
 from kvflowmap.check.kinds.conforms_fields import check_field_members, subject_modules
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
@@ -81,6 +85,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if opts.field_members:
         out += each_function(ctx, subject_modules(ctx),
                              lambda m: check_field_members(ctx, m))
+    if opts.called_members:
+        out += each_function(ctx, calling_modules(ctx),
+                             lambda m: check_called_members(ctx, m))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)
         out += each_function(ctx, ctx.target_classes, lambda c: check_forwards(ctx, c, hooks))

@@ -93,7 +93,7 @@ def _field_classes(ctx: CheckContext, module: str, scope: str, base: str) -> set
         return set()
     owners = {fqn for _, fqn in values}
     if not all(ctx.classes.is_class(c) and ctx.is_subject(ctx.model.defs[c].module) and
-               _analysed_or_stdlib(ctx, c) and not any(
+               analysed_or_stdlib(ctx, c) and not any(
                    ctx.classes.find_member(c, n) for n in ("__getattr__", "__getattribute__"))
                for c in owners):
         return set()
@@ -101,7 +101,7 @@ def _field_classes(ctx: CheckContext, module: str, scope: str, base: str) -> set
     return leaves if len(leaves) >= 2 else set()
 
 
-def _analysed_or_stdlib(ctx: CheckContext, cls: str) -> bool:
+def analysed_or_stdlib(ctx: CheckContext, cls: str) -> bool:
     """Every class along the MRO is analysed, or comes from the standard
     library (a ``threading.Thread`` subclass: the thread's own members are
     not what connectors add)."""

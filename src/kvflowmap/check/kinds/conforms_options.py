@@ -14,7 +14,8 @@ READS = ("Reads: the signatures, decorators and annotations of the target classe
          "base methods assign and the base methods that read them, the attribute reads and "
          "calls on chains rooted at annotated parameters, the classes those evaluate to (and "
          "what their callers pass) and those classes' members; the classes a self field is "
-         "given and the tests around those assignments and around its reads; in two-release mode, the "
+         "given and the tests around those assignments and around its reads; the calls in "
+         "vLLM modules that import the subject and what their receivers evaluate to; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
 
@@ -47,6 +48,10 @@ class Options:
                                  "its fields (self.F.attr) that some of the analysed classes "
                                  "the field may hold have and others lack: AttributeError in "
                                  "the mode that builds the latter")
+    called_members: bool = option(False, "report methods the analysed vLLM calls on "
+                                  "objects of the subject's classes (a facade forwarding a "
+                                  "hook to a package's class) that the class lacks: "
+                                  "AttributeError")
     ignore_methods: tuple[str, ...] = option((), "method names (globs) not checked")
     compare_with: str = option("", "another vLLM release ('vllm==0.X.Y' or an import root): "
                                "two-release mode")
