@@ -17,7 +17,8 @@ than ``False`` first; what its hooks make run (calls, threads, tasks, queue
 hand-offs) reads a peer's message (a call among the protocol's
 ``peer_calls``: ``decode``, ``recv``, ...) on the way to a report (in a
 report function, or where ids are put into what a report hook drains, or
-in the function that hands the message there); and
+in the function that hands the message there; a function that also sends
+asks a question and reads the answer, an RPC, no peer's word); and
 nothing there tests a clock,
 directly or through a local computed from one. The finding is on the return
 that delays the free.
@@ -84,7 +85,7 @@ def _check(ctx: CheckContext, cls: str, connectors: frozenset[str],
     reporting = set(lc.reporters) | feeders | {
         f for f in scope if any(g in feeders for g in lc.callees(f))}
     peer = next(((f, c.line, c.callee or "") for f in scope if f in reporting
-                 for c in lc.functions[f].all_calls
+                 and not _asks(lc.functions[f]) for c in lc.functions[f].all_calls
                  if (c.callee or "").rpartition(".")[2] in spec.peer_calls), None)
     if peer is None or any(age_arm(lc.functions[f]) for f in scope):
         return []
@@ -101,6 +102,13 @@ def _check(ctx: CheckContext, cls: str, connectors: frozenset[str],
                         path=steps(ctx, fqn, [(line, f"answers {first}: the free waits")])
                         + steps(ctx, pf, [(pline, "the peer's message that ends the wait")]),
                         anchor=f"delay-expires:{short(cls)}")]
+
+
+def _asks(fn) -> bool:
+    """The function sends as well as receives (``sock.send(req)`` then
+    ``sock.recv()``): an answer to its own question (an RPC to a metadata
+    server), not a peer's word that it read the blocks."""
+    return any((c.callee or "").rpartition(".")[2].startswith("send") for c in fn.all_calls)
 
 
 def _delaying_returns(lc, hook: str, false_values: tuple[str, ...], others: frozenset[str]
