@@ -20,7 +20,7 @@ left alone.
 from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_fields import analysed_or_stdlib
+from kvflowmap.check.kinds.conforms_fields import members_known
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
 
@@ -49,7 +49,7 @@ def check_called_members(ctx: CheckContext, module: str) -> list[Finding]:
         if not base or "(" in base or attr.startswith("__") or (c.scope, base) in asked:
             continue
         for kind, cls in ctx.values.eval((module, c.scope), base):
-            if kind != "inst" or (cls, attr) in seen or not _judged(ctx, cls) or \
+            if kind != "inst" or (cls, attr) in seen or not members_known(ctx, cls) or \
                     known_member(ctx, ctx.classes.mro(cls), attr):
                 continue
             seen.add((cls, attr))
@@ -65,11 +65,3 @@ def check_called_members(ctx: CheckContext, module: str) -> list[Finding]:
                 anchor=f"called-member:{attr}"))
     return out
 
-
-def _judged(ctx: CheckContext, cls: str) -> bool:
-    """A subject class whose members are all known: its whole MRO analysed
-    (or from the standard library), no ``__getattr__``."""
-    sf = ctx.model.source(ctx.model.defs[cls].module) if cls in ctx.model.defs else None
-    return ctx.classes.is_class(cls) and sf is not None and sf.subject and not sf.host and \
-        analysed_or_stdlib(ctx, cls) and not any(
-            ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__"))

@@ -92,13 +92,20 @@ def _field_classes(ctx: CheckContext, module: str, scope: str, base: str) -> set
     if not values or any(kind != "inst" for kind, _ in values):
         return set()
     owners = {fqn for _, fqn in values}
-    if not all(ctx.classes.is_class(c) and ctx.is_subject(ctx.model.defs[c].module) and
-               analysed_or_stdlib(ctx, c) and not any(
-                   ctx.classes.find_member(c, n) for n in ("__getattr__", "__getattribute__"))
-               for c in owners):
+    if not all(members_known(ctx, c) for c in owners):
         return set()
     leaves = {c for c in owners if not any(c in ctx.classes.mro(o)[1:] for o in owners)}
     return leaves if len(leaves) >= 2 else set()
+
+
+def members_known(ctx: CheckContext, cls: str) -> bool:
+    """A class of the subject (not a vLLM module hosting it) whose members
+    are all known: its whole MRO analysed (or from the standard library), no
+    ``__getattr__``."""
+    sf = ctx.model.source(ctx.model.defs[cls].module) if cls in ctx.model.defs else None
+    return ctx.classes.is_class(cls) and sf is not None and sf.subject and not sf.host and \
+        analysed_or_stdlib(ctx, cls) and not any(
+            ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__"))
 
 
 def analysed_or_stdlib(ctx: CheckContext, cls: str) -> bool:
