@@ -163,7 +163,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
     State = tuple[int, bool]
     parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
     queue: deque[State] = deque(parent)
-    escaped: list[tuple[tuple[int, int], int, tuple[tuple[int, str], ...]]] = []
+    escaped: list[tuple[int, tuple[tuple[int, str], ...]]] = []
     while queue:
         n, exc = state = queue.popleft()
         if n in ends_here or (n == cfg.raise_exit and (escapes is None or not exc)):
@@ -177,11 +177,8 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
                 continue
             if n == cfg.raise_exit:
                 origin = [m for m, lab in path if lab == "exception"]
-                st = cfg.nodes[origin[-1]].stmt if origin else None
-                rank = escapes(st) if st is not None and escapes is not None else 2
-                if rank == 0:
-                    line = cfg.nodes[origin[-1]].line
-                    escaped.append(((rank, line), line, steps(cfg, path)))
+                if origin and _likeliest(cfg, origin[-1], reach, escapes):
+                    escaped.append((cfg.nodes[origin[-1]].line, steps(cfg, path)))
                 continue
             caught = any(lab == "exception" for _, lab in path)
             lines = [cfg.nodes[m].line for m in nodes if cfg.nodes[m].line]
@@ -193,20 +190,24 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
             if nxt not in parent:
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
-            elif d == cfg.raise_exit and escapes is not None and lab == "exception":
-                # another statement whose exception leaves: it may be likelier
-                st = cfg.nodes[n].stmt
-                rank = escapes(st) if st is not None else 2
-                if rank == 0:
-                    line = cfg.nodes[n].line
-                    escaped.append(((rank, line), line,
-                                    (*steps(cfg, path_to(parent, state)), (line, "raises"))))
+            elif d == cfg.raise_exit and lab == "exception" and \
+                    _likeliest(cfg, n, reach, escapes):
+                # another statement whose exception leaves: the first one names it
+                line = cfg.nodes[n].line
+                escaped.append((line, (*steps(cfg, path_to(parent, state)), (line, "raises"))))
     if escaped:
-        _, line, path_steps = min(escaped)
+        line, path_steps = min(escaped)
         done = min(cfg.nodes[m].line for m in completes)
         return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
                            line, False, path_steps, escaped=True)
     return None
+
+
+def _likeliest(cfg: CFG, n: int, reach: set[int], escapes: Callable[[Stmt], int] | None) -> bool:
+    """The statement at ``n`` is among the likeliest to fail (rank 0 of
+    ``escapes``) and leads to a completion: its exception skips one."""
+    st = cfg.nodes[n].stmt
+    return escapes is not None and st is not None and n in reach and escapes(st) == 0
 
 
 def _queued(c: CallFact, name: str) -> bool:
