@@ -217,6 +217,30 @@ class Lifecycle:
             self._unseen[key] = self._unseen_raise(fqn, depth)
         return self._unseen[key]
 
+    def unseen_why(self, fqn: str, depth: int = 3) -> str:
+        """How an exception leaving ``fqn`` goes unseen, in words, by the
+        first way ``unseen_raise`` found (a thread, a thrown-away future, a
+        caller's ``except`` that only logs); "" when it is seen."""
+        if not self.unseen_raise(fqn, depth):
+            return ""
+        short = lambda f: ".".join(f.split(".")[-2:])  # noqa: E731
+        starts = [sp for sp in (*self.spawned, *self.constructed_threads) if sp.target == fqn]
+        if starts:
+            sp = starts[0]
+            if sp in self.constructed_threads or sp.call.rpartition(".")[2] in ("Thread",
+                                                                                "Process"):
+                return f"it runs on a thread that {short(sp.spawner)} starts (line {sp.line})"
+            return f"it runs as a task whose future {short(sp.spawner)} throws away (line {sp.line})"
+        name = fqn.rpartition(".")[2]
+        for f, gs in sorted(self._runs.items()):
+            if fqn in gs and f != fqn and f.rpartition(".")[2] == name:
+                return self.unseen_why(f, depth)
+        for f, _, h in self._exception_exits(fqn):
+            if h is None:
+                return f"{short(f)} lets it through, and " + self.unseen_why(f, depth - 1)
+            return f"{short(f)} catches it and only logs (line {h.line})"
+        return ""
+
     def _unseen_raise(self, fqn: str, depth: int) -> bool:
         starts = [sp for sp in (*self.spawned, *self.constructed_threads) if sp.target == fqn]
         if starts:

@@ -74,7 +74,8 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
         names = ", ".join(c.rpartition(".")[2] for c in lacking)
         others = ", ".join(c.rpartition(".")[2] for c in has)
         where = f"{module}.{scope}" if scope else module
-        path = tuple(ctx.step(where, a.line, f"{base} is given a {names} here") for a in made)
+        path = tuple(ctx.step(f"{module}.{a.scope}" if a.scope else module, a.line,
+                              f"{base} is given a {names} here") for a in made)
         path += tuple(ctx.step(c, ctx.model.defs[c].fact.line, f"{c.rpartition('.')[2]} has "
                                f"no '{attr}'") for c in lacking)
         out.append(ctx.finding(

@@ -60,10 +60,12 @@ def _finding(ctx: CheckContext, u: Uncompleted) -> Finding:
 
 
 def _escaped(ctx: CheckContext, u: Uncompleted) -> Finding:
+    why = ctx.lifecycle().unseen_why(u.fqn) or ("it runs where no caller sees the exception "
+                                                 "(a thread, a task whose future nobody keeps, "
+                                                 "callers whose `except` only logs)")
     msg = (f"`{u.name}` in {short(u.fqn)} is handed on on its normal way out (line "
            f"{u.completed_line}) but not when an exception leaves from line {u.exit_line}: "
-           "this code runs where no caller sees the exception (a thread, a task whose future "
-           "nobody keeps, callers whose `except` only logs), so the item is lost with it and "
+           f"{why}, so the item is lost with it and "
            "whoever waits for it (the peer waiting for its answer, the reporter of the "
            "request) waits forever. Complete or fail it in a `finally` or an `except`")
     path = steps(ctx, u.fqn, [(u.bound_line, f"`{u.name}` is handed in here"),

@@ -187,8 +187,11 @@ def _finding(ctx: CheckContext, d: Drop) -> Finding:
     what = f"the request ids of `{d.id_name}`" if d.how == "abandoned" else \
         f"the request ids in `{d.id_name}`" if d.id_name in ctx.lifecycle().state.of(d.fqn).colls \
         else f"request id `{d.id_name}`"
-    msg = (f"{what} can be dropped in {where}: {_HOW[d.how]} "
-           f"(line {d.branch_line}), while another path hands it on"
+    how = f"{_HOW[d.how]} (line {d.branch_line})"
+    if d.how == "escaped" and (why := ctx.lifecycle().unseen_why(d.fqn)):
+        how = (f"an exception the statement at line {d.branch_line} can raise leaves the "
+               f"function uncaught, and {why}")
+    msg = (f"{what} can be dropped in {where}: {how}, while another path hands it on"
            f"{f' (line {d.handover_line})' if d.handover_line else ''}; the request is "
            "never reported finished or failed and waits forever")
     path = steps(ctx, d.fqn, [(d.bound_line, f"`{d.id_name}` is bound here"),
