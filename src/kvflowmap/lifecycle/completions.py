@@ -106,16 +106,14 @@ class Completions:
 
 
 def uncompleted(fn: FnView, cfg: CFG, comp: Completions,
-                escapes: Callable[[Stmt], int] | None = None) -> list[Uncompleted]:
+                escapes: Callable[[Stmt], bool] | None = None) -> list[Uncompleted]:
     """Every handle of ``fn`` completed on one path and not on another.
 
     ``escapes`` is given for code whose exceptions no caller sees (a task
     whose future is thrown away, a body whose callers only log): there an
     exception from a statement it accepts, leaving the function, is a way out
     too, and putting the handle on a queue (``acks.put(identity)``, for the
-    thread that answers the peer) completes it. ``escapes`` ranks how likely a
-    statement is to fail; only the likeliest (0: the task's own work, which
-    says it can fail) is a way out."""
+    thread that answers the peer) completes it."""
     out = []
     for name, start in _handles(fn, cfg):
         found = _search(fn, cfg, comp, name, start)
@@ -147,7 +145,7 @@ def _handles(fn: FnView, cfg: CFG) -> list[tuple[str, int]]:
 
 
 def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
-            start: int, escapes: Callable[[Stmt], int] | None = None) -> Uncompleted | None:
+            start: int, escapes: Callable[[Stmt], bool] | None = None) -> Uncompleted | None:
     completes = {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
                  and any(name in comp.completed_by(fn, c) or
                          (escapes is not None and _queued(c, name)) for c in fn.calls(n.stmt))}
@@ -177,7 +175,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
                 continue
             if n == cfg.raise_exit:
                 origin = [m for m, lab in path if lab == "exception"]
-                if origin and _likeliest(cfg, origin[-1], reach, escapes):
+                if origin and _escapes_past(cfg, origin[-1], reach, escapes):
                     escaped.append((cfg.nodes[origin[-1]].line, steps(cfg, path)))
                 continue
             caught = any(lab == "exception" for _, lab in path)
@@ -191,7 +189,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
                 parent[nxt] = (state, lab)
                 queue.append(nxt)
             elif d == cfg.raise_exit and lab == "exception" and \
-                    _likeliest(cfg, n, reach, escapes):
+                    _escapes_past(cfg, n, reach, escapes):
                 # another statement whose exception leaves: the first one names it
                 line = cfg.nodes[n].line
                 escaped.append((line, (*steps(cfg, path_to(parent, state)), (line, "raises"))))
@@ -203,11 +201,11 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
     return None
 
 
-def _likeliest(cfg: CFG, n: int, reach: set[int], escapes: Callable[[Stmt], int] | None) -> bool:
-    """The statement at ``n`` is among the likeliest to fail (rank 0 of
-    ``escapes``) and leads to a completion: its exception skips one."""
+def _escapes_past(cfg: CFG, n: int, reach: set[int], escapes: Callable[[Stmt], bool] | None) -> bool:
+    """The statement at ``n`` is one ``escapes`` accepts and leads to a
+    completion: its exception skips one."""
     st = cfg.nodes[n].stmt
-    return escapes is not None and st is not None and n in reach and escapes(st) == 0
+    return escapes is not None and st is not None and n in reach and escapes(st)
 
 
 def _queued(c: CallFact, name: str) -> bool:

@@ -121,8 +121,8 @@ class Lifecycle:
     _held: dict[str, Locks] | None = None
     # the linker's call resolution (``graph.calls``), for raise summaries
     _calls: Any = None
-    _unseen: dict[str, bool] = field(default_factory=dict)
-    _fails: dict[str, bool] = field(default_factory=dict)
+    _unseen: dict[tuple[str, int], str] = field(default_factory=dict)
+    _fails: dict[tuple[str, int], bool] = field(default_factory=dict)
 
     def cfg(self, fqn: str) -> CFG:
         """The control-flow graph of a subject function (built once)."""
@@ -163,13 +163,10 @@ class Lifecycle:
                 hows = ()
             found = drops(fn, self.effects, self.cfg(fqn), hows, self.owed,
                           self._cleanup(fn), each_handover=each,
-                          raising=lambda s: self._work_raises(fn, s) == 0) if hows else []
+                          raising=lambda s: self._likely_failure(fn, s)) if hows else []
             found = [d for d in found if d.how != "raised" or not self._caller_handles(fqn)]
-            # one escaping exception per function says it: the likeliest
-            # failure (the task's own work), the first of those
-            escaped = sorted((d for d in found if d.how == "escaped"), key=lambda d: (
-                min((self._work_raises(fn, s) for s in fn.stmts if s.line == d.branch_line),
-                    default=1), d.branch_line))
+            # one escaping exception per function says it: the first
+            escaped = sorted((d for d in found if d.how == "escaped"), key=lambda d: d.branch_line)
             self._drops[fqn] = [d for d in found if d.how != "escaped"] + escaped[:1]
         return self._drops[fqn]
 
@@ -211,88 +208,75 @@ class Lifecycle:
         lets it pass to a caller of its own of which this holds (``depth``
         levels up). Such an exception ends the work item with nobody left to
         report it."""
-        key = f"{fqn}@{depth}"
-        if key not in self._unseen:
-            self._unseen[key] = False  # cycle guard: a recursion sees nothing new
-            self._unseen[key] = self._unseen_raise(fqn, depth)
-        return self._unseen[key]
+        return bool(self.unseen_why(fqn, depth))
 
     def unseen_why(self, fqn: str, depth: int = 3) -> str:
-        """How an exception leaving ``fqn`` goes unseen, in words, by the
-        first way ``unseen_raise`` found (a thread, a thrown-away future, a
-        caller's ``except`` that only logs); "" when it is seen."""
-        if not self.unseen_raise(fqn, depth):
-            return ""
+        """How an exception leaving ``fqn`` goes unseen (``unseen_raise``), in
+        words, by the first way found (a thread, a thrown-away future, a
+        caller's ``except`` that only logs); "" when some code sees it."""
+        key = (fqn, depth)
+        if key not in self._unseen:
+            self._unseen[key] = ""  # cycle guard: a recursion sees nothing new
+            self._unseen[key] = self._unseen_by(fqn, depth)
+        return self._unseen[key]
+
+    def _unseen_by(self, fqn: str, depth: int) -> str:
         short = lambda f: ".".join(f.split(".")[-2:])  # noqa: E731
         starts = [sp for sp in (*self.spawned, *self.constructed_threads) if sp.target == fqn]
         if starts:
+            if not all(self._discarded(sp) for sp in starts):
+                return ""
             sp = starts[0]
-            if sp in self.constructed_threads or sp.call.rpartition(".")[2] in ("Thread",
-                                                                                "Process"):
+            if self._threaded(sp):
                 return f"it runs on a thread that {short(sp.spawner)} starts (line {sp.line})"
             return f"it runs as a task whose future {short(sp.spawner)} throws away (line {sp.line})"
-        name = fqn.rpartition(".")[2]
-        for f, gs in sorted(self._runs.items()):
-            if fqn in gs and f != fqn and f.rpartition(".")[2] == name:
-                return self.unseen_why(f, depth)
-        for f, _, h in self._exception_exits(fqn):
-            if h is None:
-                return f"{short(f)} lets it through, and " + self.unseen_why(f, depth - 1)
-            return f"{short(f)} catches it and only logs (line {h.line})"
-        return ""
-
-    def _unseen_raise(self, fqn: str, depth: int) -> bool:
-        starts = [sp for sp in (*self.spawned, *self.constructed_threads) if sp.target == fqn]
-        if starts:
-            return all(self._discarded(sp) for sp in starts)
         name = fqn.rpartition(".")[2]
         # an override runs where its base method is called (dispatch)
         bases = [f for f, gs in sorted(self._runs.items())
                  if fqn in gs and f != fqn and f.rpartition(".")[2] == name]
-        if any(not self.unseen_raise(f, depth) for f in bases):
-            return False
-        sites = len(bases)
+        whys = [self.unseen_why(f, depth) for f in bases]
+        if not all(whys):
+            return ""
         for f, fn, h in self._exception_exits(fqn):
             if f in bases:
                 continue
-            sites += 1
             if h is None:
-                if depth <= 1 or not self.unseen_raise(f, depth - 1):
-                    return False
+                why = self.unseen_why(f, depth - 1) if depth > 1 else ""
+                if not why:
+                    return ""
+                whys.append(f"{short(f)} lets it through, and {why}")
             elif h.kind != "except" or _handler_works(fn, h) or \
                     any(x.kind == "raise" for x in walk(h.body)):
-                return False
-        return sites > 0
+                return ""
+            else:
+                whys.append(f"{short(f)} catches it and only logs (line {h.line})")
+        return whys[0] if whys else ""
 
-    def _work_raises(self, fn: FnView, s: Stmt) -> int:
-        """How likely ``s`` is to fail, for escaping exceptions: 0 for a call
-        into the work the task does (an analysed function that says it can
-        fail, ``_states_failure``, or a method outside the analysis of an
-        object the code holds, ``self.engine.transfer(...)``), 1 for any other
-        call that may raise, 2 for none (queue and event bookkeeping,
-        ``d.get(k)``, logging and container updates)."""
+    def _likely_failure(self, fn: FnView, s: Stmt) -> bool:
+        """``s`` is where a task's own work can fail, for escaping exceptions:
+        a call to an analysed function that says it can fail
+        (``_states_failure``), or to a method outside the analysis of an
+        object the code holds (``self.engine.transfer(...)``); not queue and
+        event bookkeeping, ``d.get(k)``, logging, container updates, nor a
+        statement in an ``except`` (a failure while handling one is not
+        chased)."""
         if not self.effects.may_raise(fn, s) or id(s) in fn.in_handlers:
-            return 2  # (a failure while handling a failure is not chased)
-        best = 2
+            return False
         for c in fn.calls(s):
             callee = c.callee or ""
             base, _, meth = callee.rpartition(".")
             if meth in _BOOKKEEPING or is_logging(callee):
                 continue
             targets = [t.fqn for t in self._calls.resolve(fn.ctx, c) if t.fqn in self.functions]
-            if targets:
-                if any(self._states_failure(t) for t in targets):
-                    return 0
-                best = min(best, 1 if any(self.raises(t, self._calls) for t in targets) else 2)
-            else:
-                # a method of an object the code holds (``self.engine.write``)
-                best = min(best, 0 if base.startswith("self.") else 1)
-        return best
+            if any(self._states_failure(t) for t in targets) or \
+                    (not targets and base.startswith("self.")):
+                return True
+        return False
 
     def _states_failure(self, fqn: str, depth: int = 3) -> bool:
         """``fqn`` or an analysed function it calls (``depth`` levels down)
         has a ``raise`` or ``assert`` of its own: the code says it can fail."""
-        key = f"{fqn}@{depth}"
+        key = (fqn, depth)
         if key not in self._fails:
             self._fails[key] = False  # cycle guard
             fn = self.functions.get(fqn)
@@ -303,11 +287,16 @@ class Lifecycle:
             self._fails[key] = found
         return self._fails[key]
 
+    def _threaded(self, sp: Spawn) -> bool:
+        """The spawn starts a thread (or process): its exception ends it."""
+        return sp in self.constructed_threads or sp.call.rpartition(".")[2] in ("Thread",
+                                                                               "Process")
+
     def _discarded(self, sp: Spawn) -> bool:
         """A spawn whose failure nobody can see: a thread (its exception ends
         it), or a task or future started by a bare statement (nothing keeps
         the future to ask it)."""
-        if sp in self.constructed_threads or sp.call.rpartition(".")[2] in ("Thread", "Process"):
+        if self._threaded(sp):
             return True
         fn = self.functions.get(sp.spawner)
         if fn is None:
@@ -416,7 +405,7 @@ class Lifecycle:
         unseen = "hooks" not in self._roots().get(fqn, frozenset({"hooks"})) and \
             self.unseen_raise(fqn)
         return uncompleted(fn, self.cfg(fqn), comp,
-                           (lambda s: self._work_raises(fn, s)) if unseen else None)
+                           (lambda s: self._likely_failure(fn, s)) if unseen else None)
 
     def set_pending(self, per_step: tuple[str, ...]) -> list[SetPending]:
         """Sets a request enters each time functions the ``per_step`` hooks

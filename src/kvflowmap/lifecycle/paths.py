@@ -33,6 +33,7 @@ from kvflowmap.lifecycle.cfg_paths import (bound_line, can_handle, first_handlin
                                            in_flight, last_line, path_to, region, steps)
 from kvflowmap.lifecycle.decisions import (ends_with_status, is_filter, returns_status, tests_id,
                                            warns)
+from kvflowmap.lifecycle.containers import assigns_empty
 from kvflowmap.lifecycle.effects import HANDLING, Effect, Effects, hands_on_at
 from kvflowmap.lifecycle.ids import COLLECT, IDENT, loop_targets, unwrap
 from kvflowmap.lifecycle.swallowed import handles_only
@@ -176,13 +177,10 @@ def _filled_locals(fn: FnView, eff: Effects, cfg: CFG) -> list[tuple[str, int]]:
     return sorted(first.items())
 
 
-_MAKERS = frozenset({"set()", "list()", "dict()", "deque()", "OrderedDict()", "defaultdict()"})
-
-
 def _empty(a: AssignFact) -> bool:
-    """``x = []``, ``x = set()``: a collection that holds nothing yet."""
-    return (a.literal or "").replace(" ", "") in ("[]", "{}", "()") or (
-        (a.value or "").rpartition(".")[2] in _MAKERS and a.origin == a.value)
+    """``x = []``, ``x = set()``: a collection that holds nothing yet (not
+    ``x = list(batch)``, which copies one)."""
+    return assigns_empty(a) and a.origin in (None, a.value)
 
 
 def _coll_handles(fn: FnView, eff: Effects, cfg: CFG, coll: str) -> set[int]:

@@ -30,6 +30,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import resets
 from kvflowmap.lifecycle.ids import IdState, loop_targets
 from kvflowmap.lifecycle.view import FnView, mentions, walk
 from kvflowmap.model.cfg import CFG
@@ -65,20 +66,11 @@ def step_handoffs(fn: FnView, state: IdState) -> list[tuple[Stmt, Stmt, str, str
             if not attr.startswith("self.") or attr.count(".") != 1 or \
                     attr[5:] not in state.keyed_attrs or a.target.startswith("self."):
                 continue
-            reset = next((r for r in top[i + 1:] if _resets(fn, r, attr)), None)
+            reset = next((r for r in top[i + 1:]
+                          if any(f"self.{x}" == attr for x, _ in resets(fn, r))), None)
             if reset is not None and "." in a.target:
                 out.append((s, reset, attr, a.target))
     return out
-
-
-def _resets(fn: FnView, s: Stmt, attr: str) -> bool:
-    """``self.x = []`` / ``self.x = set()`` / ``self.x.clear()``."""
-    if s.kind != "simple":
-        return False
-    if any(a.target == attr and (a.literal or a.value or "").replace(" ", "") in
-           ("[]", "{}", "set()", "list()", "dict()") for a in fn.assigns(s)):
-        return True
-    return any(c.callee == f"{attr}.clear" for c in fn.calls(s))
 
 
 def release_loops(fn: FnView, state: IdState, releases: Collection[str]

@@ -20,7 +20,7 @@ left alone.
 from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_fields import members_known
+from kvflowmap.check.kinds.conforms_fields import asked_objects, members_known
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
 
@@ -40,8 +40,7 @@ def calling_modules(ctx: CheckContext) -> list[str]:
 def check_called_members(ctx: CheckContext, module: str) -> list[Finding]:
     """Calls in ``module`` (context code) of members a subject class lacks."""
     ff = ctx.model.facts[module]
-    asked = {(c.scope, c.args[0]) for c in ff.calls
-             if c.callee in ("hasattr", "getattr") and c.args and c.args[0]}
+    asked = asked_objects(ff, ("hasattr", "getattr"))
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     for c in sorted(ff.calls, key=lambda c: (c.line, c.col)):

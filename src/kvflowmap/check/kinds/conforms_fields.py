@@ -46,8 +46,7 @@ def subject_modules(ctx: CheckContext) -> list[str]:
 def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
     """Reads in ``module`` of a member some class a field may hold lacks."""
     ff = ctx.model.facts[module]
-    asked = {(c.scope, c.args[0]) for c in ff.calls
-             if c.callee in _ASKS and c.args and c.args[0]}
+    asked = asked_objects(ff, _ASKS)
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
     uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
              for head, _, attr in [c.callee.rpartition(".")]]
@@ -84,6 +83,12 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
             "in the mode that builds it", column=col, path=path,
             anchor=f"field-member:{base}.{attr}"))
     return out
+
+
+def asked_objects(ff: FileFacts, asks: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(scope, object) of each ``hasattr(obj, ...)``-like call in ``asks``: a
+    function that asks an object what it has knows its members vary."""
+    return {(c.scope, c.args[0]) for c in ff.calls if c.callee in asks and c.args and c.args[0]}
 
 
 def _field_classes(ctx: CheckContext, module: str, scope: str, base: str) -> set[str]:
