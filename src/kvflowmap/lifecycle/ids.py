@@ -114,6 +114,10 @@ class IdState:
     # (function, local) pairs whose ids a report hook hands back: its own
     # returned local, and those of the helpers it takes them from
     report_locals: set[tuple[str, str]] = field(default_factory=set)
+    # per report channel, the classes whose objects' containers a report hook
+    # hands back (the hook's own class, or the class of the object it asks:
+    # ``self.send_thread.get_done()``): who feeds which channel
+    channel_classes: dict[str, set[str]] = field(default_factory=dict)
     # names of ``self`` attributes background work changes (``runtime``):
     # a test of one is an outcome, not configuration
     runtime_attrs: frozenset[str] = frozenset()

@@ -470,8 +470,20 @@ class Lifecycle:
         as if the work had succeeded (``swallowed``)."""
         ids = self.state.of(fqn)
         names = ids.ids | ids.requests
-        return swallowed(self.functions[fqn], self.effects, names,
-                         ids.request_names()) if names else []
+        if not names or self.sends_only(self.functions[fqn].cls):
+            return []
+        return swallowed(self.functions[fqn], self.effects, names, ids.request_names())
+
+    def sends_only(self, cls: str | None) -> bool:
+        """Objects of ``cls`` feed report channels, and only ones that report
+        a send done (``LifecycleSpec.send_reports``): a sending thread whose
+        finished set a report hook drains into ``finished_sending``."""
+        if not cls:
+            return False
+        mro = set(self.classes.mro(cls))
+        fed = {ch for ch, feeders in self.state.channel_classes.items()
+               if feeders & mro or any(cls in self.classes.mro(f) for f in feeders)}
+        return bool(fed) and fed <= set(self.spec.send_reports)
 
     def forgotten(self, fqn: str) -> list[Swallowed]:
         """Handlers of ``fqn``, code only a background thread or task runs,

@@ -34,12 +34,38 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
                 continue  # the failed-blocks channel hands back block ids
             for r in fn.all_returns:
                 local = _reported(r, ch.element, ch.keyword)
-                if local and local.endswith("()"):  # ``return set(), self.w.pop_done()``
+                if not local:
+                    continue
+                _feeders(state, calls, fn, local, r.line, ch.name)
+                if local.endswith("()"):  # ``return set(), self.w.pop_done()``
                     _from_call(state, fns, calls, fn, local, r.line, 0)
-                elif local:
+                else:
                     _back(state, fns, calls, fn, local, 0)
     for fn in fns.values():
         _params_put_in(state, fn)
+
+
+def _feeders(state: IdState, calls: CallResolver, fn: FnView, local: str, line: int,
+             channel: str) -> None:
+    """Record who feeds ``channel`` through ``local`` of the report hook
+    ``fn``: the objects whose helpers it calls for it (``done =
+    self.send_thread.get_done()``, or the returned call itself), else its
+    own class."""
+    asked = [local] if local.endswith("()") else [
+        a.origin or a.value or "" for a in fn.all_assigns
+        if a.target == local and (a.origin or a.value or "").endswith("()")]
+    found: set[str] = set()
+    for src in asked:
+        obj = src[:-2].rpartition(".")[0]
+        if obj and obj != "self":
+            kinds = {v[1] for v in calls.values.eval(fn.ctx, obj) if v[0] == "inst"}
+            # a declared base (``self.recv_thread: KVTransferThread``) says less
+            # than the subclasses the code assigns
+            found |= {k for k in kinds
+                      if not any(k != o and k in calls.classes.mro(o) for o in kinds)}
+    if not found and fn.cls:
+        found.add(fn.cls)
+    state.channel_classes.setdefault(channel, set()).update(found)
 
 
 def _reported(r: ReturnFact, element: int | None, keyword: str | None) -> str | None:

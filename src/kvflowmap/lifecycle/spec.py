@@ -74,6 +74,9 @@ class LifecycleSpec:
     # finished request too: ``request_finished_all_groups`` for the hybrid KV cache)
     delay_free_instead: tuple[str, ...] = ()
     channels: tuple[Channel, ...] = ()
+    # channels that report a send done (vLLM frees the request's blocks): a
+    # send that failed has no other channel, so reporting it is no lie
+    send_reports: tuple[str, ...] = ("finished_sending",)
     blocking_hooks: tuple[str, ...] = ()
     spawners: tuple[Spawner, ...] = ()
     worker_hooks: tuple[str, ...] = ()
@@ -134,6 +137,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         delay_element=int(delay.get("element", 0)),
         delay_free_instead=tuple(delay.get("instead") or ()),
         channels=channels,
+        send_reports=tuple(raw.get("send_reports") or LifecycleSpec.send_reports),
         blocking_hooks=tuple(raw.get("blocking_hooks") or ()),
         spawners=spawners,
         worker_hooks=tuple(protocol.methods.get("worker", ())),

@@ -30,7 +30,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_contract import fully_analysed
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
-from kvflowmap.facts import AssignFact, FileFacts, Stmt
+from kvflowmap.facts import AssignFact, FileFacts, FunctionFact, Stmt
 from kvflowmap.lifecycle.view import walk
 
 _FIELD = re.compile(r"^self\.\w+$")
@@ -50,7 +50,7 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
     uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
              for head, _, attr in [c.callee.rpartition(".")]]
-    tests = _enclosing_tests(ff)
+    tests = enclosing_tests(ff)
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     for scope, base, attr, line, col in sorted(set(uses), key=lambda u: (u[3], u[4], u[1])):
@@ -65,9 +65,9 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
         made = _assignments(ff, scope, base, lacking)
         if not made:
             continue
-        modes = set().union(*(_names(_around(tests, a.scope, a.line)) for a in made))
-        if modes & _names(_around(tests, scope, line)) or \
-                _callers_decide(ctx, f"{module}.{scope}", modes):
+        modes = set().union(*(mode_names(tests_around(tests, a.scope, a.line)) for a in made))
+        if modes & mode_names(tests_around(tests, scope, line)) or \
+                callers_decide(ctx, f"{module}.{scope}", modes):
             continue
         seen.add((scope, base))  # one finding per field and function: the first read
         names = ", ".join(c.rpartition(".")[2] for c in lacking)
@@ -133,7 +133,7 @@ def _assignments(ff: FileFacts, scope: str, base: str, lacking: list[str]) -> li
                   key=lambda a: a.line)
 
 
-def _enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
+def enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
     """Per (function, line), the names the ``if``/``while`` tests around the
     statement on that line read."""
     out: dict[tuple[str, int], set[str]] = {}
@@ -152,29 +152,39 @@ def _enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
     return out
 
 
-def _callers_decide(ctx: CheckContext, fqn: str, modes: set[str]) -> bool:
+def callers_decide(ctx: CheckContext, fqn: str, modes: set[str]) -> bool:
     """Every call of ``fqn`` sits under, or after an early exit on, a test
     that reads one of the ``modes`` (``if self.use_layerwise: return`` before
-    ``self.worker.wait_for_save(...)``): the mode is known where it is called."""
-    sites = ctx.values.call_sites(fqn)
+    ``self.worker.wait_for_save(...)``): the mode is known where it is called.
+    A method handed on as a value (``Thread(target=self.send_async)``) counts
+    its uses in its own module as calls."""
+    sites = [(ctx_, call.line) for ctx_, call, _ in ctx.values.call_sites(fqn)]
+    d = ctx.model.defs.get(fqn)
+    if d is not None and (ff := ctx.model.facts.get(d.module)) is not None:
+        cls, _, name = fqn[len(d.module) + 1:].rpartition(".")
+        sites += [((d.module, r.scope), r.line) for r in ff.refs
+                  if r.name == f"self.{name}" and r.scope.rpartition(".")[0] == cls]
     if not sites or not modes:
         return False
-    for (module, scope), call, _ in sites:
+    for (module, scope), line in sites:
         ff = ctx.model.facts.get(module)
         fn = next((f for f in ff.functions if f.qualname == scope), None) if ff else None
-        if fn is None:
-            return False
-        seen: set[str] = set()
-        for s in walk(fn.body):
-            if s.line > call.line:
-                break
-            if s.kind in ("if", "while") and (
-                    _holds(s, call.line) or any(x.kind in ("return", "raise")
-                                                for x in walk(s.body))):
-                seen |= _names(set(s.names))
-        if not seen & modes:
+        if fn is None or not decided_at(fn, line) & modes:
             return False
     return True
+
+
+def decided_at(fn: FunctionFact, line: int) -> set[str]:
+    """The names of the tests of ``fn`` that ``line`` sits under, or that
+    end in an early exit before it (``if self.send_type == "PUT": return``)."""
+    seen: set[str] = set()
+    for s in walk(fn.body):
+        if s.line > line:
+            break
+        if s.kind in ("if", "while") and (
+                _holds(s, line) or any(x.kind in ("return", "raise") for x in walk(s.body))):
+            seen |= mode_names(set(s.names))
+    return seen
 
 
 def _holds(s: Stmt, line: int) -> bool:
@@ -182,14 +192,14 @@ def _holds(s: Stmt, line: int) -> bool:
     return any(x.line == line for x in walk((*s.body, *s.orelse)))
 
 
-def _around(tests: dict[tuple[str, int], set[str]], scope: str, line: int) -> set[str]:
+def tests_around(tests: dict[tuple[str, int], set[str]], scope: str, line: int) -> set[str]:
     """The tests around the statement of ``scope`` that starts last at or
     before ``line`` (a read may sit on a continuation line)."""
     starts = [ln for (sc, ln) in tests if sc == scope and ln <= line]
     return tests[(scope, max(starts))] if starts else set()
 
 
-def _names(found: set[str]) -> set[str]:
+def mode_names(found: set[str]) -> set[str]:
     # ``self.use_layerwise`` and ``use_layerwise`` (a parameter copied to
     # the field) are one mode; ``self`` alone says nothing
     return {n.rpartition(".")[2] for n in found if n != "self"}

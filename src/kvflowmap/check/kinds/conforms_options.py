@@ -48,6 +48,10 @@ class Options:
                                  "its fields (self.F.attr) that some of the analysed classes "
                                  "the field may hold have and others lack: AttributeError in "
                                  "the mode that builds the latter")
+    mode_fields: bool = option(False, "report reads of a self field that __init__ sets only "
+                               "in some modes (under a test, in a loop, after a handler "
+                               "that carries on), with no test of the mode where it is read: "
+                               "AttributeError on an object built the other way")
     called_members: bool = option(False, "report methods the analysed vLLM calls on "
                                   "objects of the subject's classes (a facade forwarding a "
                                   "hook to a package's class) that the class lacks: "
