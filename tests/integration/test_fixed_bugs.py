@@ -105,6 +105,17 @@ BUGS = (
              "kvc-field-members-exist",
              "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_worker"
              ".KVPoolWorker.get_and_clear_finished_requests"),
+    # Its store sending thread decremented the per-request pending-save count
+    # only at the end of _handle_request; an exception before it went to
+    # run(), which only logs: the count never reached 0 and the delayed-free
+    # request was never in finished_sending. 0.23.0 decrements in a finally
+    # and logs a failed save, which is right for a save (no failure channel).
+    FixedBug("vllm-ascend store sending thread loses a delayed free on a failed save",
+             _ascend("0.18.0"),
+             _ascend("0.23.0"),
+             "kvc-request-id-not-dropped",
+             "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer"
+             ".KVCacheStoreSendingThread._handle_request"),
     # LMCache 0.3.3's build_connector_meta returned early in its branch for an
     # older vLLM's list of cached requests, before handing the step's pinned
     # lookups to the metadata: they were never unpinned. 0.3.4 hands them over
@@ -641,6 +652,16 @@ BUGS = (
              ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs",
              "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"
              ".mooncake_connector.MooncakeConnectorWorker.record_send_reqs"),
+    # vLLM 0.10.2's P2P NCCL engine set send_request_id_to_tensor_ids only for
+    # the PUT modes; in GET mode the listener thread's GET branch read it
+    # (have_sent_tensor_id) and died with AttributeError, and the peer's
+    # blocking recv never returned. 0.11.0 sets it in every mode.
+    FixedBug("vllm p2p nccl engine reads a field GET mode never sets",
+             _vllm("0.10.2"),
+             _vllm("0.11.0"),
+             "kvc-field-set-in-every-mode",
+             "vllm.distributed.kv_transfer.kv_connector.v1.p2p.p2p_nccl_engine"
+             ".P2pNcclEngine.__init__"),
     # vLLM 0.25.1's MoRIIO producer get_finished drained the decode's release
     # ACKs (pop_finished_req_ids empties its list) and dropped, with a
     # warning, an ACK whose transfer id was not mapped yet: the request was

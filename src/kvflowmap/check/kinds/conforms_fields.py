@@ -152,37 +152,44 @@ def enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
     return out
 
 
-def callers_decide(ctx: CheckContext, fqn: str, modes: set[str]) -> bool:
+def callers_decide(ctx: CheckContext, fqn: str, modes: set[str], depth: int = 1) -> bool:
     """Every call of ``fqn`` sits under, or after an early exit on, a test
     that reads one of the ``modes`` (``if self.use_layerwise: return`` before
     ``self.worker.wait_for_save(...)``): the mode is known where it is called.
-    A method handed on as a value (``Thread(target=self.send_async)``) counts
-    its uses in its own module as calls."""
-    sites = [(ctx_, call.line) for ctx_, call, _ in ctx.values.call_sites(fqn)]
-    d = ctx.model.defs.get(fqn)
-    if d is not None and (ff := ctx.model.facts.get(d.module)) is not None:
-        cls, _, name = fqn[len(d.module) + 1:].rpartition(".")
-        sites += [((d.module, r.scope), r.line) for r in ff.refs
-                  if r.name == f"self.{name}" and r.scope.rpartition(".")[0] == cls]
-    if not sites or not modes:
+    Calls are the call graph's (a method handed on as a value,
+    ``Thread(target=self.send_async)``, counts). With ``depth`` above 1, a
+    call in a function whose own callers all decide counts too (that many
+    levels up)."""
+    if not modes or fqn not in ctx.graph:
         return False
-    for (module, scope), line in sites:
-        ff = ctx.model.facts.get(module)
-        fn = next((f for f in ff.functions if f.qualname == scope), None) if ff else None
-        if fn is None or not decided_at(fn, line) & modes:
+    sites = sorted({(u, int(d.get("line") or 0)) for u, _, d in ctx.graph.in_edges(fqn, data=True)
+                    if d.get("kind") in ("call", "dispatch")})
+    if not sites:
+        return False
+    for caller, line in sites:
+        d = ctx.model.defs.get(caller)
+        if d is None or not isinstance(d.fact, FunctionFact):
+            return False
+        if not decided_at(d.fact, line) & modes and not (
+                depth > 1 and callers_decide(ctx, caller, modes, depth - 1)):
             return False
     return True
 
 
-def decided_at(fn: FunctionFact, line: int) -> set[str]:
+def decided_at(fn: FunctionFact, line: int,
+               exits: tuple[str, ...] = ("return", "raise")) -> set[str]:
     """The names of the tests of ``fn`` that ``line`` sits under, or that
-    end in an early exit before it (``if self.send_type == "PUT": return``)."""
+    end in an early exit (one of ``exits``) before it (``if self.send_type
+    == "PUT": return``)."""
+    # the statement the line belongs to (a call's argument may sit on a
+    # continuation line)
+    line = max((s.line for s in walk(fn.body) if s.line <= line), default=line)
     seen: set[str] = set()
     for s in walk(fn.body):
         if s.line > line:
             break
         if s.kind in ("if", "while") and (
-                _holds(s, line) or any(x.kind in ("return", "raise") for x in walk(s.body))):
+                _holds(s, line) or any(x.kind in exits for x in walk(s.body))):
             seen |= mode_names(set(s.names))
     return seen
 

@@ -19,15 +19,18 @@ subclass is reported unless the method asks for it (``hasattr``/``getattr``
 of ``self``), the read sits under a test sharing a name with a test around
 the assignment (``if self.send_type == "GET":`` on both sides), or every
 caller of the method tests the mode first (``conforms_fields.callers_decide``).
+A field set under a test of the connector's role (the protocol's
+``role_tests``) is left alone: vLLM calls each half only on its own side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_fields import (analysed_or_stdlib, callers_decide,
-                                                   decided_at, enclosing_tests, mode_names, tests_around)
+from kvflowmap.check.kinds.conforms_fields import (analysed_or_stdlib, callers_decide, decided_at,
+                                                   mode_names)
+from kvflowmap.lifecycle.view import walk
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import AssignFact, ClassFact, FileFacts, FunctionFact, Stmt
 
@@ -39,7 +42,6 @@ _SET, _RETURNED, _FELL = "set", "returned", "fell"
 def check_mode_fields(ctx: CheckContext, module: str) -> list[Finding]:
     """Reads in ``module`` of a field the constructor sets only in some modes."""
     ff = ctx.model.facts[module]
-    tests: dict[str, dict[tuple[str, int], set[str]]] = {}
     out: list[Finding] = []
     for cf in ff.classes:
         cls = f"{module}.{cf.qualname}"
@@ -52,10 +54,17 @@ def check_mode_fields(ctx: CheckContext, module: str) -> list[Finding]:
         fixed = _set_elsewhere(ctx, cls, init.qualname) | _declared(ctx, cls)
         if "*" in fixed:
             continue
+        stops = _stopper(ctx, f"{module}.{init.qualname}", ff)
+        # fields set together (same deciding tests) are one finding
+        groups: dict[frozenset[str], list[tuple[str, list[AssignFact], list[tuple[str, int]]]]] = {}
         for field in sorted(assigned.keys() - fixed):
-            if _outcomes(init.body, field, ff) <= {_SET}:
+            if _outcomes(init.body, field, ff, stops) <= {_SET}:
                 continue
-            out += _reads(ctx, cls, field, assigned[field], tests)
+            reads = _reads(ctx, cls, init, field, assigned[field])
+            if reads:
+                key = frozenset(decided_at(init, assigned[field][0].line, ("return",)))
+                groups.setdefault(key, []).append((field, assigned[field], reads))
+        out += [_finding(ctx, cls, sorted(g, key=lambda x: x[1][0].line)) for g in groups.values()]
     return out
 
 
@@ -116,65 +125,132 @@ def _declared(ctx: CheckContext, cls: str) -> set[str]:
     return out
 
 
-def _outcomes(body: Iterable[Stmt], field: str, ff: FileFacts) -> set[str]:
+Stops = Callable[[Stmt], bool]
+
+
+def _outcomes(body: Iterable[Stmt], field: str, ff: FileFacts, stops: Stops) -> set[str]:
     """How the statements can end for ``field``: set, returned or fell
-    through without it (see the module constants)."""
+    through without it (see the module constants). ``stops``: a statement
+    that never completes (it calls a function that always raises)."""
     ends = {_FELL}
     for st in body:
         if _FELL not in ends:
             break
-        ends = (ends - {_FELL}) | _stmt(st, field, ff)
+        ends = (ends - {_FELL}) | _stmt(st, field, ff, stops)
     return ends
 
 
-def _stmt(st: Stmt, field: str, ff: FileFacts) -> set[str]:
+def _stmt(st: Stmt, field: str, ff: FileFacts, stops: Stops) -> set[str]:
     target = f"self.{field}"
     if any(kind == "assign" and ff.assigns[i].target == target for kind, i in st.events):
         return {_SET}
-    if st.kind == "raise":
+    if st.kind == "raise" or st.kind == "simple" and stops(st):
         return set()
     if st.kind == "return":
         return {_RETURNED}
     if st.kind == "if":
-        return _outcomes(st.body, field, ff) | _else(st.orelse, field, ff)
+        return _outcomes(st.body, field, ff, stops) | _else(st.orelse, field, ff, stops)
     if st.kind in ("for", "while"):
-        return _outcomes(st.body, field, ff) | _outcomes(st.orelse, field, ff)
+        return _outcomes(st.body, field, ff, stops) | _outcomes(st.orelse, field, ff, stops)
     if st.kind == "try":
-        ends = _outcomes(st.body, field, ff)
+        ends = _outcomes(st.body, field, ff, stops)
         for h in st.handlers:
-            ends |= _outcomes(h.body, field, ff)
-        if st.final and _outcomes(st.final, field, ff) == {_SET}:
+            ends |= _outcomes(h.body, field, ff, stops)
+        if st.final and _outcomes(st.final, field, ff, stops) == {_SET}:
             return {_SET}
         return ends
     if st.kind in ("with", "match"):
-        return _outcomes(st.body, field, ff) | ({_FELL} if st.kind == "match" else set())
+        return _outcomes(st.body, field, ff, stops) | ({_FELL} if st.kind == "match" else set())
     return {_FELL}
 
 
-def _else(orelse: tuple[Stmt, ...], field: str, ff: FileFacts) -> set[str]:
+# calls that end the process
+_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
+
+
+def _stopper(ctx: CheckContext, fqn: str, ff: FileFacts) -> Stops:
+    """Whether a statement of ``fqn`` calls something that never returns: a
+    process exit, or an analysed function whose every way out raises
+    (``_raise_server_unreachable(url)`` in a handler)."""
+    memo: dict[str, bool] = {}
+
+    def raises(target: str, depth: int) -> bool:
+        if target not in memo:
+            memo[target] = False  # a cycle returns
+            d = ctx.model.defs.get(target)
+            fn = d.fact if d is not None else None
+            tff = ctx.model.facts.get(d.module) if d is not None else None
+            if isinstance(fn, FunctionFact) and tff is not None and depth < 3 and fn.body:
+                inner = _stopper_at(lambda c: raises(c, depth + 1), ctx, target, tff)
+                memo[target] = not _outcomes(fn.body, "\0", tff, inner)
+        return memo[target]
+
+    return _stopper_at(lambda c: raises(c, 0), ctx, fqn, ff)
+
+
+def _stopper_at(raises: Callable[[str], bool], ctx: CheckContext, fqn: str,
+                ff: FileFacts) -> Stops:
+    def stops(st: Stmt) -> bool:
+        for kind, i in st.events:
+            if kind != "call":
+                continue
+            call = ff.calls[i]
+            if call.callee in _EXITS or any(
+                    raises(t.fqn) for t in ctx.resolve_call(fqn, call) if not t.external):
+                return True
+        return False
+    return stops
+
+
+def _else(orelse: tuple[Stmt, ...], field: str, ff: FileFacts, stops: Stops) -> set[str]:
     """The ``else`` side of an ``if``. An ``elif`` chain with no ``else``
     names every mode there is (``if role == SCHEDULER: ... elif role ==
     WORKER: ...``): its last test failing builds no object anyone uses."""
     if len(orelse) == 1 and orelse[0].kind == "if":
         elif_ = orelse[0]
-        return _outcomes(elif_.body, field, ff) | (
-            _else(elif_.orelse, field, ff) if elif_.orelse else set())
-    return _outcomes(orelse, field, ff)
+        return _outcomes(elif_.body, field, ff, stops) | (
+            _else(elif_.orelse, field, ff, stops) if elif_.orelse else set())
+    return _outcomes(orelse, field, ff, stops)
 
 
-def _reads(ctx: CheckContext, cls: str, field: str, made: list[AssignFact],
-           tests: dict[str, dict[tuple[str, int], set[str]]]) -> list[Finding]:
+def _markers(ff: FileFacts, init: FunctionFact, made: list[AssignFact],
+             tests: set[str]) -> set[str]:
+    """Fields of ``init`` that tell the mode too: those it assigns from a
+    tested name (``self._events_on = enable_events``), and those the other
+    way assigns (``self.disabled = True`` before an early ``return``, or in
+    the other arm): readers test them instead."""
+    def assigned(stmts: Iterable[Stmt]) -> set[str]:
+        return {t[5:] for x in stmts for kind, i in x.events if kind == "assign"
+                for t in [ff.assigns[i].target] if t.startswith("self.") and t[5:].isidentifier()}
+
+    out: set[str] = set()
+    lines = {a.line for a in made}
+    for s in walk(init.body):
+        if s.line >= min(lines):
+            break
+        if s.kind == "if":
+            if any(x.line in lines for x in walk(s.body)):
+                out |= assigned(walk(s.orelse))
+            elif any(x.line in lines for x in walk(s.orelse)):
+                out |= assigned(walk(s.body))
+            elif any(x.kind == "return" for x in walk(s.body)):
+                out |= assigned(walk(s.body))
+        elif mode_names(set(s.names)) & tests:
+            out |= assigned([s])
+    return out
+
+
+def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
+           made: list[AssignFact]) -> list[tuple[str, int]]:
     """The first read of ``self.<field>`` per method of ``cls`` or a subclass
-    that no test of the mode guards (``tests``: ``enclosing_tests`` per
-    module, filled as needed)."""
-    def around(module: str, scope: str, line: int) -> set[str]:
-        if module not in tests:
-            tests[module] = enclosing_tests(ctx.model.facts[module])
-        return mode_names(tests_around(tests[module], scope, line))
-
+    that no test of the mode guards, as (function, line)."""
     home = ctx.model.defs[cls].module
-    modes = set().union(*(around(home, a.scope, a.line) for a in made)) - {field}
-    out: list[Finding] = []
+    # a ``raise`` before the assignment validates (no object is built): no mode
+    tests = set().union(*(decided_at(init, a.line, ("return",)) for a in made)) - {field}
+    if tests & set(ctx.protocol.lifecycle.get("role_tests") or ()):
+        return []  # the connector's role: vLLM calls each half only on its own side
+    modes = tests | _markers(ctx.model.facts[home], init, made, tests) - {field}
+    out: list[tuple[str, int]] = []
     for c in sorted({cls, *ctx.classes.all_subclasses(cls)}):
         d = ctx.model.defs.get(c)
         ff = ctx.model.facts.get(d.module) if d is not None else None
@@ -193,23 +269,32 @@ def _reads(ctx: CheckContext, cls: str, field: str, made: list[AssignFact],
                 continue
             fqn = f"{d.module}.{r.scope}"
             fn = next(f for f in ff.functions if f.qualname == r.scope)
-            if modes & (around(d.module, r.scope, r.line) | decided_at(fn, r.line)) or (
-                    modes and callers_decide(ctx, fqn, modes)):
+            if modes & decided_at(fn, r.line) or (modes and callers_decide(ctx, fqn, modes, 4)):
                 continue
             seen.add(r.scope)
-            out.append(_finding(ctx, cls, field, made, fqn, r.line, r.col))
+            out.append((fqn, r.line))
     return out
 
 
-def _finding(ctx: CheckContext, cls: str, field: str, made: list[AssignFact], fqn: str,
-             line: int, col: int) -> Finding:
+def _finding(ctx: CheckContext, cls: str,
+             fields: list[tuple[str, list[AssignFact], list[tuple[str, int]]]]) -> Finding:
+    """One finding per group of fields set together, at the first one's
+    assignment in ``__init__`` (where the fix usually goes), with the
+    unguarded reads on its path."""
     module = ctx.model.defs[cls].module
+    field, made, _ = fields[0]
     init = f"{module}.{made[0].scope}"
-    path = tuple(ctx.step(init, a.line, f"self.{field} is set here, in some modes only")
-                 for a in made)
+    path = tuple(ctx.step(init, a.line, f"self.{f} is set here, in some modes only")
+                 for f, m, _ in fields for a in m)
+    reads = sorted({r for _, _, rs in fields for r in rs}, key=lambda r: (r[0], r[1]))
+    path += tuple(ctx.step(f, line, "read here with no test of the mode") for f, line in reads)
     name = cls.rpartition(".")[2]
+    names = ", ".join(f"self.{f}" for f, _, _ in fields)
+    where = ", ".join(f"{f.rpartition('.')[2]} (line {line})" for f, line in reads[:3])
+    more = f" and {len(reads) - 3} more" if len(reads) > 3 else ""
     return ctx.finding(
-        fqn, line, f"self.{field} is set by {name}.__init__ (line {made[0].line}) only on "
-        f"some of its ways out (under a test, in a loop, or after a handler that carries "
-        f"on), and read here with no test of that mode: AttributeError on an object built "
-        f"the other way", column=col, path=path, anchor=f"mode-field:{field}")
+        init, made[0].line, f"{name}.__init__ sets {names} only on some of its ways out "
+        f"(under a test, in a loop, or after a handler that carries on), but {where}{more} "
+        f"read {'them' if len(fields) > 1 else 'it'} with no test of that mode: "
+        "AttributeError on an object built the other way",
+        column=made[0].col, path=path, anchor=f"mode-field:{field}")
