@@ -56,16 +56,26 @@ def check_mode_fields(ctx: CheckContext, module: str) -> list[Finding]:
             continue
         stops = _stopper(ctx, f"{module}.{init.qualname}", ff)
         # fields set together (same deciding tests) are one finding
-        groups: dict[frozenset[str], list[tuple[str, list[AssignFact], list[tuple[str, int]]]]] = {}
+        groups: dict[int, list[tuple[str, list[AssignFact], list[tuple[str, int]]]]] = {}
         for field in sorted(assigned.keys() - fixed):
             if _outcomes(init.body, field, ff, stops) <= {_SET}:
                 continue
             reads = _reads(ctx, cls, init, field, assigned[field])
             if reads:
-                key = frozenset(decided_at(init, assigned[field][0].line, ("return",)))
-                groups.setdefault(key, []).append((field, assigned[field], reads))
+                groups.setdefault(_block_of(init.body, assigned[field][0].line),
+                                  []).append((field, assigned[field], reads))
         out += [_finding(ctx, cls, sorted(g, key=lambda x: x[1][0].line)) for g in groups.values()]
     return out
+
+
+def _block_of(body: tuple[Stmt, ...], line: int) -> int:
+    """The first line of the innermost statement list that holds the
+    statement at ``line`` (fields set in one arm are set together)."""
+    for st in body:
+        for sub in (st.body, st.orelse, *(h.body for h in st.handlers), st.final):
+            if sub and any(x.line == line for x in walk(sub)):
+                return _block_of(sub, line)
+    return body[0].line if body else 0
 
 
 def _init_of(ff: FileFacts, cf: ClassFact) -> FunctionFact | None:
@@ -269,11 +279,27 @@ def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
                 continue
             fqn = f"{d.module}.{r.scope}"
             fn = next(f for f in ff.functions if f.qualname == r.scope)
-            if modes & decided_at(fn, r.line) or (modes and callers_decide(ctx, fqn, modes, 4)):
+            if modes & decided_at(fn, r.line) or _leaves_on_input(fn, r.line) or (
+                    modes and callers_decide(ctx, fqn, modes, 4)):
                 continue
             seen.add(r.scope)
             out.append((fqn, r.line))
     return out
+
+
+def _leaves_on_input(fn: FunctionFact, line: int) -> bool:
+    """``fn`` may return before ``line`` on a test of what it was passed
+    (``if not events: return``): whether the read runs depends on the
+    caller's data (an empty list in the other mode), which is not followed."""
+    params = {p.name for p in fn.params} - {"self", "cls"}
+    for s in walk(fn.body):
+        if s.line >= line:
+            return False
+        if s.kind == "if" and {n.partition(".")[0] for n in s.names} & params and any(
+                x.kind == "return" for x in walk(s.body)) and not any(
+                x.line == line for x in walk(s.body)):
+            return True
+    return False
 
 
 def _finding(ctx: CheckContext, cls: str,
