@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from typing import Any
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.model.cfg import CFG, build_cfg
@@ -630,8 +630,24 @@ class Lifecycle:
 
         def run(names: set[str] | frozenset[str]) -> set[str]:
             return self.runs_from(sorted(f for f, v in self.functions.items() if v.name in names))
-        return probe_leftovers(self.leaf_uses(), self.state.keyed_attrs, run({spec.probe}), run({spec.commit}),
-                               run(ending), ending)
+        found = probe_leftovers(self.leaf_uses(), self.state.keyed_attrs, run({spec.probe}),
+                                run({spec.commit}), run(ending), ending)
+        return [p if p.end else replace(p, end=self._ending_of_prober(p.add.fqn)) for p in found]
+
+    def _ending_of_prober(self, fqn: str) -> str | None:
+        """The ending hook of the connector whose probe makes ``fqn`` run,
+        when a helper object (a lookup client) holds the probe's state: where
+        the missing removal belongs."""
+        for h in sorted(f for f, v in self.functions.items() if v.name == self.spec.probe):
+            cls = self.functions[h].cls
+            # a base's probe runs its subclasses' overrides too: not one connector's
+            if cls and not self.classes.overrides(h) and fqn in self.runs_from([h]):
+                # the class that answers the probe ends the request too (not a
+                # base class's default it inherits)
+                end = self.classes.find_member(cls, self.spec.delay_free)
+                if end in self.functions and end.rpartition(".")[0] == h.rpartition(".")[0]:
+                    return end
+        return None
 
     def peer_ids(self) -> list[PeerId]:
         """Ids read off a peer's message and put, unchecked, where a report

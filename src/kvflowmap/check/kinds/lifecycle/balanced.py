@@ -50,33 +50,44 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     out = [_finding(ctx, u, opts, _ends(ctx, lc, u.cls), _commit(ctx, lc, u.cls))
            for u in lc.unbalanced() if u.how in opts.hows and u.site.fqn in wanted]
     if "commit-only" in opts.hows:
-        out += [_commit_only(ctx, lc, p, opts) for p in lc.probe_leftovers()
-                if p.add.fqn in wanted]
+        # one finding per ending hook that owes removals (a lookup client's
+        # several containers are one missing cleanup), else per add
+        groups: dict[str, list[ProbeLeft]] = {}
+        for p in lc.probe_leftovers():
+            if p.add.fqn in wanted:
+                key = p.end if p.end and p.end in lc.functions else f"{p.add.fqn}:{p.attr}"
+                groups.setdefault(key, []).append(p)
+        out += [_commit_only(ctx, lc, ps, opts) for _, ps in sorted(groups.items())]
     return out
 
 
-def _commit_only(ctx: CheckContext, lc, p: ProbeLeft, opts: Options) -> Finding:
+def _commit_only(ctx: CheckContext, lc, ps: list[ProbeLeft], opts: Options) -> Finding:
     """The finding at the ending hook (where the removal belongs), else at the add."""
+    p = ps[0]
     cls = p.cls.rpartition(".")[2]
     spec = lc.spec
     at = p.end if p.end and p.end in lc.functions else p.add.fqn
     line = ctx.function(at).line if at != p.add.fqn else p.add.line
     first = p.removes[0]
+    attrs = ", ".join(f"self.{q.attr}" for q in ps)
     msg = (f"the probe ({short(p.add.fqn)}, line {p.add.line}) adds an entry for the request to "
-           f"self.{p.attr} of {cls}, and only {spec.commit} takes it out "
+           f"{attrs} of {cls}, and only {spec.commit} takes it out "
            f"({short(first.fqn)}, line {first.line}). vLLM calls {spec.commit} only once it "
            f"allocates blocks: a request aborted while it waits goes from the waiting queue "
            f"straight to {spec.delay_free}, which leaves the entry behind, one per such "
            f"request, and a later request with the same id finds it. Remove it in "
            f"{spec.delay_free} too.")
-    path: tuple[Step, ...] = (ctx.step(p.add.fqn, p.add.line,
-                                       f"self.{p.attr}: the probe adds the request"),)
-    path += tuple(ctx.step(r.fqn, r.line, f"self.{p.attr}: removed once the request is "
-                           "allocated") for r in p.removes[:opts.max_steps])
+    path: tuple[Step, ...] = ()
+    for q in ps:
+        path += (ctx.step(q.add.fqn, q.add.line, f"self.{q.attr}: the probe adds the request"),)
+        path += tuple(ctx.step(r.fqn, r.line, f"self.{q.attr}: removed once the request is "
+                               "allocated") for r in q.removes[:opts.max_steps])
     if p.end:
         path += (ctx.step(p.end, ctx.function(p.end).line,
-                          f"the request ends here; self.{p.attr} keeps its entry"),)
+                          f"the request ends here; {attrs} keep{'s' if len(ps) == 1 else ''} "
+                          "its entry"),)
     return ctx.finding(at, line, msg, path=path, anchor=f"commit-only:{p.attr}")
+
 
 
 def _commit(ctx: CheckContext, lc, cls: str) -> str | None:
