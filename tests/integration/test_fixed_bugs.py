@@ -422,6 +422,15 @@ BUGS = (
              "kvc-probe-commits-nothing",
              "lmcache.integration.vllm.vllm_multi_process_adapter.LMCacheMPSchedulerAdapter"
              ".maybe_submit_lookup_request"),
+    # The same bug seen from the hook the fix changed: the connector's
+    # request_finished never removed the lookup state its scheduler adapter
+    # keeps for the probe (three containers), which only update_state_after_alloc
+    # cleaned. 0.5.5 cleans it when the request finishes.
+    FixedBug("lmcache request_finished leaves its adapter's lookup state",
+             _lmcache("0.5.4"),
+             _lmcache("0.5.5"),
+             "kvc-request-state-balanced",
+             "lmcache.integration.vllm.lmcache_mp_connector.LMCacheMPConnector.request_finished"),
     # LMCache 0.4.1's MP scheduler adapter waited for the server's lookup
     # answers with a bare ``future.result()``; only vLLM's LMCacheMPConnector
     # (the host, context code) calls the adapter from get_num_new_matched_tokens,

@@ -11,7 +11,7 @@ whatever waits on it waits forever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
@@ -55,8 +55,11 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         groups: dict[str, list[ProbeLeft]] = {}
         for p in lc.probe_leftovers():
             if p.add.fqn in wanted:
-                key = p.end if p.end and p.end in lc.functions else f"{p.add.fqn}:{p.attr}"
-                groups.setdefault(key, []).append(p)
+                sf = ctx.model.source(ctx.definition(p.end).module) if p.end else None
+                if p.end not in wanted or sf is None or sf.host:
+                    # another package's hook (vLLM's facade hosting it): report at the add
+                    p = replace(p, end=None)
+                groups.setdefault(p.end or f"{p.add.fqn}:{p.attr}", []).append(p)
         out += [_commit_only(ctx, lc, ps, opts) for _, ps in sorted(groups.items())]
     return out
 
@@ -66,7 +69,7 @@ def _commit_only(ctx: CheckContext, lc, ps: list[ProbeLeft], opts: Options) -> F
     p = ps[0]
     cls = p.cls.rpartition(".")[2]
     spec = lc.spec
-    at = p.end if p.end and p.end in lc.functions else p.add.fqn
+    at = p.end or p.add.fqn
     line = ctx.function(at).line if at != p.add.fqn else p.add.line
     first = p.removes[0]
     attrs = ", ".join(f"self.{q.attr}" for q in ps)
