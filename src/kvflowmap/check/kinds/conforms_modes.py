@@ -84,8 +84,9 @@ def _init_of(ff: FileFacts, cf: ClassFact) -> FunctionFact | None:
 
 
 def _members_known(ctx: CheckContext, cls: str) -> bool:
-    """Every class along the MRO is known, none answers unknown names, and
-    none sets attributes by name (``setattr(self, name, v)``)."""
+    """Every class along the MRO is known (analysed or from the standard
+    library), and none answers unknown names (``__getattr__``) or fixes its
+    fields in ``__slots__``."""
     return ctx.classes.is_class(cls) and analysed_or_stdlib(ctx, cls) and not any(
         ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__",
                                                   "__slots__"))
@@ -164,6 +165,8 @@ def _stmt(st: Stmt, field: str, ff: FileFacts, stops: Stops) -> set[str]:
         return _outcomes(st.body, field, ff, stops) | _outcomes(st.orelse, field, ff, stops)
     if st.kind == "try":
         ends = _outcomes(st.body, field, ff, stops)
+        if _FELL in ends and st.orelse:  # ``else:`` runs when the body did not raise
+            ends = (ends - {_FELL}) | _outcomes(st.orelse, field, ff, stops)
         for h in st.handlers:
             ends |= _outcomes(h.body, field, ff, stops)
         if st.final and _outcomes(st.final, field, ff, stops) == {_SET}:
