@@ -109,3 +109,22 @@ class C:
     assert [(c.container, c.op, c.key) for c in ff.containers] == [
         ("self._done", "difference_update", "done"), ("self._done", "update", "new"),
         ("self._live", "intersection_update", "new")]
+
+
+def test_what_a_difference_takes_away_is_no_name_of_the_statement() -> None:
+    """``done - self._failed`` and ``done.difference(self._failed)`` read the
+    failed set only to leave its ids out: nothing of it flows into the result,
+    so ``path``/the lifecycle model must not follow ids from it (NIXL's push
+    worker, ``done_pushing - self._send_failures``)."""
+    ff = facts_from_bytes("m.py", b"""
+class C:
+    def f(self, done):
+        ok = {r for r in done - self._failed if r in self._sent}
+        rest = done.difference(self._bad)
+        more = self._a - (self._b | done)
+""")
+    names = [set(s.names) for s in ff.functions[0].body]
+    assert "self._failed" not in names[0] and {"done", "self._sent"} <= names[0]
+    assert "self._bad" not in names[1] and "done" in names[1]
+    # only a whole chain is taken away; an expression's parts stay
+    assert {"self._a", "self._b", "done"} <= names[2]

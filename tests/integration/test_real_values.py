@@ -235,3 +235,21 @@ def test_ids_a_helper_hands_back_reach_what_its_caller_does_with_them(
                               f"{SCHED}._free_blocks", max_paths=2)
     assert isinstance(reaped, paths.PathResult)
     assert reaped.paths[0][0].dst == "vllm.v1.outputs.KVConnectorOutput.finished_sending"
+
+
+def test_a_set_subtracted_from_the_reported_ones_is_no_source(
+        vllm_connectors_analysis: Analysis) -> None:
+    """The push worker keeps its failed WRITEs in ``_send_failures`` only to
+    leave them out of what it reports (``done_pushing - self._send_failures``,
+    push_worker.py:826): a failed push never reaches ``failed_recving``, so
+    there is no path from the WRITE that fails (the answer went through the
+    subtraction into the eviction inbox and on into another request's
+    registration)."""
+    from kvflowmap.nav import paths
+    from kvflowmap.nav.statelinks import with_state_links
+
+    g = with_state_links(vllm_connectors_analysis.linker)
+    found = paths.find_paths(g, f"{NIXL}.push_worker.NixlPushConnectorWorker._xfer_blocks",
+                             "vllm.v1.outputs.KVConnectorOutput.failed_recving", max_paths=3)
+    assert not isinstance(found, paths.PathResult) or not any(
+        step.dst.endswith("._evict_finished_inbox") for p in found.paths for step in p)

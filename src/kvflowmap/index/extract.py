@@ -67,6 +67,10 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         self.called: set[int] = set()  # ids of nodes that are a call's func
         self.awaited: set[int] = set()
         self.attr_names: set[int] = set()  # ids of Name nodes that are an Attribute's attr
+        # ids of what a difference takes away (``done - self._failed``,
+        # ``done.difference(self._failed)``): read, but nothing of it flows on,
+        # so it is no name of the statement
+        self.subtracted: set[int] = set()
         self._init_stmts()
         self._lambdas: dict[int, str] = {}
         self._lambda_counts: dict[str, int] = {}
@@ -292,6 +296,8 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         self.called.add(id(node.func))
+        if type(node.func) is cst.Attribute and node.func.attr.value == "difference":
+            self.subtracted.update(id(a.value) for a in node.args)
         callee = chain(node.func)
         if callee is None and type(node.func) is cst.Attribute:
             # ``" ".join(xs)``, ``{}.items()``: a method of the literal's builtin type
@@ -368,8 +374,13 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             self._ref_reached(node)
         if id(node) in self.attr_names:  # the ``b`` of ``a.b``: part of a chain
             self.attr_names.discard(id(node))
-        else:
+        elif id(node) not in self.subtracted:
             self._stmt_name(node.value)
+        return True
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+        if isinstance(node.operator, cst.Subtract):
+            self.subtracted.add(id(node.right))
         return True
 
 

@@ -41,6 +41,7 @@ class DataFactsMixin:
         func_stack: list[dict]
         called: set[int]
         attr_names: set[int]
+        subtracted: set[int]
         _pending_refs: dict[int, str]
         _displays: list[str]
         line: int
@@ -312,7 +313,7 @@ class DataFactsMixin:
             self._ref_reached(node)
         self.attr_names.add(id(node.attr))
         dotted = chain(node)
-        if dotted:
+        if dotted and id(node) not in self.subtracted:
             self._stmt_name(dotted)
         if id(node) not in self.called:
             base = chain(node.value)
