@@ -305,6 +305,25 @@ def _leaves_on_input(fn: FunctionFact, line: int) -> bool:
     return False
 
 
+def _when(body: tuple[Stmt, ...], line: int) -> str:
+    """When the statement at ``line`` runs, for messages: under the innermost
+    ``if`` holding it (``when `send_type == "GET"` is false (line 130)``), or
+    the generic ways out."""
+    test: tuple[str, bool, int] | None = None
+    for s in walk(body):
+        if s.kind == "if" and s.text:
+            if any(x.line == line for x in walk(s.body)):
+                test = (s.text, True, s.line)
+            elif any(x.line == line for x in walk(s.orelse)) and not (
+                    len(s.orelse) == 1 and s.orelse[0].kind == "if" and s.orelse[0].line != line):
+                test = (s.text, False, s.line)
+    if test is None:
+        return ("on some of its ways out (in a loop, after a handler that carries on, or "
+                "after an early return)")
+    text, holds, at = test
+    return f"when `{text}`{'' if holds else ' is false'} (line {at})"
+
+
 def _finding(ctx: CheckContext, cls: str,
              fields: list[tuple[str, list[AssignFact], list[tuple[str, int]]]]) -> Finding:
     """One finding per group of fields set together, at the first one's
@@ -321,9 +340,10 @@ def _finding(ctx: CheckContext, cls: str,
     names = ", ".join(f"self.{f}" for f, _, _ in fields)
     where = ", ".join(f"{f.rpartition('.')[2]} (line {line})" for f, line in reads[:3])
     more = f" and {len(reads) - 3} more" if len(reads) > 3 else ""
+    fn = ctx.function(init)
     return ctx.finding(
-        init, made[0].line, f"{name}.__init__ sets {names} only on some of its ways out "
-        f"(under a test, in a loop, or after a handler that carries on), but {where}{more} "
+        init, made[0].line, f"{name}.__init__ sets {names} only {_when(fn.body, made[0].line)}, "
+        f"but {where}{more} "
         f"read {'them' if len(fields) > 1 else 'it'} with no test of that mode: "
         "AttributeError on an object built the other way",
         column=made[0].col, path=path, anchor=f"mode-field:{field}")
