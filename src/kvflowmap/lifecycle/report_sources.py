@@ -36,7 +36,7 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
                 local = _reported(r, ch.element, ch.keyword)
                 if not local:
                     continue
-                _feeders(state, calls, fn, local, r.line, ch.name)
+                _feeders(state, calls, fn, local, ch.name)
                 if local.endswith("()"):  # ``return set(), self.w.pop_done()``
                     _from_call(state, fns, calls, fn, local, r.line, 0)
                 else:
@@ -45,7 +45,7 @@ def seed_report_sources(state: IdState, fns: dict[str, FnView], calls: CallResol
         _params_put_in(state, fn)
 
 
-def _feeders(state: IdState, calls: CallResolver, fn: FnView, local: str, line: int,
+def _feeders(state: IdState, calls: CallResolver, fn: FnView, local: str,
              channel: str) -> None:
     """Record who feeds ``channel`` through ``local`` of the report hook
     ``fn``: the objects whose helpers it calls for it (``done =

@@ -92,7 +92,6 @@ def _commit_only(ctx: CheckContext, lc, ps: list[ProbeLeft], opts: Options) -> F
     return ctx.finding(at, line, msg, path=path, anchor=f"commit-only:{p.attr}")
 
 
-
 def _commit(ctx: CheckContext, lc, cls: str) -> str | None:
     """The class's commit hook (``update_state_after_alloc``): where a request
     it accepts is recorded."""
