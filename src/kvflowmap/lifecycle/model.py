@@ -480,9 +480,8 @@ class Lifecycle:
         finished set a report hook drains into ``finished_sending``."""
         if not cls:
             return False
-        mro = set(self.classes.mro(cls))
         fed = {ch for ch, feeders in self.state.channel_classes.items()
-               if feeders & mro or any(cls in self.classes.mro(f) for f in feeders)}
+               if any(self.classes.related(cls, f) for f in feeders)}
         return bool(fed) and fed <= set(self.spec.send_reports)
 
     def forgotten(self, fqn: str) -> list[Swallowed]:

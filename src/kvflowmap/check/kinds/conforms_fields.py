@@ -50,7 +50,7 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
     uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
              for head, _, attr in [c.callee.rpartition(".")]]
-    tests = enclosing_tests(ff)
+    tests = _enclosing_tests(ff)
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     for scope, base, attr, line, col in sorted(set(uses), key=lambda u: (u[3], u[4], u[1])):
@@ -65,8 +65,8 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
         made = _assignments(ff, scope, base, lacking)
         if not made:
             continue
-        modes = set().union(*(mode_names(tests_around(tests, a.scope, a.line)) for a in made))
-        if modes & mode_names(tests_around(tests, scope, line)) or \
+        modes = set().union(*(mode_names(_tests_around(tests, a.scope, a.line)) for a in made))
+        if modes & mode_names(_tests_around(tests, scope, line)) or \
                 callers_decide(ctx, f"{module}.{scope}", modes):
             continue
         seen.add((scope, base))  # one finding per field and function: the first read
@@ -133,7 +133,7 @@ def _assignments(ff: FileFacts, scope: str, base: str, lacking: list[str]) -> li
                   key=lambda a: a.line)
 
 
-def enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
+def _enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
     """Per (function, line), the names the ``if``/``while`` tests around the
     statement on that line read."""
     out: dict[tuple[str, int], set[str]] = {}
@@ -199,7 +199,7 @@ def _holds(s: Stmt, line: int) -> bool:
     return any(x.line == line for x in walk((*s.body, *s.orelse)))
 
 
-def tests_around(tests: dict[tuple[str, int], set[str]], scope: str, line: int) -> set[str]:
+def _tests_around(tests: dict[tuple[str, int], set[str]], scope: str, line: int) -> set[str]:
     """The tests around the statement of ``scope`` that starts last at or
     before ``line`` (a read may sit on a continuation line)."""
     starts = [ln for (sc, ln) in tests if sc == scope and ln <= line]

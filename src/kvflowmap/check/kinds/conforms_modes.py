@@ -26,13 +26,14 @@ A field set under a test of the connector's role (the protocol's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_fields import (analysed_or_stdlib, callers_decide, decided_at,
+from kvflowmap.check.kinds.conforms_fields import (callers_decide, decided_at, members_known,
                                                    mode_names)
 from kvflowmap.lifecycle.view import walk
 from kvflowmap.check.model import Finding
-from kvflowmap.facts import AssignFact, ClassFact, FileFacts, FunctionFact, Stmt
+from kvflowmap.facts import AssignFact, AttrReadFact, ClassFact, FileFacts, FunctionFact, Stmt
 
 # outcomes of a statement list for one field: assigned, returned without it,
 # fell through without it (a raise has none: no object is built)
@@ -42,6 +43,7 @@ _SET, _RETURNED, _FELL = "set", "returned", "fell"
 def check_mode_fields(ctx: CheckContext, module: str) -> list[Finding]:
     """Reads in ``module`` of a field the constructor sets only in some modes."""
     ff = ctx.model.facts[module]
+    memo: dict[str, _SelfReads | None] = {}
     out: list[Finding] = []
     for cf in ff.classes:
         cls = f"{module}.{cf.qualname}"
@@ -60,7 +62,7 @@ def check_mode_fields(ctx: CheckContext, module: str) -> list[Finding]:
         for field in sorted(assigned.keys() - fixed):
             if _outcomes(init.body, field, ff, stops) <= {_SET}:
                 continue
-            reads = _reads(ctx, cls, init, field, assigned[field])
+            reads = _reads(ctx, cls, init, field, assigned[field], memo)
             if reads:
                 groups.setdefault(_block_of(init.body, assigned[field][0].line),
                                   []).append((field, assigned[field], reads))
@@ -84,12 +86,9 @@ def _init_of(ff: FileFacts, cf: ClassFact) -> FunctionFact | None:
 
 
 def _members_known(ctx: CheckContext, cls: str) -> bool:
-    """Every class along the MRO is known (analysed or from the standard
-    library), and none answers unknown names (``__getattr__``) or fixes its
-    fields in ``__slots__``."""
-    return ctx.classes.is_class(cls) and analysed_or_stdlib(ctx, cls) and not any(
-        ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__",
-                                                  "__slots__"))
+    """A subject class whose members are all known (``members_known``) and
+    that does not fix its fields in ``__slots__``."""
+    return members_known(ctx, cls) and not ctx.classes.find_member(cls, "__slots__")
 
 
 def _assigned_in(ff: FileFacts, fn: FunctionFact) -> dict[str, list[AssignFact]]:
@@ -104,8 +103,9 @@ def _assigned_in(ff: FileFacts, fn: FunctionFact) -> dict[str, list[AssignFact]]
 
 def _set_elsewhere(ctx: CheckContext, cls: str, init: str) -> set[str]:
     """Fields some other method of the class, of a class on its MRO, or of a
-    subclass assigns (``self.x = ...``, ``setattr(self, "x", ...)``); ``*``
-    when one sets attributes by a computed name."""
+    subclass assigns (``self.x = ...``, the evaluator's ``self_attrs``, or
+    ``setattr(self, "x", ...)``); ``*`` when one sets attributes by a
+    computed name."""
     out: set[str] = set()
     for c in {*ctx.classes.mro(cls), *ctx.classes.all_subclasses(cls)}:
         d = ctx.model.defs.get(c)
@@ -113,8 +113,9 @@ def _set_elsewhere(ctx: CheckContext, cls: str, init: str) -> set[str]:
         if ff is None or d is None:
             continue
         qual = c[len(d.module) + 1:]
-        out |= {a.target[5:] for a in ff.assigns if a.target.startswith("self.")
-                and a.scope.rpartition(".")[0] == qual and a.scope != init}
+        out |= {attr for attr, sites in ctx.values.self_attrs.get(c, {}).items()
+                if any(scope.rpartition(".")[0] == qual and scope != init
+                       for (_, scope), _ in sites)}
         for call in ff.calls:
             if call.callee == "setattr" and call.scope.rpartition(".")[0] == qual and \
                     call.args and call.args[0] == "self":
@@ -127,10 +128,7 @@ def _declared(ctx: CheckContext, cls: str) -> set[str]:
     """Fields a class body along the MRO declares or gives a value."""
     out: set[str] = set()
     for c in ctx.classes.mro(cls):
-        d = ctx.model.defs.get(c)
-        ff = ctx.model.facts.get(d.module) if d is not None else None
-        cf = next((k for k in ff.classes if f"{d.module}.{k.qualname}" == c), None) \
-            if ff is not None and d is not None else None
+        cf = ctx.classes.class_fact(c)
         if cf is not None:
             out |= {n for n, _ in cf.attributes} | set(cf.members)
     return out
@@ -253,8 +251,45 @@ def _markers(ff: FileFacts, init: FunctionFact, made: list[AssignFact],
     return out
 
 
+@dataclass(frozen=True)
+class _SelfReads:
+    """One class's own ``self.X`` reads in its methods, sorted (not in
+    ``__init__``, not the target of a store on the same line), and per method
+    the fields it asks about with ``hasattr``/``getattr`` (``""``: any)."""
+
+    module: str
+    reads: dict[str, list[AttrReadFact]]
+    asked: dict[str, set[str]]
+
+
+def _self_reads(ctx: CheckContext, cls: str, memo: dict[str, _SelfReads | None]
+                ) -> _SelfReads | None:
+    """``_SelfReads`` of ``cls``, built once per class and module check."""
+    if cls not in memo:
+        d = ctx.model.defs.get(cls)
+        ff = ctx.model.facts.get(d.module) if d is not None else None
+        if ff is None or d is None:
+            memo[cls] = None
+            return None
+        qual = cls[len(d.module) + 1:]
+        stores = {(a.scope, a.line, a.target) for a in ff.assigns}
+        reads: dict[str, list[AttrReadFact]] = {}
+        for r in sorted(ff.reads, key=lambda r: (r.line, r.col)):
+            if r.base == "self" and r.scope.rpartition(".")[0] == qual and \
+                    not r.scope.endswith(".__init__") and \
+                    (r.scope, r.line, f"self.{r.attr}") not in stores:
+                reads.setdefault(r.attr, []).append(r)
+        asked: dict[str, set[str]] = {}
+        for call in ff.calls:
+            if call.callee in ("hasattr", "getattr") and call.args and call.args[0] == "self":
+                lit = call.literal_args[1] if len(call.literal_args) > 1 else None
+                asked.setdefault(call.scope, set()).add(lit or "")
+        memo[cls] = _SelfReads(d.module, reads, asked)
+    return memo[cls]
+
+
 def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
-           made: list[AssignFact]) -> list[tuple[str, int]]:
+           made: list[AssignFact], memo: dict[str, _SelfReads | None]) -> list[tuple[str, int]]:
     """The first read of ``self.<field>`` per method of ``cls`` or a subclass
     that no test of the mode guards, as (function, line)."""
     home = ctx.model.defs[cls].module
@@ -265,23 +300,16 @@ def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
     modes = tests | _markers(ctx.model.facts[home], init, made, tests) - {field}
     out: list[tuple[str, int]] = []
     for c in sorted({cls, *ctx.classes.all_subclasses(cls)}):
-        d = ctx.model.defs.get(c)
-        ff = ctx.model.facts.get(d.module) if d is not None else None
-        if ff is None or d is None:
+        own = _self_reads(ctx, c, memo)
+        if own is None:
             continue
-        qual = c[len(d.module) + 1:]
-        asked = {call.scope for call in ff.calls if call.callee in ("hasattr", "getattr")
-                 and call.args and call.args[0] == "self"
-                 and (len(call.literal_args) < 2 or call.literal_args[1] in (None, field))}
-        stores = {(a.scope, a.line) for a in ff.assigns if a.target == f"self.{field}"}
+        functions = {f.qualname: f for f in ctx.model.facts[own.module].functions}
         seen: set[str] = set()
-        for r in sorted(ff.reads, key=lambda r: (r.line, r.col)):
-            if r.base != "self" or r.attr != field or r.scope.rpartition(".")[0] != qual or \
-                    r.scope.endswith(".__init__") or r.scope in seen or r.scope in asked or \
-                    (r.scope, r.line) in stores:
+        for r in own.reads.get(field, ()):
+            if r.scope in seen or own.asked.get(r.scope, set()) & {"", field}:
                 continue
-            fqn = f"{d.module}.{r.scope}"
-            fn = next(f for f in ff.functions if f.qualname == r.scope)
+            fqn = f"{own.module}.{r.scope}"
+            fn = functions[r.scope]
             if modes & decided_at(fn, r.line) or _leaves_on_input(fn, r.line) or (
                     modes and callers_decide(ctx, fqn, modes, 4)):
                 continue
