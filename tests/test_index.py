@@ -128,3 +128,27 @@ class C:
     assert "self._bad" not in names[1] and "done" in names[1]
     # only a whole chain is taken away; an expression's parts stay
     assert {"self._a", "self._b", "done"} <= names[2]
+
+
+def test_truth_tests_and_type_ignores_are_facts() -> None:
+    """A chain used as a condition on its own (``if``, ``while``, ``assert``,
+    a conditional expression, ``and``/``or``, ``not``) is a truth test, and a
+    ``# type: ignore`` is recorded by line; both survive the fact cache's
+    codec: the optional-field rule reads them."""
+    from kvflowmap.index.facts_codec import decode, encode
+
+    ff = facts_from_bytes("m.py", b"""
+def f(r, config):
+    x = config.extra if config else None
+    if r.spec and r.spec.n > 0:
+        pass
+    assert r.other
+    while not r.queue:
+        pass
+    y = r.spec.n  # type: ignore[union-attr]
+""")
+    assert [(t.operands[0], t.line) for t in ff.truths] == [
+        ("config", 3), ("r.spec", 4), ("r.other", 6), ("r.queue", 7)]
+    assert ff.type_ignores == (9,)
+    back = decode(encode(ff))
+    assert back.truths == ff.truths and back.type_ignores == ff.type_ignores

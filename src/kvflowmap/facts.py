@@ -286,6 +286,9 @@ class FileFacts:
     reads: list[AttrReadFact] = field(default_factory=list)
     key_reads: list[KeyReadFact] = field(default_factory=list)
     compares: list[CompareFact] = field(default_factory=list)
+    # chains used as a condition on their own (``if x.spec``, ``a and x.spec``,
+    # ``not x``, a conditional expression's test): ops ``("Truth",)``
+    truths: list[CompareFact] = field(default_factory=list)
     returns: list[ReturnFact] = field(default_factory=list)
     refs: list[RefFact] = field(default_factory=list)
     logs: list[LogFact] = field(default_factory=list)
@@ -296,4 +299,7 @@ class FileFacts:
     # (which rules read as statements): only the value evaluator reads them.
     binds: list[AssignFact] = field(default_factory=list)
     dunder_all: tuple[str, ...] | None = None
+    # lines that carry a ``# type: ignore`` comment: the author tells the
+    # type checker a value is what its declaration does not promise
+    type_ignores: tuple[int, ...] = ()
     problem: ProblemFact | None = None

@@ -8,6 +8,8 @@ are counted during the walk itself (see ``kvflowmap.index.lines``).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from kvflowmap.facts import (
@@ -47,7 +49,20 @@ def extract_module(module: cst.Module, facts: FileFacts, source: str) -> FileFac
     visitor = _FactVisitor(module, facts, source)
     with naming_lambdas(visitor.lambda_name):
         Walker(visitor).walk(module)
+    facts.type_ignores = _type_ignores(source)
     return facts
+
+
+_TYPE_IGNORE = re.compile(r"#\s*type:\s*ignore")
+
+
+def _type_ignores(source: str) -> tuple[int, ...]:
+    """Lines with a ``# type: ignore`` comment (a match inside a string
+    literal counts too: rare, and it only makes a rule quieter)."""
+    if "type:" not in source:
+        return ()
+    return tuple(sorted({source.count("\n", 0, m.start()) + 1
+                         for m in _TYPE_IGNORE.finditer(source)}))
 
 
 class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
@@ -236,6 +251,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
     # -- imports -------------------------------------------------------------
     def visit_If(self, node: cst.If) -> bool:
         self.guards += 1
+        self.truth(node.test)
         if (chain(node.test) or "").split(".")[-1] == "TYPE_CHECKING":
             self.type_checking += 1
         return True

@@ -349,6 +349,38 @@ class DataFactsMixin:
         )
         return True
 
+    # -- truth tests: a chain used as a condition on its own ----------------
+    def truth(self, node: cst.BaseExpression) -> None:
+        """Record ``node`` as a truth test when it is a dotted chain (``if
+        x.spec:``, ``x.spec and ...``, ``not x.spec``)."""
+        found = chain(node)
+        if found:
+            line, col = self._pos(node)
+            self.facts.truths.append(CompareFact(self._scope, (found,), ("Truth",), found,
+                                                 line, col))
+
+    def visit_While(self, node: cst.While) -> bool:
+        self.truth(node.test)
+        return True
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        self.truth(node.test)
+        return True
+
+    def visit_Assert(self, node: cst.Assert) -> bool:
+        self.truth(node.test)
+        return True
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
+        self.truth(node.left)
+        self.truth(node.right)
+        return True
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
+        if isinstance(node.operator, cst.Not):
+            self.truth(node.expression)
+        return True
+
     def visit_Raise(self, node: cst.Raise) -> bool:
         # ``raise C`` constructs C, as ``raise C()`` does (that one is a call);
         # a builtin exception's constructor is nothing to follow

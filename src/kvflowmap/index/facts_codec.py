@@ -23,7 +23,7 @@ _FLAT = (("classes", ClassFact), ("calls", CallFact), ("assigns", AssignFact),
          ("containers", ContainerOpFact), ("reads", AttrReadFact), ("compares", CompareFact),
          ("returns", ReturnFact), ("refs", RefFact), ("logs", LogFact),
          ("imports", ImportFact), ("elements", ElementFact), ("binds", AssignFact),
-         ("key_reads", KeyReadFact))
+         ("key_reads", KeyReadFact), ("truths", CompareFact))
 _PARAMS = FunctionFact._fields.index("params")
 _BODY = FunctionFact._fields.index("body")
 
@@ -31,7 +31,8 @@ _BODY = FunctionFact._fields.index("body")
 def encode(facts: FileFacts) -> bytes:
     """The msgpack form of ``facts`` (NamedTuples as arrays, in field order)."""
     row = [facts.path, facts.sha, facts.lines, facts.functions,
-           *(getattr(facts, name) for name, _ in _FLAT), facts.dunder_all, facts.problem]
+           *(getattr(facts, name) for name, _ in _FLAT), facts.dunder_all, facts.problem,
+           facts.type_ignores]
     return msgpack.packb(row, use_bin_type=True)
 
 
@@ -39,7 +40,7 @@ def decode(data: bytes) -> FileFacts:
     """``FileFacts`` from ``encode``'s bytes; ``ValueError`` when they are not that."""
     try:
         row = msgpack.unpackb(data, use_list=False, raw=False)
-        path, sha, lines, functions, *flat, dunder_all, problem = row
+        path, sha, lines, functions, *flat, dunder_all, problem, ignores = row
         if len(flat) != len(_FLAT) or not isinstance(path, str) or not isinstance(sha, str):
             raise ValueError("not a facts row")
         out = FileFacts(path, sha, int(lines), [_function(f) for f in functions])
@@ -47,6 +48,7 @@ def decode(data: bytes) -> FileFacts:
             setattr(out, name, [_flat(cls, t) for t in items])
         out.dunder_all = None if dunder_all is None else tuple(dunder_all)
         out.problem = None if problem is None else _flat(ProblemFact, problem)
+        out.type_ignores = tuple(int(n) for n in ignores)
         return out
     except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as e:
         raise ValueError(f"not a kvflowmap facts entry: {e}") from e

@@ -25,6 +25,8 @@ the subject's imports:
   the subject classes the field may hold lack (``conforms_fields``);
 - (``mode_fields``) a read of a ``self`` field that ``__init__`` sets only in
   some modes, with no test of the mode where it is read (``conforms_modes``);
+- (``optional_fields``) a read through a field declared to admit ``None``
+  with no test of it first (``conforms_optional``);
 - (``called_members``) a method the analysed vLLM calls on an object of a
   subject class (a facade forwarding hooks) that the class lacks
   (``conforms_called``);
@@ -46,6 +48,7 @@ from kvflowmap.check.kinds.conforms_base_state import check_base_state
 from kvflowmap.check.kinds.conforms_called import calling_modules, check_called_members
 from kvflowmap.check.kinds.conforms_fields import check_field_members, subject_modules
 from kvflowmap.check.kinds.conforms_modes import check_mode_fields
+from kvflowmap.check.kinds.conforms_optional import check_optional_fields
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_imports import (check_envs, check_imports,
@@ -91,6 +94,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if opts.mode_fields:
         out += each_function(ctx, subject_modules(ctx),
                              lambda m: check_mode_fields(ctx, m))
+    if opts.optional_fields:
+        out += each_function(ctx, subject_modules(ctx),
+                             lambda m: check_optional_fields(ctx, m))
     if opts.called_members:
         out += each_function(ctx, calling_modules(ctx),
                              lambda m: check_called_members(ctx, m))

@@ -152,14 +152,16 @@ def _enclosing_tests(ff: FileFacts) -> dict[tuple[str, int], set[str]]:
     return out
 
 
-def callers_decide(ctx: CheckContext, fqn: str, modes: set[str], depth: int = 1) -> bool:
+def callers_decide(ctx: CheckContext, fqn: str, modes: set[str], depth: int = 1,
+                   exits: tuple[str, ...] = ("return", "raise")) -> bool:
     """Every call of ``fqn`` sits under, or after an early exit on, a test
     that reads one of the ``modes`` (``if self.use_layerwise: return`` before
     ``self.worker.wait_for_save(...)``): the mode is known where it is called.
     Calls are the call graph's (a method handed on as a value,
     ``Thread(target=self.send_async)``, counts). With ``depth`` above 1, a
     call in a function whose own callers all decide counts too (that many
-    levels up)."""
+    levels up). ``exits`` are the statements that end a test early
+    (``decided_at``)."""
     if not modes or fqn not in ctx.graph:
         return False
     sites = sorted({(u, int(d.get("line") or 0)) for u, _, d in ctx.graph.in_edges(fqn, data=True)
@@ -170,8 +172,8 @@ def callers_decide(ctx: CheckContext, fqn: str, modes: set[str], depth: int = 1)
         d = ctx.model.defs.get(caller)
         if d is None or not isinstance(d.fact, FunctionFact):
             return False
-        if not decided_at(d.fact, line) & modes and not (
-                depth > 1 and callers_decide(ctx, caller, modes, depth - 1)):
+        if not decided_at(d.fact, line, exits) & modes and not (
+                depth > 1 and callers_decide(ctx, caller, modes, depth - 1, exits)):
             return False
     return True
 

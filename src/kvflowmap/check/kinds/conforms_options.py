@@ -52,6 +52,10 @@ class Options:
                                "in some modes (under a test, in a loop, after a handler "
                                "that carries on), with no test of the mode where it is read: "
                                "AttributeError on an object built the other way")
+    optional_fields: bool = option(False, "report reads through a field declared to admit "
+                                   "None (X | None, Optional[X]) on another object "
+                                   "(request.spec.n), or through a parameter a call gives such "
+                                   "a field, with no test of it first: AttributeError")
     called_members: bool = option(False, "report methods the analysed vLLM calls on "
                                   "objects of the subject's classes (a facade forwarding a "
                                   "hook to a package's class) that the class lacks: "

@@ -1,0 +1,327 @@
+"""The ``conforms`` optional-field check: a field declared ``X | None`` is
+tested before the subject reads through it.
+
+vLLM and connectors hand requests around in records whose fields are only
+sometimes set: ``Request.sampling_params`` is ``None`` for a pooling
+request, a connector's ``ReqMeta.disagg_spec`` only when the request is a
+disaggregated prefill. A hook that reads ``request.disagg_spec.n`` with no
+test of ``disagg_spec`` raises ``AttributeError`` on the first request built
+the other way, and a worker hook that raises kills the engine (LMCache
+0.3.10's ``wait_for_save`` on a producer without a disaggregation spec;
+LMCache 0.3.13's ``extract_request_configs`` given a pooling request's
+``sampling_params``).
+
+For each read or call ``H.f.attr`` in the subject (``H`` not ``self`` itself:
+a field of one's own object is set up by its own code), ``H`` is evaluated;
+when every value it may have is an instance of an analysed class whose
+declaration of ``f`` (a class-body annotation, an annotated assignment in
+``__init__``, or ``self.f = p`` from an ``__init__`` parameter) admits
+``None``, the read is reported unless the function tests ``H.f`` first: a
+test (``if``/``while``/``assert``/a conditional expression or ``and``/``or``
+in the same statement) that uses ``H.f`` as a value, which the read sits
+under or which ends in an early exit before it; an assignment of ``H.f``
+before it; or every caller testing it (``conforms_fields.callers_decide``).
+
+The same holds one call away: a call that passes ``H.f`` to a function of
+the subject which reads through that parameter with no such test is
+reported at the read (where the fix goes), with the call in its path.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.conforms_fields import callers_decide
+from kvflowmap.check.model import Finding
+from kvflowmap.facts import FileFacts, FunctionFact, Stmt
+from kvflowmap.lifecycle.view import walk
+
+_EXITS = ("return", "raise", "continue", "break")
+# calls that test what a value is (``isinstance(x.spec, Spec)``)
+TYPE_TESTS: tuple[str, ...] = ("isinstance", "callable")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Where a class declares a field that may be ``None``."""
+
+    cls: str
+    line: int
+    annotation: str
+
+
+def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
+    """Reads in ``module`` through a field that may be ``None``, untested."""
+    ff = ctx.model.facts[module]
+    fns = {f.qualname: f for f in ff.functions}
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for scope, base, attr, line, col in _derefs(ff):
+        head, _, fname = base.rpartition(".")
+        fn = fns.get(scope)
+        if fn is None or not head or head in ("self", "cls", "super()") or "[" in base \
+                or "(" in base or (scope, base) in seen:
+            continue
+        decl = _declared_optional(ctx, module, scope, head, fname)
+        if decl is None or _present(ctx, decl, fname) or _tested(ff, fn, base, line) or \
+                callers_decide(ctx, f"{module}.{scope}", {fname}, depth=2, exits=_EXITS):
+            continue
+        seen.add((scope, base))
+        where = f"{module}.{scope}"
+        out.append(ctx.finding(
+            where, line, f"{base}.{attr}: '{fname}' may be None ({_label(decl)}), and nothing "
+            f"here tests it first: AttributeError for a request built without it",
+            column=col, path=(ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
+                                       f"{fname}: {decl.annotation}"),),
+            anchor=f"optional-field:{base}"))
+    out += _passed_optional(ctx, module, ff, fns)
+    return out
+
+
+def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
+                     fns: dict[str, FunctionFact]) -> list[Finding]:
+    """Calls in ``module`` that pass an optional field to a subject function
+    which reads through the parameter untested: reported at that read."""
+    out: list[Finding] = []
+    for call in ff.calls:
+        fn = fns.get(call.scope)
+        if fn is None or not call.callee:
+            continue
+        passed = [(i, a) for i, a in enumerate(call.args) if a and "." in a and "(" not in a
+                  and "[" not in a]
+        if not passed:
+            continue
+        for target in _callees(ctx, f"{module}.{call.scope}", call.line):
+            d = ctx.model.defs.get(target)
+            if d is None or not isinstance(d.fact, FunctionFact) or \
+                    not ctx.is_subject(d.module):
+                continue
+            tfn = d.fact
+            # a method's own object is no argument (``staticmethod`` has none)
+            offset = 1 if tfn.class_qualname and tfn.params and \
+                tfn.params[0].name in ("self", "cls") and \
+                "staticmethod" not in tfn.decorators else 0
+            positional = [p for p in tfn.params if p.kind in ("posonly", "pos")]
+            for i, arg in passed:
+                if i + offset >= len(positional):
+                    continue
+                param = positional[i + offset].name
+                head, _, fname = arg.rpartition(".")
+                if head in ("self", "cls") or _tested(ff, fn, arg, call.line):
+                    continue
+                decl = _declared_optional(ctx, module, call.scope, head, fname)
+                if decl is None or _present(ctx, decl, fname):
+                    continue
+                tff = ctx.model.facts[d.module]
+                read = next(((ln, c, a) for sc, b, a, ln, c in _derefs(tff)
+                             if sc == tfn.qualname and b == param
+                             and not _tested(tff, tfn, param, ln)), None)
+                if read is None:
+                    continue
+                ln, col, attr = read
+                out.append(ctx.finding(
+                    target, ln, f"{param}.{attr}: '{param}' is given {arg} (line {call.line}), "
+                    f"which may be None ({_label(decl)}), and nothing here tests it first: "
+                    "AttributeError for a request built without it", column=col,
+                    path=(ctx.step(f"{module}.{call.scope}", call.line,
+                                   f"passes {arg} as {param}"),
+                          ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
+                                   f"{fname}: {decl.annotation}")),
+                    anchor=f"optional-field:{param}"))
+    return out
+
+
+def _callees(ctx: CheckContext, caller: str, line: int) -> list[str]:
+    """The functions the call graph says ``caller`` calls at ``line``."""
+    if caller not in ctx.graph:
+        return []
+    return sorted({v for _, v, d in ctx.graph.out_edges(caller, data=True)
+                   if d.get("kind") in ("call", "dispatch") and int(d.get("line") or 0) == line})
+
+
+def _derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
+    """(scope, base, attr, line, col) of every attribute read and method call
+    on a dotted chain, in source order."""
+    uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
+    uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
+             for head, _, attr in [c.callee.rpartition(".")] if head]
+    return sorted(set(uses), key=lambda u: (u[3], u[4], u[1], u[2]))
+
+
+def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
+                       fname: str) -> Declared | None:
+    """The declaration of ``fname`` that admits ``None`` on the class ``head``
+    is an instance of, when every value ``head`` may have is such an
+    instance (else None)."""
+    values = ctx.values.eval((module, scope), head)
+    if not values or any(kind != "inst" for kind, _ in values):
+        return None
+    found: list[Declared] = []
+    for _, cls in sorted(values):
+        if not ctx.classes.is_class(cls) or any(
+                ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__")):
+            return None
+        decl = _declaration(ctx, cls, fname)
+        if decl is None or _set_later(ctx, cls, fname):
+            return None
+        found.append(decl)
+    return found[0] if found else None
+
+
+def _set_later(ctx: CheckContext, cls: str, fname: str) -> bool:
+    """A method of ``cls``, its bases or subclasses other than ``__init__``
+    sets the field (``self.rdma = build_port(...)`` once the caches are
+    registered): ``None`` then means "not yet", a state of the object's
+    life its methods know, not a kind of request built without it."""
+    for k in {*ctx.classes.mro(cls), *ctx.classes.all_subclasses(cls)}:
+        cf = ctx.classes.class_fact(k)
+        if cf is None:
+            continue
+        prefix = f"{cf.qualname}."
+        for a in ctx.model.facts[ctx.model.defs[k].module].assigns:
+            if a.target == f"self.{fname}" and a.scope.startswith(prefix) and \
+                    a.scope.rpartition(".")[2] not in ("__init__", "__post_init__") and \
+                    a.value != "None":
+                return True
+    return False
+
+
+def _declaration(ctx: CheckContext, cls: str, fname: str) -> Declared | None:
+    """The first declaration of ``fname`` along the MRO of ``cls``, when it
+    admits ``None``; None when it does not, or when no class declares it."""
+    for k in ctx.classes.mro(cls):
+        cf = ctx.classes.class_fact(k)
+        if cf is None:
+            return None
+        ann = dict(cf.attributes).get(fname)
+        if ann is not None:
+            return Declared(k, cf.line, ann) if admits_none(ann) else None
+        module = ctx.model.defs[k].module
+        init = ctx.model.defs.get(f"{k}.__init__")
+        if init is None or not isinstance(init.fact, FunctionFact):
+            continue
+        params = {p.name: p.annotation for p in init.fact.params}
+        for a in ctx.model.facts[module].assigns:
+            if a.scope != init.fact.qualname or a.target != f"self.{fname}":
+                continue
+            ann = a.annotation or (params.get(a.value or "") if a.value in params else None)
+            if ann:
+                return Declared(k, a.line, ann) if admits_none(ann) else None
+    return None
+
+
+def admits_none(annotation: str) -> bool:
+    """The annotation's outermost type admits ``None``: ``X | None``,
+    ``Optional[X]``, ``Union[X, None]`` (written as a string too); a
+    ``None`` inside another type's arguments (``dict[str, Future[None]]``)
+    does not."""
+    try:
+        node = ast.parse(annotation.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return admits_none(node.value)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return admits_none(ast.unparse(node.left)) or admits_none(ast.unparse(node.right))
+    if isinstance(node, ast.Subscript):
+        name = ast.unparse(node.value).rpartition(".")[2]
+        if name == "Optional":
+            return True
+        if name == "Union":
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return any(admits_none(ast.unparse(i)) for i in items)
+    return False
+
+
+def _tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> bool:
+    """``fn`` tests ``chain`` for the read at ``line``: a test that uses it
+    as a condition or compares it holds the read or exits early before it,
+    an ``assert`` of it comes before it, the read's own statement tests it
+    (``a.f.n if a.f else 0``, ``if a.f and a.f.n:``), or it is assigned
+    before the read. A local bound to the chain before the read stands for
+    it (``spec = req.spec; if spec is None: continue``)."""
+    if _ignored(ff, fn, line):
+        return True
+    if any(a.scope == fn.qualname and a.target == chain and a.line < line for a in ff.assigns):
+        return True
+    names = {chain} | _aliases(ff, fn, chain, line)
+    first, end = _statement_span(fn, line)
+    if _tests_in(ff, fn.qualname, names, first, end):
+        return True
+    for s in walk(fn.body):
+        if s.line >= first:
+            break
+        if s.kind in ("if", "while", "assert") and \
+                _tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s)) and (
+                s.kind == "assert" or _holds(s, first) or
+                any(x.kind in _EXITS for x in walk(s.body))):
+            return True
+    return False
+
+
+def _aliases(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> set[str]:
+    """Locals of ``fn`` bound to ``chain`` before ``line``."""
+    return {a.target for a in ff.assigns if a.scope == fn.qualname and a.value == chain
+            and a.line < line and "." not in a.target}
+
+
+def _tests_in(ff: FileFacts, scope: str, names: set[str], first: int, end: int) -> bool:
+    """Lines ``first`` to before ``end`` of ``scope`` test one of ``names``:
+    as a condition, in a comparison, with ``isinstance``, or by
+    ``hasattr``/``getattr`` of its object with its field's name."""
+    def within(ln: int) -> bool:
+        return first <= ln < end
+
+    if any(c.scope == scope and within(c.line) and names & set(c.operands)
+           for c in (*ff.truths, *ff.compares)):
+        return True
+    asked = {tuple(n.rsplit(".", 1)) for n in names if "." in n}
+    return any(c.scope == scope and within(c.line) and (
+        c.callee in ("hasattr", "getattr") and len(c.args) > 1
+        and (c.args[0], c.literal_args[1]) in asked
+        or c.callee in TYPE_TESTS and c.args and c.args[0] in names)
+        for c in ff.calls)
+
+
+def _header_end(fn: FunctionFact, s: Stmt) -> int:
+    """The line after a statement's test: its body's first line for an
+    ``if``/``while``, the next statement's for an ``assert``."""
+    inner = [x.line for x in walk((*s.body, *s.orelse)) if x.line > s.line]
+    return min(inner) if inner else _statement_span(fn, s.line)[1]
+
+
+def _ignored(ff: FileFacts, fn: FunctionFact, line: int) -> bool:
+    """The statement that holds ``line`` carries a ``# type: ignore``: the
+    author asserts the value is set there."""
+    if not ff.type_ignores:
+        return False
+    first, end = _statement_span(fn, line)
+    return any(first <= n < end for n in ff.type_ignores)
+
+
+def _statement_span(fn: FunctionFact, line: int) -> tuple[int, int]:
+    """First line of the statement that holds ``line`` and the first line
+    of the next statement (or past the function)."""
+    starts = sorted({s.line for s in walk(fn.body)})
+    first = max((ln for ln in starts if ln <= line), default=line)
+    end = min((ln for ln in starts if ln > first), default=fn.end_line + 1)
+    return first, end
+
+
+def _holds(s: Stmt, line: int) -> bool:
+    return any(x.line == line for x in walk((*s.body, *s.orelse)))
+
+
+def _present(ctx: CheckContext, decl: Declared, fname: str) -> bool:
+    """The protocol's ``present_fields`` names the field (``Class.field``):
+    vLLM sets it wherever the subject runs."""
+    return f"{decl.cls.rpartition('.')[2]}.{fname}" in (
+        ctx.protocol.lifecycle.get("present_fields") or ())
+
+
+def _label(decl: Declared) -> str:
+    return f"{decl.cls.rpartition('.')[2]} declares it {decl.annotation}"
