@@ -1331,6 +1331,60 @@ def rewrite_pop_to_del(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
         leading_lines=getattr(node, "leading_lines", ()))
 
 
+# -- a None test dropped ---------------------------------------------------------
+
+def _none_test(node: cst.BaseExpression, op: type) -> str | None:
+    """``X.f`` when ``node`` is ``X.f is not None`` (``op`` IsNot) or
+    ``X.f is None`` (``op`` Is), ``X`` a chain other than ``self`` itself."""
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+        return None
+    cmp = node.comparisons[0]
+    if not (isinstance(cmp.operator, op) and isinstance(cmp.comparator, cst.Name)
+            and cmp.comparator.value == "None" and isinstance(node.left, cst.Attribute)):
+        return None
+    text = code(node.left)
+    head = text.rpartition(".")[0]
+    return text if re.fullmatch(r"[A-Za-z_][\w.]*", text) and head not in ("self", "cls") \
+        else None
+
+
+def find_drop_none_test(module: cst.Module) -> Iterator[Ctx]:
+    """An ``if X.f is not None [and ...]:`` whose body reads through ``X.f``,
+    or an ``if X.f is None: return/continue`` followed in its block by such a
+    read: the test that keeps a request without the field out."""
+    for c in walk(module):
+        if not (isinstance(c.node, cst.If) and c.func is not None):
+            continue
+        test = c.node.test
+        left = test.left if isinstance(test, cst.BooleanOperation) and \
+            isinstance(test.operator, cst.And) else test
+        field = _none_test(left, cst.IsNot)
+        if field and f"{field}." in code(c.node.body):
+            yield c
+            continue
+        field = _none_test(test, cst.Is)
+        body = _stmts(c.node.body)
+        block = c.parents[-1] if c.parents else None
+        if field and not c.node.orelse and len(body) == 1 and \
+                isinstance(_single(body[0]), (cst.Return, cst.Continue)) and \
+                isinstance(block, cst.IndentedBlock) and c.node in block.body:
+            after = list(block.body)[list(block.body).index(c.node) + 1:]
+            if any(f"{field}." in code(st) for st in after):
+                yield c
+
+
+def rewrite_drop_none_test(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The ``is not None`` conjunct goes (``if True:`` when it was the whole
+    test); an ``if X.f is None: return`` becomes ``pass``."""
+    assert isinstance(node, cst.If)
+    test = node.test
+    if isinstance(test, cst.Comparison) and isinstance(test.comparisons[0].operator, cst.Is):
+        return _to_pass(node, ctx, module)
+    if isinstance(test, cst.BooleanOperation):
+        return node.with_changes(test=test.right)
+    return node.with_changes(test=cst.Name("True"))
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1379,6 +1433,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_peer_lookup, _to_pass),
     Operator("handler-falls-through", "a handler no longer leaves, and goes on into a name "
              "its try never bound", find_handler_falls_through, _to_pass),
+    Operator("drop-none-test", "a read through a field no longer tests it for None first",
+             find_drop_none_test, rewrite_drop_none_test),
 )}
 
 

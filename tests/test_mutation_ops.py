@@ -242,6 +242,33 @@ def test_drop_peer_lookup_drops_the_filter_of_a_decoded_id_only() -> None:
     assert "            pass\n            notified.add(req_id)" in text
 
 
+NONE_TEST = '''\
+class Saver:
+    def save(self, meta):
+        for request in meta.requests:
+            if request.spec is not None and request.spec.ready:
+                print(request.spec.n)
+            if request.load is None:
+                continue
+            print(request.load.n)
+            if self.engine is not None:
+                self.engine.stop()
+            if request.other is not None:
+                print("no read through it")
+'''
+
+
+def test_drop_none_test_drops_a_none_test_that_guards_a_read_only() -> None:
+    sites = find_sites(["drop-none-test"], NONE_TEST, "s.py", "s")["drop-none-test"]
+    assert [(s.function, s.line) for s in sites] == [("s.Saver.save", 4), ("s.Saver.save", 6)]
+    first = mutate(NONE_TEST, sites[0])
+    compile(first, "s.py", "exec")
+    assert "            if request.spec.ready:\n" in first
+    second = mutate(NONE_TEST, sites[1])
+    compile(second, "s.py", "exec")
+    assert "if request.load is None" not in second and "            pass\n" in second
+
+
 def test_verdicts_name_real_sites_and_mark_misses_read() -> None:
     """Every harmless verdict names a mutant the bench makes (an operator it
     has, a code base it runs) and has a reason; a read miss shows as such,

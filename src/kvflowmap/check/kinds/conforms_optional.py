@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_fields import callers_decide
+from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import FileFacts, FunctionFact, Stmt
 from kvflowmap.lifecycle.view import walk
@@ -83,17 +84,17 @@ def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
 def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
                      fns: dict[str, FunctionFact]) -> list[Finding]:
     """Calls in ``module`` that pass an optional field to a subject function
-    which reads through the parameter untested: reported at that read."""
-    out: list[Finding] = []
+    which reads through the parameter untested: one finding per read, every
+    such call in its path."""
+    # (target, read line, col, param, attr) -> [(call line, caller, arg, declaration)]
+    reads: dict[tuple[str, int, int, str, str], list[tuple[int, str, str, Declared]]] = {}
     for call in ff.calls:
         fn = fns.get(call.scope)
         if fn is None or not call.callee:
             continue
         passed = [(i, a) for i, a in enumerate(call.args) if a and "." in a and "(" not in a
                   and "[" not in a]
-        if not passed:
-            continue
-        for target in _callees(ctx, f"{module}.{call.scope}", call.line):
+        for target in _callees(ctx, f"{module}.{call.scope}", call.line) if passed else ():
             d = ctx.model.defs.get(target)
             if d is None or not isinstance(d.fact, FunctionFact) or \
                     not ctx.is_subject(d.module):
@@ -118,18 +119,24 @@ def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
                 read = next(((ln, c, a) for sc, b, a, ln, c in _derefs(tff)
                              if sc == tfn.qualname and b == param
                              and not _tested(tff, tfn, param, ln)), None)
-                if read is None:
-                    continue
-                ln, col, attr = read
-                out.append(ctx.finding(
-                    target, ln, f"{param}.{attr}: '{param}' is given {arg} (line {call.line}), "
-                    f"which may be None ({_label(decl)}), and nothing here tests it first: "
-                    "AttributeError for a request built without it", column=col,
-                    path=(ctx.step(f"{module}.{call.scope}", call.line,
-                                   f"passes {arg} as {param}"),
-                          ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
-                                   f"{fname}: {decl.annotation}")),
-                    anchor=f"optional-field:{param}"))
+                if read is not None:
+                    reads.setdefault((target, read[0], read[1], param, read[2]), []).append(
+                        (call.line, f"{module}.{call.scope}", arg, decl))
+    out: list[Finding] = []
+    for (target, ln, col, param, attr), calls in sorted(reads.items()):
+        calls.sort(key=lambda c: (c[1], c[0]))
+        line0, _, arg0, decl = calls[0]
+        fname = arg0.rpartition(".")[2]
+        path = tuple(ctx.step(caller, cl, f"passes {arg} as {param}")
+                     for cl, caller, arg, _ in calls)
+        out.append(ctx.finding(
+            target, ln, f"{param}.{attr}: '{param}' is given {arg0} (line {line0}"
+            f"{f' and {len(calls) - 1} more call(s)' if len(calls) > 1 else ''}), which may "
+            f"be None ({_label(decl)}), and nothing here tests it first: AttributeError for "
+            "a request built without it", column=col,
+            path=path + (ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
+                                  f"{fname}: {decl.annotation}"),),
+            anchor=f"optional-field:{param}"))
     return out
 
 
@@ -153,8 +160,11 @@ def _derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
 def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
                        fname: str) -> Declared | None:
     """The declaration of ``fname`` that admits ``None`` on the class ``head``
-    is an instance of, when every value ``head`` may have is such an
-    instance (else None)."""
+    is an instance of, when every value ``head`` may have is an instance of
+    an analysed class and each that has the field declares it so (else
+    None). A class with no such field at all is left out: the evaluator
+    does not narrow (``assert isinstance(meta, MyMeta)``), and the base's
+    other subclasses it keeps cannot be what the read runs on."""
     values = ctx.values.eval((module, scope), head)
     if not values or any(kind != "inst" for kind, _ in values):
         return None
@@ -164,6 +174,8 @@ def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
                 ctx.classes.find_member(cls, n) for n in ("__getattr__", "__getattribute__")):
             return None
         decl = _declaration(ctx, cls, fname)
+        if decl is None and not known_member(ctx, ctx.classes.mro(cls), fname):
+            continue
         if decl is None or _set_later(ctx, cls, fname):
             return None
         found.append(decl)
