@@ -152,3 +152,20 @@ def f(r, config):
     assert ff.type_ignores == (9,)
     back = decode(encode(ff))
     assert back.truths == ff.truths and back.type_ignores == ff.type_ignores
+
+
+def test_a_tuple_loop_over_enumerate_or_zip_binds_its_elements() -> None:
+    """``for i, r in enumerate(meta.requests)`` binds ``r`` to an element of
+    ``meta.requests`` (and ``zip`` each name to its sequence), so the
+    evaluator knows what ``r`` is."""
+    ff = facts_from_bytes("m.py", b"""
+def f(meta):
+    for idx, request in enumerate(meta.requests):
+        pass
+    for a, b in zip(meta.x, meta.y):
+        pass
+    for k, v in meta.d.items():
+        pass
+""")
+    bound = [(b.target, b.value) for b in ff.binds if b.target != "<iter>"]
+    assert bound == [("request", "meta.requests[]"), ("a", "meta.x[]"), ("b", "meta.y[]")]

@@ -165,6 +165,25 @@ BUGS = (
              _lmcache("0.3.4"),
              "kvc-step-releases-on-every-exit",
              "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.start_load_kv"),
+    # LMCache 0.3.10.post2's wait_for_save read
+    # request.disagg_spec.num_transferred_tokens for every producer request;
+    # disagg_spec (Optional in ReqMeta) is None without disaggregation
+    # parameters (shared-storage PD), and the worker's step raised. 0.3.11
+    # tests the spec first.
+    FixedBug("lmcache producer save reads a disaggregation spec it may not have",
+             _lmcache("0.3.10.post2"),
+             _lmcache("0.3.11"),
+             "kvc-optional-field-tested",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.wait_for_save",
+             detail="disagg_spec"),
+    # LMCache 0.3.13's extract_request_configs read sampling_params.extra_args
+    # of the request's sampling_params, which vLLM leaves None for a pooling
+    # request. 0.3.14 tests sampling_params first.
+    FixedBug("lmcache request configs read a pooling request's missing sampling params",
+             _lmcache("0.3.13"),
+             _lmcache("0.3.14"),
+             "kvc-optional-field-tested",
+             "lmcache.integration.vllm.vllm_v1_adapter.extract_request_configs"),
     # LMCache 0.5.5's worker adapter returned from submit_store_request when the
     # heartbeat found the server unhealthy, with no completion receipt; in lazy
     # offload the scheduler waits for one per rank before it unpins the

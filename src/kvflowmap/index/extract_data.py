@@ -17,6 +17,23 @@ if TYPE_CHECKING:
     from kvflowmap.facts import FileFacts
 
 
+def _unpacked(target: cst.BaseExpression,
+              iterable: cst.BaseExpression) -> list[tuple[str, str]]:
+    """(name, sequence) pairs a tuple target takes elements of:
+    ``for i, x in enumerate(xs)`` binds ``x`` to an element of ``xs``, ``for
+    a, b in zip(xs, ys)`` ``a`` of ``xs`` and ``b`` of ``ys``."""
+    if not (isinstance(target, cst.Tuple) and isinstance(iterable, cst.Call)):
+        return []
+    names = [chain(e.value) if isinstance(e.value, cst.Name) else None for e in target.elements]
+    fn = chain(iterable.func)
+    args = [chain(a.value) if not a.keyword and not a.star else None for a in iterable.args]
+    if fn == "enumerate" and len(names) == 2 and args and args[0] and names[1]:
+        return [(names[1], args[0])]
+    if fn == "zip" and len(names) == len(args):
+        return [(n, a) for n, a in zip(names, args) if n and a]
+    return []
+
+
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
@@ -204,6 +221,9 @@ class DataFactsMixin:
             self._elements(source, iterable)
         if source:
             self.facts.binds.append(AssignFact(self._scope, name or "<iter>", f"{source}[]", None,
+                                               self.line, 0, origin="for"))
+        for part, element in _unpacked(target, iterable):
+            self.facts.binds.append(AssignFact(self._scope, part, f"{element}[]", None,
                                                self.line, 0, origin="for"))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:

@@ -264,15 +264,27 @@ def _tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> bool:
     first, end = _statement_span(fn, line)
     if _tests_in(ff, fn.qualname, names, first, end):
         return True
-    for s in walk(fn.body):
-        if s.line >= first:
-            break
-        if s.kind in ("if", "while", "assert") and \
-                _tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s)) and (
-                s.kind == "assert" or _holds(s, first) or
-                any(x.kind in _EXITS for x in walk(s.body))):
-            return True
-    return False
+    return any(_tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s))
+               for s in _guards(fn.body, first))
+
+
+def _guards(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
+    """The tests that guard the statement starting at ``line``: an ``if``
+    or ``while`` that holds it, and an ``if`` that exits early (``return``,
+    ``raise``, ``continue``, ``break``) or an ``assert`` earlier in a
+    statement list that holds it (a test in an earlier loop guards nothing)."""
+    out: list[Stmt] = []
+    for i, s in enumerate(body):
+        later = any(x.line == line for x in walk(body[i + 1:]))
+        if later and (s.kind == "assert" or s.kind == "if" and
+                      any(x.kind in _EXITS for x in walk(s.body))):
+            out.append(s)
+        if s.kind in ("if", "while") and _holds(s, line):
+            out.append(s)
+        for block in (s.body, s.orelse, s.handlers, s.final):
+            if any(x.line == line for x in walk(block)):
+                out += _guards(block, line)
+    return out
 
 
 def _aliases(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> set[str]:
