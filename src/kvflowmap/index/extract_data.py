@@ -30,7 +30,7 @@ def _unpacked(target: cst.BaseExpression,
     if fn == "enumerate" and len(names) == 2 and args and args[0] and names[1]:
         return [(names[1], args[0])]
     if fn == "zip" and len(names) == len(args):
-        return [(n, a) for n, a in zip(names, args) if n and a]
+        return [(n, a) for n, a in zip(names, args, strict=True) if n and a]
     return []
 
 

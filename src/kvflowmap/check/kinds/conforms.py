@@ -25,8 +25,9 @@ the subject's imports:
   the subject classes the field may hold lack (``conforms_fields``);
 - (``mode_fields``) a read of a ``self`` field that ``__init__`` sets only in
   some modes, with no test of the mode where it is read (``conforms_modes``);
-- (``optional_fields``) a read through a field declared to admit ``None``
-  with no test of it first (``conforms_optional``);
+- (``optional_fields``) a read through a field declared to admit ``None``,
+  or through what a function declared to return ``None`` returned, with no
+  test of it first (``conforms_optional``, ``conforms_optional_returns``);
 - (``called_members``) a method the analysed vLLM calls on an object of a
   subject class (a facade forwarding hooks) that the class lacks
   (``conforms_called``);
@@ -49,6 +50,7 @@ from kvflowmap.check.kinds.conforms_called import calling_modules, check_called_
 from kvflowmap.check.kinds.conforms_fields import check_field_members, subject_modules
 from kvflowmap.check.kinds.conforms_modes import check_mode_fields
 from kvflowmap.check.kinds.conforms_optional import check_optional_fields
+from kvflowmap.check.kinds.conforms_optional_returns import check_optional_returns
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
 from kvflowmap.check.kinds.conforms_imports import (check_envs, check_imports,
@@ -96,7 +98,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                              lambda m: check_mode_fields(ctx, m))
     if opts.optional_fields:
         out += each_function(ctx, subject_modules(ctx),
-                             lambda m: check_optional_fields(ctx, m))
+                             lambda m: check_optional_fields(ctx, m)
+                             + check_optional_returns(ctx, m))
     if opts.called_members:
         out += each_function(ctx, calling_modules(ctx),
                              lambda m: check_called_members(ctx, m))

@@ -59,14 +59,14 @@ def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
     fns = {f.qualname: f for f in ff.functions}
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    for scope, base, attr, line, col in _derefs(ff):
+    for scope, base, attr, line, col in derefs(ff):
         head, _, fname = base.rpartition(".")
         fn = fns.get(scope)
         if fn is None or not head or head in ("self", "cls", "super()") or "[" in base \
                 or "(" in base or (scope, base) in seen:
             continue
         decl = _declared_optional(ctx, module, scope, head, fname)
-        if decl is None or _present(ctx, decl, fname) or _tested(ff, fn, base, line) or \
+        if decl is None or _present(ctx, decl, fname) or tested(ff, fn, base, line) or \
                 callers_decide(ctx, f"{module}.{scope}", {fname}, depth=2, exits=_EXITS):
             continue
         seen.add((scope, base))
@@ -110,15 +110,15 @@ def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
                     continue
                 param = positional[i + offset].name
                 head, _, fname = arg.rpartition(".")
-                if head in ("self", "cls") or _tested(ff, fn, arg, call.line):
+                if head in ("self", "cls") or tested(ff, fn, arg, call.line):
                     continue
                 decl = _declared_optional(ctx, module, call.scope, head, fname)
                 if decl is None or _present(ctx, decl, fname):
                     continue
                 tff = ctx.model.facts[d.module]
-                read = next(((ln, c, a) for sc, b, a, ln, c in _derefs(tff)
+                read = next(((ln, c, a) for sc, b, a, ln, c in derefs(tff)
                              if sc == tfn.qualname and b == param
-                             and not _tested(tff, tfn, param, ln)), None)
+                             and not tested(tff, tfn, param, ln)), None)
                 if read is not None:
                     reads.setdefault((target, read[0], read[1], param, read[2]), []).append(
                         (call.line, f"{module}.{call.scope}", arg, decl))
@@ -148,7 +148,7 @@ def _callees(ctx: CheckContext, caller: str, line: int) -> list[str]:
                    if d.get("kind") in ("call", "dispatch") and int(d.get("line") or 0) == line})
 
 
-def _derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
+def derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
     """(scope, base, attr, line, col) of every attribute read and method call
     on a dotted chain, in source order."""
     uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
@@ -249,23 +249,42 @@ def admits_none(annotation: str) -> bool:
     return False
 
 
-def _tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> bool:
+def tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int, since: int = 0) -> bool:
     """``fn`` tests ``chain`` for the read at ``line``: a test that uses it
     as a condition or compares it holds the read or exits early before it,
     an ``assert`` of it comes before it, the read's own statement tests it
     (``a.f.n if a.f else 0``, ``if a.f and a.f.n:``), or it is assigned
-    before the read. A local bound to the chain before the read stands for
-    it (``spec = req.spec; if spec is None: continue``)."""
+    before the read (after line ``since``: the binding a rule starts from is
+    no test). A local bound to the chain before the read stands for it
+    (``spec = req.spec; if spec is None: continue``)."""
     if _ignored(ff, fn, line):
         return True
-    if any(a.scope == fn.qualname and a.target == chain and a.line < line for a in ff.assigns):
+    if any(a.scope == fn.qualname and a.target == chain and since < a.line < line
+           for a in ff.assigns):
         return True
     names = {chain} | _aliases(ff, fn, chain, line)
     first, end = _statement_span(fn, line)
     if _tests_in(ff, fn.qualname, names, first, end):
         return True
-    return any(_tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s))
-               for s in _guards(fn.body, first))
+    guards = _guards(fn.body, first)
+    if since:
+        guards += [s for s in _after_binding(fn.body, since) if s.line < first]
+    return any(_tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s)) for s in guards)
+
+
+def _after_binding(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
+    """The ``assert``s and early-exit ``if``s after the statement at
+    ``line`` in its own statement list: whatever reads the name it binds
+    later has passed them (``x = alloc(); assert x is not None`` in an
+    ``if self.use_gpu:`` block, the reads in another such block)."""
+    for i, s in enumerate(body):
+        if s.line == line:
+            return [x for x in body[i + 1:] if x.kind == "assert" or x.kind == "if" and
+                    any(y.kind in ("return", "raise") for y in walk(x.body))]
+        for block in (s.body, s.orelse, s.handlers, s.final):
+            if any(x.line == line for x in walk(block)):
+                return _after_binding(block, line)
+    return []
 
 
 def _guards(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
