@@ -169,3 +169,19 @@ def f(meta):
 """)
     bound = [(b.target, b.value) for b in ff.binds if b.target != "<iter>"]
     assert bound == [("request", "meta.requests[]"), ("a", "meta.x[]"), ("b", "meta.y[]")]
+
+
+def test_a_truth_test_of_an_if_after_comment_lines_is_on_the_if_line() -> None:
+    """Leading comment lines belong to the ``if`` statement: its test's truth
+    fact is on the ``if`` line, where the statement tree puts the test."""
+    ff = facts_from_bytes("m.py", b"""
+def f(overrides):
+    x = 1
+
+    # apply any overrides
+    # (a second comment line)
+    if overrides:
+        pass
+""")
+    assert [(t.operands[0], t.line) for t in ff.truths] == [("overrides", 7)]
+    assert ff.functions[0].body[1].line == 7

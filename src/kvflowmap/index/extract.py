@@ -251,7 +251,7 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
     # -- imports -------------------------------------------------------------
     def visit_If(self, node: cst.If) -> bool:
         self.guards += 1
-        self.truth(node.test)
+        self.truth(node.test, node)
         if (chain(node.test) or "").split(".")[-1] == "TYPE_CHECKING":
             self.type_checking += 1
         return True

@@ -370,35 +370,36 @@ class DataFactsMixin:
         return True
 
     # -- truth tests: a chain used as a condition on its own ----------------
-    def truth(self, node: cst.BaseExpression) -> None:
+    def truth(self, node: cst.BaseExpression, at: cst.CSTNode) -> None:
         """Record ``node`` as a truth test when it is a dotted chain (``if
-        x.spec:``, ``x.spec and ...``, ``not x.spec``)."""
+        x.spec:``, ``x.spec and ...``, ``not x.spec``), at the line of ``at``,
+        the node being visited now (line numbers are exact only for it)."""
         found = chain(node)
         if found:
-            line, col = self._pos(node)
+            line, col = self._pos(at)
             self.facts.truths.append(CompareFact(self._scope, (found,), ("Truth",), found,
                                                  line, col))
 
     def visit_While(self, node: cst.While) -> bool:
-        self.truth(node.test)
+        self.truth(node.test, node)
         return True
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
-        self.truth(node.test)
+        self.truth(node.test, node)
         return True
 
     def visit_Assert(self, node: cst.Assert) -> bool:
-        self.truth(node.test)
+        self.truth(node.test, node)
         return True
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
-        self.truth(node.left)
-        self.truth(node.right)
+        self.truth(node.left, node)
+        self.truth(node.right, node)
         return True
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
         if isinstance(node.operator, cst.Not):
-            self.truth(node.expression)
+            self.truth(node.expression, node)
         return True
 
     def visit_Raise(self, node: cst.Raise) -> bool:

@@ -40,6 +40,17 @@ def check_optional_returns(ctx: CheckContext, module: str) -> list[Finding]:
     for (scope, name), uses in sorted(reads.items()):
         binds = bound.get((scope, name), [])
         fn = fns.get(scope)
+        param = next((p for p in fn.params if p.name == name), None) if fn else None
+        if fn is not None and param is not None and not binds and \
+                admits_none(param.annotation or ""):
+            read = next(((ln, col, attr) for ln, col, attr in uses
+                         if not tested(ff, fn, name, ln)), None)
+            if read is not None:
+                out.append(ctx.finding(
+                    f"{module}.{scope}", read[0], f"{name}.{read[2]}: parameter {name} is "
+                    f"declared {param.annotation}, and nothing here tests it for None first",
+                    column=read[1], anchor=f"optional-param:{name}"))
+            continue
         if fn is None or len(binds) != 1 or binds[0].aug or binds[0].origin == "for" or \
                 binds[0].position is not None or not (binds[0].value or "").endswith(")") or \
                 any(p.name == name for p in fn.params):
