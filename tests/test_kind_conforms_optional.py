@@ -44,6 +44,10 @@ def _no_type_ignores(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(optional, "_ignored", lambda ff, fn, line: False)
 
 
+def _no_flags(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(optional, "flags", lambda ff, chain: set())
+
+
 def _no_set_later(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(optional, "_set_later", lambda ctx, cls, fname: False)
 
@@ -53,7 +57,8 @@ def _no_present_fields(mp: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("take_out", [_no_tests, _no_aliases, _no_callers, _no_type_tests,
-                                      _no_type_ignores, _no_set_later, _no_present_fields],
+                                      _no_type_ignores, _no_flags, _no_set_later,
+                                      _no_present_fields],
                          ids=lambda f: f.__name__)
 def test_each_guard_is_needed_by_an_example(take_out, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:

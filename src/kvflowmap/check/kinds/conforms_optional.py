@@ -256,7 +256,8 @@ def tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int, since: int = 
     (``a.f.n if a.f else 0``, ``if a.f and a.f.n:``), or it is assigned
     before the read (after line ``since``: the binding a rule starts from is
     no test). A local bound to the chain before the read stands for it
-    (``spec = req.spec; if spec is None: continue``)."""
+    (``spec = req.spec; if spec is None: continue``), and so does a flag
+    computed from a test of it (``flags``)."""
     if _ignored(ff, fn, line):
         return True
     if any(a.scope == fn.qualname and a.target == chain and since < a.line < line
@@ -264,12 +265,47 @@ def tested(ff: FileFacts, fn: FunctionFact, chain: str, line: int, since: int = 
         return True
     names = {chain} | _aliases(ff, fn, chain, line)
     first, end = _statement_span(fn, line)
-    if _tests_in(ff, fn.qualname, names, first, end):
-        return True
     guards = _guards(fn.body, first)
     if since:
         guards += [s for s in _after_binding(fn.body, since) if s.line < first]
-    return any(_tests_in(ff, fn.qualname, names, s.line, _header_end(fn, s)) for s in guards)
+    spans = [(first, end)] + [(s.line, _header_end(fn, s)) for s in guards]
+    if any(_tests_in(ff, fn.qualname, names, a, b) for a, b in spans):
+        return True
+    more = flags(ff, chain)  # last: it looks at every assignment of the module
+    return bool(more) and any(_tests_in(ff, fn.qualname, more, a, b) for a, b in spans)
+
+
+def flags(ff: FileFacts, chain: str) -> set[str]:
+    """``self`` fields of the module assigned in a statement that tests a
+    chain with the same last name (``self.enable_quant = cfg.quant.on if
+    cfg.quant is not None else False``): testing the flag tests the chain."""
+    last = chain.rpartition(".")[2]
+    key = (ff.path, ff.sha, last)
+    if key not in _FLAGS:
+        if len(_FLAGS) > 4096:
+            _FLAGS.clear()
+        _FLAGS[key] = _flags(ff, last)
+    return _FLAGS[key]
+
+
+_FLAGS: dict[tuple[str, str, str], set[str]] = {}
+
+
+def _flags(ff: FileFacts, last: str) -> set[str]:
+    tests = {(c.scope, c.line) for c in (*ff.truths, *ff.compares)
+             if any(op.rpartition(".")[2] == last for op in c.operands)}
+    if not tests:
+        return set()
+    fns = {f.qualname: f for f in ff.functions}
+    out: set[str] = set()
+    for a in ff.assigns:
+        fn = fns.get(a.scope)
+        if fn is None or not a.target.startswith("self.") or a.target.count(".") != 1:
+            continue
+        first, end = _statement_span(fn, a.line)
+        if any((a.scope, ln) in tests for ln in range(first, end)):
+            out.add(a.target)
+    return out
 
 
 def _after_binding(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
