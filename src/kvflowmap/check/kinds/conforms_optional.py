@@ -59,11 +59,12 @@ def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
     fns = {f.qualname: f for f in ff.functions}
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
+    names = optional_names(ctx)
     for scope, base, attr, line, col in derefs(ff):
         head, _, fname = base.rpartition(".")
         fn = fns.get(scope)
         if fn is None or not head or head in ("self", "cls", "super()") or "[" in base \
-                or "(" in base or (scope, base) in seen:
+                or "(" in base or (scope, base) in seen or fname not in names:
             continue
         decl = _declared_optional(ctx, module, scope, head, fname)
         if decl is None or _present(ctx, decl, fname) or tested(ff, fn, base, line) or \
@@ -88,12 +89,13 @@ def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
     such call in its path."""
     # (target, read line, col, param, attr) -> [(call line, caller, arg, declaration)]
     reads: dict[tuple[str, int, int, str, str], list[tuple[int, str, str, Declared]]] = {}
+    names = optional_names(ctx)
     for call in ff.calls:
         fn = fns.get(call.scope)
         if fn is None or not call.callee:
             continue
         passed = [(i, a) for i, a in enumerate(call.args) if a and "." in a and "(" not in a
-                  and "[" not in a]
+                  and "[" not in a and a.rpartition(".")[2] in names]
         for target in _callees(ctx, f"{module}.{call.scope}", call.line) if passed else ():
             d = ctx.model.defs.get(target)
             if d is None or not isinstance(d.fact, FunctionFact) or \
@@ -180,6 +182,29 @@ def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
             return None
         found.append(decl)
     return found[0] if found else None
+
+
+def optional_names(ctx: CheckContext) -> frozenset[str]:
+    """Every field name some analysed class declares as admitting ``None``
+    (a cheap filter before the evaluator is asked; kept per analysis)."""
+    key = id(ctx.model)
+    hit = _NAMES.get(key)
+    if hit is not None and hit[0] is ctx.model:
+        return hit[1]
+    found: set[str] = set()
+    for ff in ctx.model.facts.values():
+        found.update(n for cf in ff.classes for n, ann in cf.attributes if admits_none(ann))
+        params = {(f.qualname, p.name) for f in ff.functions if f.name == "__init__"
+                  for p in f.params if admits_none(p.annotation or "")}
+        found.update(a.target[5:] for a in ff.assigns
+                     if a.target.startswith("self.") and a.target.count(".") == 1 and (
+                         admits_none(a.annotation or "") or (a.scope, a.value) in params))
+    _NAMES.clear()
+    _NAMES[key] = (ctx.model, frozenset(found))
+    return _NAMES[key][1]
+
+
+_NAMES: dict[int, tuple[object, frozenset[str]]] = {}
 
 
 def _set_later(ctx: CheckContext, cls: str, fname: str) -> bool:
@@ -329,17 +354,33 @@ def _guards(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
     ``raise``, ``continue``, ``break``) or an ``assert`` earlier in a
     statement list that holds it (a test in an earlier loop guards nothing)."""
     out: list[Stmt] = []
+    inside = [line in _lines(s) for s in body]
     for i, s in enumerate(body):
-        later = any(x.line == line for x in walk(body[i + 1:]))
-        if later and (s.kind == "assert" or s.kind == "if" and
-                      any(x.kind in _EXITS for x in walk(s.body))):
+        if any(inside[i + 1:]) and (s.kind == "assert" or s.kind == "if" and
+                                    any(x.kind in _EXITS for x in walk(s.body))):
             out.append(s)
+        if not inside[i]:
+            continue
         if s.kind in ("if", "while") and _holds(s, line):
             out.append(s)
         for block in (s.body, s.orelse, s.handlers, s.final):
-            if any(x.line == line for x in walk(block)):
+            if any(line in _lines(x) for x in block):
                 out += _guards(block, line)
     return out
+
+
+def _lines(s: Stmt) -> frozenset[int]:
+    """The first lines of ``s`` and every statement nested in it (kept per
+    statement object: the guard search asks for them again and again)."""
+    hit = _LINES.get(id(s))
+    if hit is None or hit[0] is not s:
+        if len(_LINES) > 200_000:
+            _LINES.clear()
+        hit = _LINES[id(s)] = (s, frozenset(x.line for x in walk((s,))))
+    return hit[1]
+
+
+_LINES: dict[int, tuple[Stmt, frozenset[int]]] = {}
 
 
 def _aliases(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> set[str]:
@@ -352,18 +393,42 @@ def _tests_in(ff: FileFacts, scope: str, names: set[str], first: int, end: int) 
     """Lines ``first`` to before ``end`` of ``scope`` test one of ``names``:
     as a condition, in a comparison, with ``isinstance``, or by
     ``hasattr``/``getattr`` of its object with its field's name."""
-    def within(ln: int) -> bool:
-        return first <= ln < end
-
-    if any(c.scope == scope and within(c.line) and names & set(c.operands)
-           for c in (*ff.truths, *ff.compares)):
-        return True
     asked = {tuple(n.rsplit(".", 1)) for n in names if "." in n}
-    return any(c.scope == scope and within(c.line) and (
-        c.callee in ("hasattr", "getattr") and len(c.args) > 1
-        and (c.args[0], c.literal_args[1]) in asked
-        or c.callee in TYPE_TESTS and c.args and c.args[0] in names)
-        for c in ff.calls)
+    for line, operands, callee, args, literals in _scope_tests(ff).get(scope, ()):
+        if not first <= line < end:
+            continue
+        if callee is None and names & set(operands):
+            return True
+        if callee in ("hasattr", "getattr") and len(args) > 1 and \
+                (args[0], literals[1]) in asked:
+            return True
+        if callee in TYPE_TESTS and args and args[0] in names:
+            return True
+    return False
+
+
+# per scope: (line, operands, callee, args, literal args) of each truth test,
+# comparison, and call that may test a value (by module: asked again and again)
+_Test = tuple[int, tuple[str, ...], "str | None", tuple["str | None", ...],
+              tuple["str | None", ...]]
+_TESTS: dict[tuple[str, str], tuple[FileFacts, dict[str, list[_Test]]]] = {}
+
+
+def _scope_tests(ff: FileFacts) -> dict[str, list[_Test]]:
+    key = (ff.path, ff.sha)
+    hit = _TESTS.get(key)
+    if hit is None or hit[0] is not ff:
+        if len(_TESTS) > 512:
+            _TESTS.clear()
+        out: dict[str, list[_Test]] = {}
+        for c in (*ff.truths, *ff.compares):
+            out.setdefault(c.scope, []).append((c.line, c.operands, None, (), ()))
+        for call in ff.calls:
+            if call.callee in ("hasattr", "getattr", *TYPE_TESTS):
+                out.setdefault(call.scope, []).append(
+                    (call.line, (), call.callee, call.args, call.literal_args))
+        hit = _TESTS[key] = (ff, out)
+    return hit[1]
 
 
 def _header_end(fn: FunctionFact, s: Stmt) -> int:
