@@ -14,7 +14,9 @@ READS = ("Reads: the signatures, decorators and annotations of the target classe
          "base methods assign and the base methods that read them, the attribute reads and "
          "calls on chains rooted at annotated parameters, the classes those evaluate to (and "
          "what their callers pass) and those classes' members; the classes a self field is "
-         "given and the tests around those assignments and around its reads; the calls in "
+         "given and the tests around those assignments and around its reads; the "
+         "annotations that declare fields, returns and parameters to admit None, the truth "
+         "tests, comparisons and type: ignore lines around reads through them; the calls in "
          "vLLM modules that import the subject and what their receivers evaluate to; in two-release mode, the "
          "same signatures in the other release's analysis.")
 
