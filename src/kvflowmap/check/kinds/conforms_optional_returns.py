@@ -22,6 +22,7 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.conforms_optional import admits_none, derefs, tested
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import AssignFact, FunctionFact
+from kvflowmap.lifecycle.view import walk
 
 
 def check_optional_returns(ctx: CheckContext, module: str) -> list[Finding]:
@@ -56,6 +57,8 @@ def check_optional_returns(ctx: CheckContext, module: str) -> list[Finding]:
                 any(p.name == name for p in fn.params):
             continue
         a = binds[0]
+        if _rebound(fn, name):
+            continue
         targets = _optional_targets(ctx, f"{module}.{scope}", a.line)
         if not targets:
             continue
@@ -77,6 +80,12 @@ def check_optional_returns(ctx: CheckContext, module: str) -> list[Finding]:
                              f"{_returns(ctx, t)}") for t in targets)),
             anchor=f"optional-return:{name}"))
     return out
+
+
+def _rebound(fn: FunctionFact, name: str) -> bool:
+    """A ``for``, ``with`` or ``except`` header of ``fn`` names ``name``:
+    it may bind it too (tuple targets are no binding the facts keep)."""
+    return any(s.kind in ("for", "with", "except") and name in s.names for s in walk(fn.body))
 
 
 def _optional_targets(ctx: CheckContext, caller: str, line: int) -> list[str]:
