@@ -9,16 +9,11 @@ import pytest
 
 import kvflowmap.check.kinds.conforms_modes as modes
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.loader import default_rule_dirs, load_rules
-from kvflowmap.check.selftest import check_example
-
-RULE = next(r for r in load_rules(default_rule_dirs())[0]
-            if r.id == "kvc-field-set-in-every-mode")
+from tests.guard_support import failing_examples
 
 
 def _failing(tmp_path: Path) -> list[int]:
-    return [n for n, ex in enumerate(RULE.examples, 1)
-            if check_example(RULE, n, ex, tmp_path / "work", tmp_path / "cache")]
+    return failing_examples("kvc-field-set-in-every-mode", tmp_path)
 
 
 def test_the_examples_pass(tmp_path: Path) -> None:

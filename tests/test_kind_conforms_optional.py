@@ -8,16 +8,11 @@ from pathlib import Path
 import pytest
 
 import kvflowmap.check.kinds.conforms_optional as optional
-from kvflowmap.check.loader import default_rule_dirs, load_rules
-from kvflowmap.check.selftest import check_example
-
-RULE = next(r for r in load_rules(default_rule_dirs())[0]
-            if r.id == "kvc-optional-field-tested")
+from tests.guard_support import failing_examples
 
 
 def _failing(tmp_path: Path) -> list[int]:
-    return [n for n, ex in enumerate(RULE.examples, 1)
-            if check_example(RULE, n, ex, tmp_path / "work", tmp_path / "cache")]
+    return failing_examples("kvc-optional-field-tested", tmp_path)
 
 
 def test_the_examples_pass(tmp_path: Path) -> None:
