@@ -384,9 +384,14 @@ _LINES: dict[int, tuple[Stmt, frozenset[int]]] = {}
 
 
 def _aliases(ff: FileFacts, fn: FunctionFact, chain: str, line: int) -> set[str]:
-    """Locals of ``fn`` bound to ``chain`` before ``line``."""
-    return {a.target for a in ff.assigns if a.scope == fn.qualname and a.value == chain
-            and a.line < line and "." not in a.target}
+    """Locals of ``fn`` bound to ``chain`` before ``line``, or to a member
+    of it read with a default (``owned = getattr(blocks, "_owned", None)``:
+    when ``blocks`` is None, so is ``owned``)."""
+    asked = {c.line for c in ff.calls if c.scope == fn.qualname and c.callee == "getattr"
+             and len(c.args) > 2 and c.args[0] == chain}
+    return {a.target for a in ff.assigns if a.scope == fn.qualname and a.line < line
+            and "." not in a.target and (a.value == chain or
+                                         a.value == "getattr()" and a.line in asked)}
 
 
 def _tests_in(ff: FileFacts, scope: str, names: set[str], first: int, end: int) -> bool:
