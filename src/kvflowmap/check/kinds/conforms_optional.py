@@ -84,70 +84,69 @@ def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
 
 def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
                      fns: dict[str, FunctionFact]) -> list[Finding]:
-    """Calls in ``module`` that pass an optional field to a subject function
-    which reads through the parameter untested: one finding per read, every
-    such call in its path."""
-    # (target, read line, col, param, attr) -> [(call line, caller, arg, declaration)]
-    reads: dict[tuple[str, int, int, str, str], list[tuple[int, str, str, Declared]]] = {}
+    """Reads in ``module`` through a parameter that some call gives an
+    optional field, untested: one finding per read (at the read, where the
+    fix goes), every such call in its path. Callers anywhere in the
+    analysis count; the finding belongs to the module of the read."""
     names = optional_names(ctx)
-    for call in ff.calls:
-        fn = fns.get(call.scope)
-        if fn is None or not call.callee:
-            continue
-        passed = [(i, a) for i, a in enumerate(call.args) if a and "." in a and "(" not in a
-                  and "[" not in a and a.rpartition(".")[2] in names]
-        for target in _callees(ctx, f"{module}.{call.scope}", call.line) if passed else ():
-            d = ctx.model.defs.get(target)
-            if d is None or not isinstance(d.fact, FunctionFact) or \
-                    not ctx.is_subject(d.module):
-                continue
-            tfn = d.fact
-            # a method's own object is no argument (``staticmethod`` has none)
-            offset = 1 if tfn.class_qualname and tfn.params and \
-                tfn.params[0].name in ("self", "cls") and \
-                "staticmethod" not in tfn.decorators else 0
-            positional = [p for p in tfn.params if p.kind in ("posonly", "pos")]
-            for i, arg in passed:
-                if i + offset >= len(positional):
-                    continue
-                param = positional[i + offset].name
-                head, _, fname = arg.rpartition(".")
-                if head in ("self", "cls") or tested(ff, fn, arg, call.line):
-                    continue
-                decl = _declared_optional(ctx, module, call.scope, head, fname)
-                if decl is None or _present(ctx, decl, fname):
-                    continue
-                tff = ctx.model.facts[d.module]
-                read = next(((ln, c, a) for sc, b, a, ln, c in derefs(tff)
-                             if sc == tfn.qualname and b == param
-                             and not tested(tff, tfn, param, ln)), None)
-                if read is not None:
-                    reads.setdefault((target, read[0], read[1], param, read[2]), []).append(
-                        (call.line, f"{module}.{call.scope}", arg, decl))
+    by_scope: dict[str, list[tuple[str, str, int, int]]] = {}
+    for sc, b, a, ln, c in derefs(ff):
+        if "." not in b:
+            by_scope.setdefault(sc, []).append((b, a, ln, c))
     out: list[Finding] = []
-    for (target, ln, col, param, attr), calls in sorted(reads.items()):
-        calls.sort(key=lambda c: (c[1], c[0]))
-        line0, _, arg0, decl = calls[0]
-        fname = arg0.rpartition(".")[2]
-        path = tuple(ctx.step(caller, cl, f"passes {arg} as {param}")
-                     for cl, caller, arg, _ in calls)
-        out.append(ctx.finding(
-            target, ln, f"{param}.{attr}: '{param}' is given {arg0} (line {line0}"
-            f"{f' and {len(calls) - 1} more call(s)' if len(calls) > 1 else ''}), which may "
-            f"be None ({_label(decl)}), and nothing here tests it first: AttributeError for "
-            "a request built without it", column=col,
-            path=path + (ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
-                                  f"{fname}: {decl.annotation}"),),
-            anchor=f"optional-field:{param}"))
+    for tfn in ff.functions:
+        target = f"{module}.{tfn.qualname}"
+        if target not in ctx.graph or tfn.qualname not in by_scope:
+            continue
+        # a method's own object is no argument (``staticmethod`` has none)
+        offset = 1 if tfn.class_qualname and tfn.params and \
+            tfn.params[0].name in ("self", "cls") and "staticmethod" not in tfn.decorators else 0
+        positional = [p.name for p in tfn.params if p.kind in ("posonly", "pos")]
+        read_params = {b for b, _, _, _ in by_scope[tfn.qualname]} & set(positional[offset:])
+        if not read_params:
+            continue
+        calls: dict[str, list[tuple[str, int, str, Declared]]] = {}
+        for caller, line in sorted({(u, int(d.get("line") or 0)) for u, _, d in
+                                    ctx.graph.in_edges(target, data=True)
+                                    if d.get("kind") in ("call", "dispatch") and not d.get("ref")}):
+            cd = ctx.model.defs.get(caller)
+            if cd is None or not isinstance(cd.fact, FunctionFact):
+                continue
+            cff, cfn = ctx.model.facts[cd.module], cd.fact
+            for call in cff.calls:
+                if call.scope != cfn.qualname or call.line != line:
+                    continue
+                for i, arg in enumerate(call.args):
+                    if not arg or "." not in arg or "(" in arg or "[" in arg or \
+                            i + offset >= len(positional) or \
+                            positional[i + offset] not in read_params:
+                        continue
+                    head, _, fname = arg.rpartition(".")
+                    if fname not in names or head in ("self", "cls") or \
+                            tested(cff, cfn, arg, line):
+                        continue
+                    decl = _declared_optional(ctx, cd.module, cfn.qualname, head, fname)
+                    if decl is not None and not _present(ctx, decl, fname):
+                        calls.setdefault(positional[i + offset], []).append(
+                            (caller, line, arg, decl))
+        for param, given in sorted(calls.items()):
+            read = next(((ln, c, a) for b, a, ln, c in by_scope[tfn.qualname]
+                         if b == param and not tested(ff, tfn, b, ln)), None)
+            if read is None:
+                continue
+            ln, col, attr = read
+            caller0, line0, arg0, decl = given[0]
+            more = f" and {len(given) - 1} more call(s)" if len(given) > 1 else ""
+            path = tuple(ctx.step(caller, cl, f"passes {arg} as {param}")
+                         for caller, cl, arg, _ in given)
+            out.append(ctx.finding(
+                target, ln, f"{param}.{attr}: '{param}' is given {arg0} (line {line0}{more}), "
+                f"which may be None ({_label(decl)}), and nothing here tests it first: "
+                "AttributeError for a request built without it", column=col,
+                path=path + (ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
+                                      f"{arg0.rpartition('.')[2]}: {decl.annotation}"),),
+                anchor=f"optional-field:{param}"))
     return out
-
-
-def _callees(ctx: CheckContext, caller: str, line: int) -> list[str]:
-    """The functions the call graph says ``caller`` calls at ``line``."""
-    if caller not in ctx.graph:
-        return []
-    return sorted({v for _, v, d in ctx.graph.out_edges(caller, data=True)
-                   if d.get("kind") in ("call", "dispatch") and int(d.get("line") or 0) == line})
 
 
 def derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
