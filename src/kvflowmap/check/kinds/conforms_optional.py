@@ -40,6 +40,8 @@ from kvflowmap.facts import FileFacts, FunctionFact, Stmt
 from kvflowmap.lifecycle.view import walk
 
 _EXITS = ("return", "raise", "continue", "break")
+# comparisons that may test for None (``x.f is None``, ``x.f != None``)
+_NONE_TESTS = frozenset({"Is", "IsNot", "Equal", "NotEqual"})
 # calls that test what a value is (``isinstance(x.spec, Spec)``)
 TYPE_TESTS: tuple[str, ...] = ("isinstance", "callable")
 
@@ -425,7 +427,9 @@ def _scope_tests(ff: FileFacts) -> dict[str, list[_Test]]:
         if len(_TESTS) > 512:
             _TESTS.clear()
         out: dict[str, list[_Test]] = {}
-        for c in (*ff.truths, *ff.compares):
+        # ``x in d.f`` reads ``d.f`` as a container (a TypeError on None),
+        # it tests nothing about it; identity and equality do
+        for c in (*ff.truths, *(c for c in ff.compares if set(c.ops) & _NONE_TESTS)):
             out.setdefault(c.scope, []).append((c.line, c.operands, None, (), ()))
         for call in ff.calls:
             if call.callee in ("hasattr", "getattr", *TYPE_TESTS):
