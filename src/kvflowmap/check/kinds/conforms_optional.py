@@ -13,18 +13,22 @@ LMCache 0.3.13's ``extract_request_configs`` given a pooling request's
 
 For each read or call ``H.f.attr`` in the subject (``H`` not ``self`` itself:
 a field of one's own object is set up by its own code), ``H`` is evaluated;
-when every value it may have is an instance of an analysed class whose
-declaration of ``f`` (a class-body annotation, an annotated assignment in
-``__init__``, or ``self.f = p`` from an ``__init__`` parameter) admits
-``None``, the read is reported unless the function tests ``H.f`` first: a
-test (``if``/``while``/``assert``/a conditional expression or ``and``/``or``
-in the same statement) that uses ``H.f`` as a value, which the read sits
-under or which ends in an early exit before it; an assignment of ``H.f``
-before it; or every caller testing it (``conforms_fields.callers_decide``).
+when every value it may have that has the field is an instance of an
+analysed class whose declaration of ``f`` (a class-body annotation, an
+annotated assignment in ``__init__``, or ``self.f = p`` from an ``__init__``
+parameter) admits ``None``, the read is reported unless it is ``tested``: a
+truth test, ``is``/``==`` comparison or ``isinstance`` of ``H.f`` (or of a
+local bound to it, or read off it with ``getattr(..., default)``, or of a
+``self`` flag computed from such a test) that holds the read, exits early
+before it in its own statement list, or sits in the read's own statement;
+an ``assert`` of it; an assignment of it; a ``# type: ignore`` on the
+statement; or every caller testing it (``conforms_fields.callers_decide``).
+A field some method sets after construction, and the protocol's
+``present_fields``, are left alone.
 
 The same holds one call away: a call that passes ``H.f`` to a function of
 the subject which reads through that parameter with no such test is
-reported at the read (where the fix goes), with the call in its path.
+reported at the read (where the fix goes), with every such call in its path.
 """
 
 from __future__ import annotations
