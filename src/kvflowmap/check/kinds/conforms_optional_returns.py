@@ -13,7 +13,8 @@ vLLM) whose return annotation admits ``None``, a read or call ``x.attr``
 after it is reported unless it is tested first
 (``conforms_optional.tested``: a condition, comparison, ``isinstance``,
 early exit, ``assert``, or ``# type: ignore`` on the line), or rebound.
-One finding per binding, at its first untested read.
+One finding per binding, at its first untested read. A parameter the
+function itself declares ``X | None`` and never rebinds is read the same way.
 """
 
 from __future__ import annotations
