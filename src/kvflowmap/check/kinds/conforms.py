@@ -49,7 +49,7 @@ from kvflowmap.check.kinds.conforms_base_state import check_base_state
 from kvflowmap.check.kinds.conforms_called import calling_modules, check_called_members
 from kvflowmap.check.kinds.conforms_fields import check_field_members, subject_modules
 from kvflowmap.check.kinds.conforms_modes import check_mode_fields
-from kvflowmap.check.kinds.conforms_optional import check_optional_fields
+from kvflowmap.check.kinds.conforms_optional import check_optional_fields, optional_names
 from kvflowmap.check.kinds.conforms_optional_returns import check_optional_returns
 from kvflowmap.check.kinds.conforms_forwards import check_forwards
 from kvflowmap.check.kinds.conforms_contract import contract_patterns, overrides, target_methods
@@ -97,8 +97,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         out += each_function(ctx, subject_modules(ctx),
                              lambda m: check_mode_fields(ctx, m))
     if opts.optional_fields:
+        names = optional_names(ctx)
         out += each_function(ctx, subject_modules(ctx),
-                             lambda m: check_optional_fields(ctx, m)
+                             lambda m: check_optional_fields(ctx, m, names)
                              + check_optional_returns(ctx, m))
     if opts.called_members:
         out += each_function(ctx, calling_modules(ctx),

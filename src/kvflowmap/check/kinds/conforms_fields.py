@@ -47,13 +47,10 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
     """Reads in ``module`` of a member some class a field may hold lacks."""
     ff = ctx.model.facts[module]
     asked = asked_objects(ff, _ASKS)
-    uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
-    uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
-             for head, _, attr in [c.callee.rpartition(".")]]
     tests = _enclosing_tests(ff)
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    for scope, base, attr, line, col in sorted(set(uses), key=lambda u: (u[3], u[4], u[1])):
+    for scope, base, attr, line, col in member_uses(ff):
         if not _FIELD.match(base) or attr.startswith("__") or (scope, base) in seen \
                 or (scope, base) in asked:
             continue
@@ -83,6 +80,15 @@ def check_field_members(ctx: CheckContext, module: str) -> list[Finding]:
             "in the mode that builds it", column=col, path=path,
             anchor=f"field-member:{base}.{attr}"))
     return out
+
+
+def member_uses(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
+    """(scope, base, attr, line, col) of every attribute read and method call
+    on a dotted chain (``base.attr``), in source order."""
+    uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
+    uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
+             for head, _, attr in [c.callee.rpartition(".")] if head]
+    return sorted(set(uses), key=lambda u: (u[3], u[4], u[1], u[2]))
 
 
 def asked_objects(ff: FileFacts, asks: tuple[str, ...]) -> set[tuple[str, str]]:
@@ -191,12 +197,12 @@ def decided_at(fn: FunctionFact, line: int,
         if s.line > line:
             break
         if s.kind in ("if", "while") and (
-                _holds(s, line) or any(x.kind in exits for x in walk(s.body))):
+                holds(s, line) or any(x.kind in exits for x in walk(s.body))):
             seen |= mode_names(set(s.names))
     return seen
 
 
-def _holds(s: Stmt, line: int) -> bool:
+def holds(s: Stmt, line: int) -> bool:
     """``line`` is inside the body or ``else`` of ``s``."""
     return any(x.line == line for x in walk((*s.body, *s.orelse)))
 

@@ -34,10 +34,11 @@ reported at the read (where the fix goes), with every such call in its path.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_fields import callers_decide
+from kvflowmap.check.kinds.conforms_fields import callers_decide, holds, member_uses
 from kvflowmap.check.kinds.conforms_members import known_member
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import FileFacts, FunctionFact, Stmt
@@ -59,14 +60,15 @@ class Declared:
     annotation: str
 
 
-def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
-    """Reads in ``module`` through a field that may be ``None``, untested."""
+def check_optional_fields(ctx: CheckContext, module: str,
+                          names: frozenset[str]) -> list[Finding]:
+    """Reads in ``module`` through a field that may be ``None``, untested;
+    ``names`` are the field names some class so declares (``optional_names``)."""
     ff = ctx.model.facts[module]
     fns = {f.qualname: f for f in ff.functions}
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    names = optional_names(ctx)
-    for scope, base, attr, line, col in derefs(ff):
+    for scope, base, attr, line, col in member_uses(ff):
         head, _, fname = base.rpartition(".")
         fn = fns.get(scope)
         if fn is None or not head or head in ("self", "cls", "super()") or "[" in base \
@@ -84,19 +86,18 @@ def check_optional_fields(ctx: CheckContext, module: str) -> list[Finding]:
             column=col, path=(ctx.step(decl.cls, decl.line, f"{decl.cls.rpartition('.')[2]}."
                                        f"{fname}: {decl.annotation}"),),
             anchor=f"optional-field:{base}"))
-    out += _passed_optional(ctx, module, ff, fns)
+    out += _passed_optional(ctx, module, ff, names)
     return out
 
 
 def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
-                     fns: dict[str, FunctionFact]) -> list[Finding]:
+                     names: frozenset[str]) -> list[Finding]:
     """Reads in ``module`` through a parameter that some call gives an
     optional field, untested: one finding per read (at the read, where the
     fix goes), every such call in its path. Callers anywhere in the
     analysis count; the finding belongs to the module of the read."""
-    names = optional_names(ctx)
     by_scope: dict[str, list[tuple[str, str, int, int]]] = {}
-    for sc, b, a, ln, c in derefs(ff):
+    for sc, b, a, ln, c in member_uses(ff):
         if "." not in b:
             by_scope.setdefault(sc, []).append((b, a, ln, c))
     out: list[Finding] = []
@@ -155,15 +156,6 @@ def _passed_optional(ctx: CheckContext, module: str, ff: FileFacts,
     return out
 
 
-def derefs(ff: FileFacts) -> list[tuple[str, str, str, int, int]]:
-    """(scope, base, attr, line, col) of every attribute read and method call
-    on a dotted chain, in source order."""
-    uses = [(r.scope, r.base, r.attr, r.line, r.col) for r in ff.reads]
-    uses += [(c.scope, head, attr, c.line, c.col) for c in ff.calls if c.callee
-             for head, _, attr in [c.callee.rpartition(".")] if head]
-    return sorted(set(uses), key=lambda u: (u[3], u[4], u[1], u[2]))
-
-
 def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
                        fname: str) -> Declared | None:
     """The declaration of ``fname`` that admits ``None`` on the class ``head``
@@ -190,12 +182,9 @@ def _declared_optional(ctx: CheckContext, module: str, scope: str, head: str,
 
 
 def optional_names(ctx: CheckContext) -> frozenset[str]:
-    """Every field name some analysed class declares as admitting ``None``
-    (a cheap filter before the evaluator is asked; kept per analysis)."""
-    key = id(ctx.model)
-    hit = _NAMES.get(key)
-    if hit is not None and hit[0] is ctx.model:
-        return hit[1]
+    """Every field name some analysed class declares as admitting ``None``:
+    a cheap filter before the evaluator is asked (the kind computes it once
+    per analysis)."""
     found: set[str] = set()
     for ff in ctx.model.facts.values():
         found.update(n for cf in ff.classes for n, ann in cf.attributes if admits_none(ann))
@@ -204,12 +193,7 @@ def optional_names(ctx: CheckContext) -> frozenset[str]:
         found.update(a.target[5:] for a in ff.assigns
                      if a.target.startswith("self.") and a.target.count(".") == 1 and (
                          admits_none(a.annotation or "") or (a.scope, a.value) in params))
-    _NAMES.clear()
-    _NAMES[key] = (ctx.model, frozenset(found))
-    return _NAMES[key][1]
-
-
-_NAMES: dict[int, tuple[object, frozenset[str]]] = {}
+    return frozenset(found)
 
 
 def _set_later(ctx: CheckContext, cls: str, fname: str) -> bool:
@@ -259,6 +243,8 @@ def admits_none(annotation: str) -> bool:
     ``Optional[X]``, ``Union[X, None]`` (written as a string too); a
     ``None`` inside another type's arguments (``dict[str, Future[None]]``)
     does not."""
+    if "None" not in annotation and "Optional" not in annotation:
+        return False  # most annotations: no parse needed
     try:
         node = ast.parse(annotation.strip(), mode="eval").body
     except SyntaxError:
@@ -310,15 +296,16 @@ def flags(ff: FileFacts, chain: str) -> set[str]:
     chain with the same last name (``self.enable_quant = cfg.quant.on if
     cfg.quant is not None else False``): testing the flag tests the chain."""
     last = chain.rpartition(".")[2]
-    key = (ff.path, ff.sha, last)
-    if key not in _FLAGS:
+    key = (id(ff), last)
+    hit = _FLAGS.get(key)
+    if hit is None or hit[0] is not ff:
         if len(_FLAGS) > 4096:
             _FLAGS.clear()
-        _FLAGS[key] = _flags(ff, last)
-    return _FLAGS[key]
+        hit = _FLAGS[key] = (ff, _flags(ff, last))
+    return hit[1]
 
 
-_FLAGS: dict[tuple[str, str, str], set[str]] = {}
+_FLAGS: dict[tuple[int, str], tuple[FileFacts, set[str]]] = {}
 
 
 def _flags(ff: FileFacts, last: str) -> set[str]:
@@ -366,7 +353,7 @@ def _guards(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
             out.append(s)
         if not inside[i]:
             continue
-        if s.kind in ("if", "while") and _holds(s, line):
+        if s.kind in ("if", "while") and holds(s, line):
             out.append(s)
         for block in (s.body, s.orelse, s.handlers, s.final):
             if any(line in _lines(x) for x in block):
@@ -462,14 +449,25 @@ def _ignored(ff: FileFacts, fn: FunctionFact, line: int) -> bool:
 def _statement_span(fn: FunctionFact, line: int) -> tuple[int, int]:
     """First line of the statement that holds ``line`` and the first line
     of the next statement (or past the function)."""
-    starts = sorted({s.line for s in walk(fn.body)})
-    first = max((ln for ln in starts if ln <= line), default=line)
-    end = min((ln for ln in starts if ln > first), default=fn.end_line + 1)
-    return first, end
+    starts = _starts(fn)
+    at = bisect_right(starts, line)
+    first = starts[at - 1] if at else line
+    after = bisect_right(starts, first)
+    return first, starts[after] if after < len(starts) else fn.end_line + 1
 
 
-def _holds(s: Stmt, line: int) -> bool:
-    return any(x.line == line for x in walk((*s.body, *s.orelse)))
+def _starts(fn: FunctionFact) -> tuple[int, ...]:
+    """The sorted first lines of ``fn``'s statements (kept per function:
+    every read, guard and assignment asks for its statement)."""
+    hit = _STARTS.get(id(fn))
+    if hit is None or hit[0] is not fn:
+        if len(_STARTS) > 50_000:
+            _STARTS.clear()
+        hit = _STARTS[id(fn)] = (fn, tuple(sorted({s.line for s in walk(fn.body)})))
+    return hit[1]
+
+
+_STARTS: dict[int, tuple[FunctionFact, tuple[int, ...]]] = {}
 
 
 def _present(ctx: CheckContext, decl: Declared, fname: str) -> bool:

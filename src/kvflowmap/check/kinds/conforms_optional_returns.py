@@ -20,7 +20,8 @@ function itself declares ``X | None`` and never rebinds is read the same way.
 from __future__ import annotations
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.conforms_optional import admits_none, derefs, tested
+from kvflowmap.check.kinds.conforms_fields import member_uses
+from kvflowmap.check.kinds.conforms_optional import admits_none, tested
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import AssignFact, FunctionFact
 from kvflowmap.lifecycle.view import walk
@@ -35,7 +36,7 @@ def check_optional_returns(ctx: CheckContext, module: str) -> list[Finding]:
     for a in (*ff.assigns, *ff.binds):
         bound.setdefault((a.scope, a.target), []).append(a)
     reads: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
-    for scope, base, attr, line, col in derefs(ff):
+    for scope, base, attr, line, col in member_uses(ff):
         if "." not in base and base not in ("self", "cls"):
             reads.setdefault((scope, base), []).append((line, col, attr))
     out: list[Finding] = []
