@@ -95,8 +95,13 @@ READ_METHODS = frozenset({"get", "__contains__", "count", "index", "keys", "valu
 
 
 def assigns_empty(a: AssignFact) -> bool:
-    """``x = set()``, ``x = {}``: an assignment of an empty builtin container."""
-    return (a.value or a.literal or "").replace(" ", "") in EMPTY_CONTAINERS
+    """``x = set()``, ``x = {}``: an assignment of an empty builtin container
+    (not ``x = set(other)``, whose value is also ``set()`` but whose origin,
+    the collection copied, is not)."""
+    if (a.value or a.literal or "").replace(" ", "") not in EMPTY_CONTAINERS:
+        return False
+    origin = (a.origin or "").replace(" ", "")
+    return not origin or origin in EMPTY_CONTAINERS
 
 
 def self_attr(chain: str) -> str | None:

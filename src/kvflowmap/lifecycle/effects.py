@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, READ_METHODS, REMOVE_OPS, RESET_OPS,
-                                           Container, container_of)
+                                           Container, assigns_empty, container_of, self_attr)
 from kvflowmap.lifecycle.ids import IDENT, QUEUE_PUTS, IdState, unwrap
 from kvflowmap.lifecycle.view import FnView, view
 from kvflowmap.model.calls import CallResolver
@@ -176,6 +176,7 @@ class Effects:
                     out.append(Effect("add", op.line, c.label if c else op.container, c))
             elif op.op in REMOVE_OPS and self.state.is_id(fn, op.key):
                 out.append(Effect("remove", op.line, c.label if c else op.container, c))
+        out += self._whole_fills(fn, s)
         if not mentioned:
             return out + self._data_handovers(fn, s)
         if s.kind in ("def", "class"):
@@ -198,6 +199,23 @@ class Effects:
                 c = container_of(a.target, fn, self.values)
                 out.append(Effect("store", a.line, c.label if c else a.target, c))
         out += [Effect("return", r.line) for r in fn.returns(s) if self._returns_ids(fn, r)]
+        return out
+
+    def _whole_fills(self, fn: FnView, s: Stmt) -> list[Effect]:
+        """``self._current = set(metadata.save_intents.keys())``: a ``self``
+        attribute given a whole collection of ids (outside set-up) is filled
+        with them, as by one ``add`` per id; what holds them now owes them."""
+        if fn.name == "__init__":
+            return []
+        out = []
+        for a in fn.assigns(s):
+            if a.aug or self_attr(a.target) != a.target[5:] or assigns_empty(a):
+                continue
+            if not (self.state.is_coll(fn, a.value) or self.state.is_coll(fn, a.origin)):
+                continue
+            c = container_of(a.target, fn, self.values)
+            if c is not None:
+                out.append(Effect("add", a.line, c.label, c))
         return out
 
     def _returns_ids(self, fn: FnView, r) -> bool:

@@ -549,8 +549,9 @@ def coll_returner_names(state: IdState, fns: Iterable[FnView],
 
 
 def _holds_coll(state: IdState, fn: FnView, s, a) -> bool:
-    """The assignment ``a`` (the only one of ``s``) stores an id collection."""
-    if state.is_coll(fn, a.value):
+    """The assignment ``a`` (the only one of ``s``) stores an id collection
+    (``origin`` sees through a copy: ``set(metadata.save_intents.keys())``)."""
+    if state.is_coll(fn, a.value) or state.is_coll(fn, a.origin):
         return True
     if a.value is not None or len(fn.assigns(s)) != 1:
         return False

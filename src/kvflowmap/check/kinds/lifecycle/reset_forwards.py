@@ -86,7 +86,8 @@ def _flows_out(lc, owner: str, chain: str) -> bool:
                 continue
             if s.kind == "for" and chain in (s.text or "").partition(" in ")[2]:
                 return True
-            if fn.returns(s) or any(_whole(a.value, chain) for a in fn.assigns(s)):
+            if fn.returns(s) or any(_whole(a.value, chain) or _whole(a.origin, chain)
+                                    for a in fn.assigns(s)):
                 return True
             if any(_whole(v, chain) for c in fn.calls(s)
                    for v in (*c.args, *(v for _, v in c.kwargs))):
