@@ -727,6 +727,25 @@ BUGS = (
              "kvc-peer-ids-checked",
              "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
              ".MoRIIOConnectorWorker.get_finished"),
+    # vLLM 0.16.0's NIXL worker raised in __init__ when NIXL was missing,
+    # before it created its handshake executor; __del__ ran shutdown(), which
+    # read the executor first and raised AttributeError, skipping the rest of
+    # the cleanup. 0.17.0 starts shutdown() with a hasattr guard.
+    FixedBug("vllm nixl finalizer after a failed __init__",
+             _vllm("0.16.0"),
+             _vllm("0.17.0"),
+             "kvc-finalizer-survives-failed-init",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector.NixlConnectorWorker"
+             ".shutdown"),
+    # PegaFlow 0.0.16's cross-layer wait_for_save emptied the step's save
+    # intents (copied whole from the metadata's keys in start_load_kv) when
+    # save_kv_layer had not run, without marking them completed as the
+    # per-layer branch does: those requests were never in finished_sending.
+    FixedBug("pegaflow cross-layer wait_for_save drops the step's save intents",
+             _pegaflow("0.0.16"),
+             _pegaflow("0.17.0"),
+             "kvc-reset-forwards-ids",
+             "pegaflow.connector.worker.WorkerConnector.wait_for_save"),
 )
 
 
