@@ -104,6 +104,24 @@ def test_states_outputs_golden() -> None:
     assert_golden("states.dot", states.states_dot(sm))
 
 
+@pytest.mark.parametrize("width", [60, 100, 140, 220])
+def test_states_text_fits_the_terminal(width: int) -> None:
+    sm = states.state_machine(minivllm_analysis().linker)
+    text = states.states_text(sm, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    for r in sm.rows:  # every transition is still there, with where it happens
+        assert r.to_state in text and f":{r.line}" in text
+
+
+def test_shorten_guard_keeps_the_conditions_nearest_the_assignment() -> None:
+    guard = "not preempted and budget > 0 and not (blocks is None) and load_kv_async"
+    assert states.shorten_guard(guard, 200) == guard
+    short = states.shorten_guard(guard, 45)
+    assert short == "… and not (blocks is None) and load_kv_async"
+    assert len(short) <= 45
+    assert states.shorten_guard("x" * 50, 10) == "…" + "x" * 9
+
+
 def test_states_required_transitions() -> None:
     sm = states.state_machine(minivllm_analysis().linker)
     found = {(r.from_states, r.to_state, r.qualname) for r in sm.rows}

@@ -383,14 +383,16 @@ def path_cmd(a: str, b: str, max_paths: int, calls_only: bool, fmt: str | None,
 @source_options
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "mermaid", "svg"]),
               help="Output format (default: from the -o suffix, else text).")
+@click.option("--wide", is_flag=True,
+              help="Whole guards in a wide table, also on a terminal (files and pipes get it).")
 @output_option("Write here instead of stdout.")
-def states(fmt: str | None, out: str | None, **kw) -> None:
+def states(fmt: str | None, out: str | None, wide: bool, **kw) -> None:
     """The request state machine found in the code."""
     from kvflowmap.commands.nav_cmd import answer, states_answer, states_width
 
     check_writable(out)
     fmt = out_format(out, fmt, STATES_SUFFIXES, default="text") or "text"
-    width = states_width(fmt, out)
+    width = None if wide else states_width(fmt, out)
     req, config, rep = prepare(kw)
     raise click.exceptions.Exit(answer(req, config, rep, ("states", fmt, width),
                                        lambda a: states_answer(a, fmt, width), out))

@@ -89,9 +89,12 @@ def states_json(sm: StateMachine) -> str:
 
 
 def states_text(sm: StateMachine, width: int | None = None) -> str:
-    """A rich table rendered to plain text. The from/to/function/where
-    columns never wrap; the guard takes the rest of ``width`` (default: wide
-    enough for those columns plus 60 for the guard)."""
+    """A rich table rendered to plain text. Without ``width`` (a file, a pipe,
+    ``--wide``) the from/to/function/where columns never wrap and the guard
+    column is 60 wide, guards whole. With ``width`` (a terminal) the output
+    fits it: the same table with each guard shortened to its last conditions
+    (the ones nearest the assignment) when the fixed columns leave the guard
+    room, else one block per transition."""
     from rich.console import Console
     from rich.table import Table
 
@@ -99,9 +102,15 @@ def states_text(sm: StateMachine, width: int | None = None) -> str:
               r.guard or "-") for r in sm.rows]
     fixed = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in
              enumerate(("from", "to", "function", "where"))]
-    width = width or sum(fixed) + 4 * 3 + 4 + 60
-    table = Table(title=f"{len(sm.rows)} transitions of {', '.join(sm.enums) or 'no state enum'}",
-                  show_lines=True, expand=False)
+    title = f"{len(sm.rows)} transitions of {', '.join(sm.enums) or 'no state enum'}"
+    frame = 3 * 4 + 4  # the separators of five columns and the two borders
+    if width is not None:
+        room = width - sum(fixed) - frame
+        if room < _MIN_GUARD:
+            return _blocks(title, cells, width)
+        cells = [(*c[:4], shorten_guard(c[4], room * _GUARD_LINES)) for c in cells]
+    width = width or sum(fixed) + frame + 60
+    table = Table(title=title, show_lines=True, expand=False)
     for col, w in zip(("from", "to", "function", "where"), fixed, strict=True):
         table.add_column(col, no_wrap=True, min_width=w)
     table.add_column("guard", overflow="fold", ratio=1)
@@ -111,6 +120,45 @@ def states_text(sm: StateMachine, width: int | None = None) -> str:
     Console(file=buf, width=width, color_system=None, force_terminal=False,
             highlight=False).print(table)
     return buf.getvalue()
+
+
+# A guard column narrower than this is unreadable: the blocks layout instead.
+_MIN_GUARD = 24
+# Lines a shortened guard may take in a terminal.
+_GUARD_LINES = 3
+
+
+def shorten_guard(guard: str, limit: int) -> str:
+    """``guard`` cut to at most ``limit`` characters, keeping its end (the
+    conditions nearest the assignment) from a whole ``and``/``or`` on:
+    ``… and not (new_blocks is None) and load_kv_async``."""
+    if len(guard) <= limit:
+        return guard
+    cut = len(guard) - (limit - 2)
+    joins = [i for j in (" and ", " or ") if (i := guard.find(j, cut)) >= 0]
+    if joins:
+        return "… " + guard[min(joins) + 1:]
+    return "…" + guard[len(guard) - (limit - 1):]
+
+
+def _blocks(title: str, cells: list[tuple[str, str, str, str, str]], width: int) -> str:
+    """One block per transition, every line within ``width``: ``from -> to``,
+    then the function and where, then the shortened guard."""
+    import textwrap
+
+    def wrap(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, width=width, initial_indent=indent,
+                             subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
+
+    out = [*wrap(title + " (--wide: whole guards)", ""), ""]
+    room = max(width - 6, 20)
+    for frm, to, fn, where, guard in cells:
+        out += wrap(f"{frm} -> {to}", "")
+        out += wrap(f"{fn}  {where}", "    ")
+        if guard != "-":
+            out += wrap("if " + shorten_guard(guard, room * 2), "    ")
+        out.append("")
+    return "\n".join(out)
 
 
 def edge_label(r: Row) -> str:
