@@ -26,7 +26,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.classes import ClassIndex
 
 _GUARDS = ("hasattr", "getattr")
