@@ -156,8 +156,10 @@ def f(r, config):
 
 def test_a_tuple_loop_over_enumerate_or_zip_binds_its_elements() -> None:
     """``for i, r in enumerate(meta.requests)`` binds ``r`` to an element of
-    ``meta.requests`` (and ``zip`` each name to its sequence), so the
-    evaluator knows what ``r`` is."""
+    ``meta.requests`` (and ``zip`` each name to its sequence), and a loop over
+    a mapping's ``items()`` or ``values()`` (also under ``list(...)``) binds
+    the value to what a subscript of the mapping reads, so the evaluator
+    knows what ``r`` and ``t`` are."""
     ff = facts_from_bytes("m.py", b"""
 def f(meta):
     for idx, request in enumerate(meta.requests):
@@ -166,9 +168,17 @@ def f(meta):
         pass
     for k, v in meta.d.items():
         pass
+    for t in meta.trackers.values():
+        pass
+    for u in list(meta.trackers.values()):
+        pass
+    for w in meta.trackers.keys():
+        pass
 """)
     bound = [(b.target, b.value) for b in ff.binds if b.target != "<iter>"]
-    assert bound == [("request", "meta.requests[]"), ("a", "meta.x[]"), ("b", "meta.y[]")]
+    assert bound == [("request", "meta.requests[]"), ("a", "meta.x[]"), ("b", "meta.y[]"),
+                     ("v", "meta.d[]"), ("t", "meta.trackers[]"), ("u", "meta.trackers[]"),
+                     ("w", "meta.trackers.keys()[]")]
 
 
 def test_a_truth_test_of_an_if_after_comment_lines_is_on_the_if_line() -> None:

@@ -25,6 +25,9 @@ def _unpacked(target: cst.BaseExpression,
     if not (isinstance(target, cst.Tuple) and isinstance(iterable, cst.Call)):
         return []
     names = [chain(e.value) if isinstance(e.value, cst.Name) else None for e in target.elements]
+    mapping = dict_view(iterable, "items")
+    if mapping and len(names) == 2 and names[1]:
+        return [(names[1], mapping)]  # ``for rid, tracker in self._trackers.items()``
     fn = chain(iterable.func)
     args = [chain(a.value) if not a.keyword and not a.star else None for a in iterable.args]
     if fn == "enumerate" and len(names) == 2 and args and args[0] and names[1]:
@@ -32,6 +35,23 @@ def _unpacked(target: cst.BaseExpression,
     if fn == "zip" and len(names) == len(args):
         return [(n, a) for n, a in zip(names, args, strict=True) if n and a]
     return []
+
+
+# Calls that keep the elements of the one sequence they are given.
+_KEEPS = frozenset({"list", "sorted", "tuple", "reversed", "set", "frozenset", "iter"})
+
+
+def dict_view(iterable: cst.BaseExpression, view: str) -> str | None:
+    """The mapping ``m`` whose values a loop over ``m.<view>()`` walks, also
+    under ``list(...)``/``sorted(...)``: ``self._trackers`` for
+    ``list(self._trackers.values())``."""
+    while isinstance(iterable, cst.Call) and chain(iterable.func) in _KEEPS and \
+            len(iterable.args) == 1 and not iterable.args[0].keyword:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and not iterable.args and \
+            isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value == view:
+        return chain(iterable.func.value)
+    return None
 
 
 # Values whose text ``AssignFact.literal`` keeps: displays a rule compares.
@@ -214,7 +234,8 @@ class DataFactsMixin:
         ``xs``. Every loop is kept (origin ``for``; target ``<iter>`` when it
         is no plain name) so that iterating an instance links ``__iter__``."""
         name = chain(target) if isinstance(target, cst.Name) else None
-        source = chain(iterable)
+        # ``for t in self._trackers.values()``: the values a subscript reads
+        source = dict_view(iterable, "values") or chain(iterable)
         if source is None and isinstance(iterable, _DISPLAYS):
             source = f"@{len(self._displays)}"
             self._displays.append(source)
