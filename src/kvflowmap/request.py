@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvflowmap.protocol import DEFAULT_PROTOCOL
-from kvflowmap.sources.roots import Root, root_for
+from kvflowmap.sources.roots import Root, merge_roots, root_for
 
 
 
@@ -29,7 +29,7 @@ class Request:
 def make_roots(req: Request) -> list[Root]:
     """Subject roots first (they win module-name clashes), then context."""
     ex = tuple(req.exclude)
-    roots = [root_for(s, subject=True, exclude=ex) for s in req.sources]
+    roots = merge_roots([root_for(s, subject=True, exclude=ex) for s in req.sources])
     roots += [root_for(s, subject=False, exclude=ex) for s in req.context]
     roots += [root_for(str(p), subject=False, label=label, exclude=ex)
               for p, label in req.release_roots]

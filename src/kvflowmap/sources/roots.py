@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -178,6 +178,30 @@ def _walk(start: Path, unreadable: list[tuple[str, str]]):
         for name in sorted(filenames):
             if name.endswith((".py", *_NATIVE_SUFFIXES)):
                 yield Path(dirpath) / name
+
+
+def merge_roots(roots: list[Root]) -> list[Root]:
+    """Roots over the same import root, of the same kind, as one root whose
+    ``only`` holds all their parts. Two SRCs inside one package
+    (``offloading_connector.py`` and ``offloading/``) are both the subject:
+    kept apart, the second root's files would be listed again and lose to
+    the first's entries (``ModuleTable`` keeps one per module), as context."""
+    out: list[Root] = []
+    for r in roots:
+        at = next((i for i, o in enumerate(out) if (o.path, o.subject, o.exclude) ==
+                   (r.path, r.subject, r.exclude)), None)
+        if at is None:
+            out.append(r)
+            continue
+        o = out[at]
+        only = () if not o.only or not r.only else tuple(dict.fromkeys((*o.only, *r.only)))
+        label = o.label
+        if only and r.label != o.label:  # the package both parts are in
+            common = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in only]))
+            dotted = ".".join(common.relative_to(o.path).parts) if common != o.path else ""
+            label = _release_label(o.path, dotted) if dotted else o.path.name
+        out[at] = replace(o, only=only, label=label)
+    return out
 
 
 def build_table(roots: list[Root]) -> ModuleTable:
