@@ -84,9 +84,39 @@ def test_facade_worker_and_helper_produce_through_returns(tmp_path: Path) -> Non
 
 def test_a_constant_none_slot_produces_nothing(tmp_path: Path) -> None:
     g = _graph(tmp_path)
-    # Worker.get_finished returns ``None, recving``: nothing of it is a saving report
+    # Worker.get_finished returns ``None, recving``: nothing of it is a saving
+    # report, and the facade hands on only what the worker returns
     assert "rfconn.Worker.get_finished" not in _producers(g, SENDING)
-    assert "rfconn.FacadeConnector.get_finished" in _producers(g, SENDING)
+    assert "rfconn.FacadeConnector.get_finished" not in _producers(g, SENDING)
+    # OwnResultsConnector.get_finished returns ``set(), set()``: no slot is a report
+    assert "rfconn.OwnResultsConnector.get_finished" not in _producers(g, SENDING)
+
+
+def test_a_literal_empty_slot_produces_nothing(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "emptyslot", """
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Worker:
+    def __init__(self):
+        self._done = set()
+
+    def get_finished(self, finished_req_ids):
+        done, self._done = self._done, set()
+        return set(), done
+
+
+class Facade(KVConnectorBase_V1):
+    def __init__(self):
+        self.worker = Worker()
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+""")
+    assert {"emptyslot.Worker.get_finished", "emptyslot.Facade.get_finished"} <= \
+        _producers(g, FIELD)
+    assert not {"emptyslot.Worker.get_finished", "emptyslot.Facade.get_finished"} & \
+        _producers(g, SENDING)
 
 
 def test_path_from_the_worker_reaches_the_scheduler_through_returns(tmp_path: Path) -> None:

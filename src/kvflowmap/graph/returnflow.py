@@ -128,10 +128,35 @@ def _returned_by(lk: Linker, target: str, want: Want, depth: int,
         local = origin if origin and origin.isidentifier() and rest.slot is None else ""
         if local and rest.field:
             local = f"{local}.{rest.field}"
+        deeper = _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen) \
+            if origin else []
+        if not deeper and origin and _from_analysed(lk, d.module, d.fact.qualname, origin):
+            # ``return self.worker.get_finished(ids)`` (or a local unpacked
+            # from it) of a worker whose every return hands nothing in the
+            # wanted slot (``return set(), recving``)
+            continue
         out.append((target, r.line, local))
-        if origin:
-            out += _trace(lk, d.module, d.fact.qualname, origin, rest, depth + 1, seen)
+        out += deeper
     return out
+
+
+def _from_analysed(lk: Linker, module: str, scope: str, origin: str, depth: int = 3) -> bool:
+    """``origin`` is a call that runs analysed functions only, or a local
+    every binding of which is one: what it holds is all in analysed code,
+    so a trace that finds nothing there means there is nothing."""
+    if origin.endswith("()"):
+        call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == origin[:-2]),
+                    None)
+        targets = lk.calls.resolve((module, scope), call) if call is not None else []
+        # a constructor makes the value here: it is no function handing one on
+        return bool(targets) and all(
+            not t.external and t.fqn in lk.model.defs and not lk.classes.is_class(t.fqn)
+            and not t.fqn.endswith(".__init__") for t in targets)
+    if not origin.isidentifier() or depth == 0:
+        return False
+    binds = [a for a in lk.model.assigns.get((module, scope), {}).get(origin, ()) if not a.aug]
+    return bool(binds) and all(
+        _from_analysed(lk, module, scope, a.origin or a.value or "", depth - 1) for a in binds)
 
 
 def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,
@@ -168,7 +193,7 @@ def _part(r: ReturnFact, want: Want) -> tuple[str | None, Want] | None:
     of it; None when this return hands nothing of it (``return None, done``
     for slot 0)."""
     if want.slot is not None and r.elements is not None:
-        if want.slot >= len(r.elements) or r.elements[want.slot] == "None":
+        if want.slot >= len(r.elements) or _nothing(r.elements[want.slot]):
             return None
         return r.origins[want.slot], Want(None, want.field)
     if want.field is not None and r.fields:
@@ -177,6 +202,16 @@ def _part(r: ReturnFact, want: Want) -> tuple[str | None, Want] | None:
     if not r.origins or r.value in (None, "None"):
         return None
     return r.origins[0], want
+
+
+# What a return slot holds when it hands on no value: ``return set(), recving``.
+_NOTHING = frozenset({"None", "set()", "{}", "[]", "()", "dict()", "list()", "tuple()",
+                      "frozenset()"})
+
+
+def _nothing(element: str | None) -> bool:
+    """The returned element is ``None`` or a literal empty collection."""
+    return (element or "").replace(" ", "") in _NOTHING
 
 
 def _targets(lk: Linker, module: str, scope: str, call: CallFact) -> list[str]:
