@@ -96,6 +96,23 @@ def test_no_path_names_nearest(g) -> None:
     assert_golden("path_none.txt", paths.paths_text(result))
 
 
+QUESTIONS = [("Scheduler.schedule", "WorkerConnector.start_load_kv"),
+             ("WorkerConnector.start_load_kv", "get_num_new_matched_tokens"),
+             ("get_num_new_matched_tokens", "WorkerConnector.start_load_kv"),
+             ("WorkerConnector.get_finished", "Scheduler.update_from_output"),
+             ("Scheduler.update_from_output", "WorkerConnector.get_finished")]
+
+
+@pytest.mark.parametrize("a,b", QUESTIONS)
+def test_paths_are_distinct_and_the_other_way_hint_holds(g, a: str, b: str) -> None:
+    result = paths.find_paths(g, a, b)
+    if isinstance(result, paths.PathResult):
+        nodes = [tuple(s.dst for s in p) for p in result.paths]
+        assert len(nodes) == len(set(nodes))  # one path per node sequence
+    elif result.reverse:  # "a path exists the other way" is a path the same search finds
+        assert isinstance(paths.find_paths(g, b, a), paths.PathResult)
+
+
 def test_states_outputs_golden() -> None:
     sm = states.state_machine(minivllm_analysis().linker)
     assert_golden("states.txt", states.states_text(sm))

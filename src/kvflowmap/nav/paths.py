@@ -24,7 +24,7 @@ import difflib
 import itertools
 import json
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import networkx as nx
@@ -90,7 +90,18 @@ class NoPath:
 def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
                kinds: tuple[str, ...] = ALL_KINDS) -> PathResult | NoPath:
     """Up to ``max_paths`` simple paths from ``a`` to ``b`` over ``kinds``;
-    names resolve as in ``where`` (every match of an ambiguous name counts)."""
+    names resolve as in ``where`` (every match of an ambiguous name counts).
+    A ``NoPath`` says a path exists the other way only when the same search,
+    with the same rules, finds one from ``b`` to ``a``."""
+    result = _find_paths(g, a, b, max_paths, kinds)
+    if isinstance(result, NoPath) and result.reverse:
+        back = _find_paths(g, b, a, 1, kinds)
+        result = replace(result, reverse=isinstance(back, PathResult))
+    return result
+
+
+def _find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int,
+                kinds: tuple[str, ...]) -> PathResult | NoPath:
     sources, targets = lookup(g, a), lookup(g, b)
     targets = [t for t in targets if t not in sources]  # a node is no path to itself
     if not targets:
@@ -105,8 +116,9 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     if not nx.has_path(simple, _SRC, _DST):
         return _no_path(simple, a, b, sources, targets, switched=True)
     found: list[list[str]] = []
-    # per path, the line of the call each step into a gated helper took
-    taken: dict[tuple[str, ...], list[int | None]] = {}
+    # per path, the lines of the calls each step into a gated helper took (two
+    # return contexts can give the same nodes through two calls: one path)
+    taken: dict[tuple[str, ...], list[set[int | None]]] = {}
     overridden = crossed = False
     families = Families(g)
     # a question about a class's inherited method is about that class's objects
@@ -128,14 +140,19 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
             if not families.together(nodes, asked):
                 crossed = True
                 continue
+            lines = [_call_line(live) for _, live in p[1:-1]]
+            if tuple(nodes) in taken:
+                for seen, line in zip(taken[tuple(nodes)], lines, strict=True):
+                    seen.add(line)
+                continue
             found.append(nodes)
-            taken.setdefault(tuple(nodes), [_call_line(live) for _, live in p[1:-1]])
+            taken[tuple(nodes)] = [{line} for line in lines]
     if not found:
         return _no_path(simple, a, b, sources, targets, expanded=expanded,
                         overridden=overridden, crossed=crossed)
     found.sort(key=lambda p: (len(p), p))
-    paths = tuple(tuple(_step(g, u, v, kinds, line)
-                        for u, v, line in zip(p, p[1:], taken[tuple(p)][1:], strict=False))
+    paths = tuple(tuple(_step(g, u, v, kinds, _calls_taken(lines))
+                        for u, v, lines in zip(p, p[1:], taken[tuple(p)][1:], strict=False))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
 
@@ -549,14 +566,19 @@ def _call_line(live: Live) -> int | None:
     return None
 
 
+def _calls_taken(lines: set[int | None]) -> frozenset[int] | None:
+    """The call lines a step may show; None when some path took it freely."""
+    return None if None in lines else frozenset(x for x in lines if x is not None)
+
+
 def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...],
-          call_line: int | None = None) -> Step:
-    """The step ``u -> v``; ``call_line``: the one call the path took, when it
+          call_lines: frozenset[int] | None = None) -> Step:
+    """The step ``u -> v``; ``call_lines``: the calls the path took, when it
     matters (a helper whose writes depend on the literals a call passes)."""
     edges = [d for d in g[u][v].values() if d.get("kind") in kinds]
-    if call_line is not None:
+    if call_lines is not None:
         edges = [d for d in edges if d.get("kind") != "call"
-                 or int(d.get("line") or 0) == call_line] or edges
+                 or int(d.get("line") or 0) in call_lines] or edges
     edges.sort(key=lambda d: (ALL_KINDS.index(d["kind"]), int(d.get("line") or 0)))
     first = edges[0]
     same = sorted({int(d.get("line") or 0) for d in edges if d["kind"] == first["kind"]})
