@@ -219,3 +219,56 @@ def test_a_future_s_result_is_what_the_function_it_runs_returns(tmp_path: Path) 
     assert "futconn.Worker._fetch_recved" in _producers(g, FIELD)
     assert "futconn.Worker._fetch_sent" in _producers(g, SENDING)
     assert "futconn.Worker._fetch_sent" not in _producers(g, FIELD)
+
+
+def test_a_path_from_a_helper_goes_up_to_the_caller_that_returns_its_value(
+        tmp_path: Path) -> None:
+    """The scheduler half builds the metadata its facade returns to vLLM:
+    the path from the half starts by handing the value up, then takes the
+    facade's bridge to the worker side."""
+    g = _graph(tmp_path, "upconn", """
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1, KVConnectorMetadata)
+
+
+class Meta(KVConnectorMetadata):
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+
+class Half:
+    def build_connector_meta(self, scheduler_output):
+        return Meta(jobs={1: 2})
+
+
+class Worker:
+    def start_jobs(self, meta):
+        return list(meta.jobs)
+
+
+class Facade(KVConnectorBase_V1):
+    def __init__(self):
+        self.half = Half()
+        self.worker = Worker()
+
+    def build_connector_meta(self, scheduler_output):
+        return self.half.build_connector_meta(scheduler_output)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_jobs(self._get_connector_metadata())
+""")
+    assert isinstance(paths.find_paths(g, "upconn.Half.build_connector_meta",
+                                       "upconn.Worker.start_jobs"), paths.PathResult)
+    # the stub runner reads the field straight into start_load_kv; vLLM 0.33.0's
+    # does not hand it to the calls that follow (the real offloading case), so
+    # the way up through the facade is asked for on its own here
+    result = paths._through_callers(g, "upconn.Half.build_connector_meta",
+                                    "upconn.Worker.start_jobs", 5, paths.ALL_KINDS)
+    assert isinstance(result, paths.PathResult)
+    first = result.paths[0]
+    assert (first[0].kind, first[0].dst) == ("return", "upconn.Facade.build_connector_meta")
+    assert first[-1].dst == "upconn.Worker.start_jobs"
+    # with calls only, no data goes up
+    assert isinstance(paths.find_paths(g, "upconn.Half.build_connector_meta",
+                                       "upconn.Worker.start_jobs", kinds=paths.CONTROL_KINDS),
+                      paths.NoPath)

@@ -75,10 +75,12 @@ def test_nothing_floats_alone_but_a_hook_vllm_has_no_caller_for() -> None:
 
 def test_a_handover_through_request_keyed_state_is_drawn_between_stages() -> None:
     view = _story("load")
-    notes = [n for n, d in view.nodes(data=True) if "<handover" in n]
-    assert notes
-    note = notes[0]
-    assert "_pending_loads" in view.nodes[note]["label"]
+    notes = {d["label"]: n for n, d in view.nodes(data=True) if "<handover" in n}
+    # the metadata built with keyword arguments carries the ids to the worker
+    meta = notes["MiniConnectorMetadata\nloads\nsaves"]
+    assert [u for u, _, k in view.in_edges(meta, data="kind") if k == "produces"] == \
+        ["miniflow.connector.scheduler.SchedulerConnector.build_connector_meta"]
+    note = notes["SchedulerConnector\n_pending_loads"]
     (src,) = [u for u, _, k in view.in_edges(note, data="kind") if k == "produces"]
     (dst,) = [v for _, v, k in view.out_edges(note, data="kind") if k == "consumes"]
     assert src.endswith("SchedulerConnector.update_state_after_alloc")

@@ -16,6 +16,11 @@ does; NIXL's legacy ``get_finished`` wrapper, which calls the worker's
 ``get_transfer_results`` and that nobody in vLLM calls, does not). A
 dispatch from a base method to an override keeps the caller of the base
 method; any other step (a bridge, a data step) starts afresh.
+
+A path that starts at a helper whose return value its caller returns on to
+vLLM (a connector's scheduler half building the metadata its facade hands
+back) begins with ``A --return--> C``: the value goes up to C, and C's own
+steps (the bridge of the facade) carry it on.
 """
 
 from __future__ import annotations
@@ -94,10 +99,45 @@ def find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int = 5,
     A ``NoPath`` says a path exists the other way only when the same search,
     with the same rules, finds one from ``b`` to ``a``."""
     result = _find_paths(g, a, b, max_paths, kinds)
+    if isinstance(result, NoPath) and "produces" in kinds:
+        result = _through_callers(g, a, b, max_paths, kinds) or result
     if isinstance(result, NoPath) and result.reverse:
         back = _find_paths(g, b, a, 1, kinds)
         result = replace(result, reverse=isinstance(back, PathResult))
     return result
+
+
+def _through_callers(g: nx.MultiDiGraph, a: str, b: str, max_paths: int,
+                     kinds: tuple[str, ...], depth: int = 2) -> PathResult | None:
+    """Paths that start by handing A's return value up to a caller that
+    returns it on (``OffloadingConnectorScheduler.build_connector_meta``,
+    whose metadata the connector's own ``build_connector_meta`` returns to
+    vLLM): a step ``A --return--> C`` (at C's call of A) for each caller C that calls A and
+    produces, by its return value, a field A's return value produces too,
+    then C's paths to B (``depth`` callers up)."""
+    found: list[tuple[Step, ...]] = []
+    for src in lookup(g, a):
+        fields = _returned_fields(g, src)
+        for caller, _, d in sorted(g.in_edges(src, data=True), key=lambda e: (e[0], str(e[2]))):
+            if d.get("kind") != "call" or not fields & _returned_fields(g, caller):
+                continue
+            up = Step(src, caller, "return", str(d.get("file") or ""),
+                      int(d.get("line") or 0), str(d.get("root") or ""))
+            rest = _find_paths(g, caller, b, max_paths, kinds)
+            if isinstance(rest, NoPath) and depth > 1:
+                rest = _through_callers(g, caller, b, max_paths, kinds, depth - 1) or rest
+            if isinstance(rest, PathResult):
+                found += [(up, *p) for p in rest.paths if src not in {s.dst for s in p}]
+    if not found:
+        return None
+    found.sort(key=lambda p: (len(p), [s.dst for s in p]))
+    return PathResult(a, b, tuple(dict.fromkeys(found))[:max_paths])
+
+
+def _returned_fields(g: nx.MultiDiGraph, fqn: str) -> set[str]:
+    """The fields ``fqn``'s return value ends up in (``graph.returnflow``)."""
+    return {v for _, v, d in g.out_edges(fqn, data=True)
+            if d.get("kind") == "produces" and d.get("via") == "return"} if fqn in g else set()
 
 
 def _find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int,

@@ -350,6 +350,31 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
                 if kind == "inst" and lc.classes.is_class(t):
                     for leaf in _leaves(lc, t):
                         yield leaf, attr, fqn, a.line, src[5:]
+        # ``return MyMeta(reqs_to_load=self._reqs_need_load)``: a keyword of
+        # an analysed class's constructor that names one of its fields
+        for c in fn.all_calls:
+            for kw, value in c.kwargs:
+                if not (value and value.startswith("self.") and value.count(".") == 1):
+                    continue
+                related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
+                if not any((k, value[5:]) in keyed for k in related):
+                    continue
+                for kind, t in lc.effects.values.eval(fn.ctx, c.callee or ""):
+                    if kind == "class" and lc.classes.is_class(t) and _has_field(lc, t, kw):
+                        for leaf in _leaves(lc, t):
+                            yield leaf, kw, fqn, c.line, value[5:]
+
+
+def _has_field(lc: Lifecycle, cls: str, name: str) -> bool:
+    """``cls`` (or an analysed base) declares field ``name`` in its body or
+    takes it as a parameter of its ``__init__``."""
+    for k in lc.classes.mro(cls):
+        fact = lc.classes.class_fact(k)
+        if fact is not None and (name in fact.members or any(n == name
+                                                              for n, _ in fact.attributes)):
+            return True
+    init = lc.functions.get(lc.classes.find_member(cls, "__init__") or "")
+    return init is not None and name in init.param_names
 
 
 def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str], set[int]]
