@@ -276,6 +276,21 @@ def test_failed_blocks_reach_the_hook_through_a_helpers_state(tmp_path_factory) 
     assert "puts failed blocks into RecvThread.invalid_block_ids" in first[0].note
 
 
+def test_failed_blocks_swapped_out_in_one_statement_are_read_there(tmp_path_factory) -> None:
+    # ``invalid, self._x = self._x, set()``: the swap reads the blocks out
+    # (binding an empty set is no fill), so the failure reaches the hook
+    source = BLOCKS.replace(
+        "        invalid = self.invalid_block_ids\n        self.invalid_block_ids = set()\n",
+        "        invalid, self.invalid_block_ids = self.invalid_block_ids, set()\n")
+    assert source != BLOCKS
+    g = with_state_links(_analysed(tmp_path_factory, "swapped", source).linker)
+    found = where(g, "RecvThread.invalid_block_ids")
+    assert isinstance(found, WhereResult)
+    assert {s.node for s in found.get("producers")} == {f"{MOD}.RecvThread._mark_failed"}
+    assert {(s.node, s.line) for s in found.get("consumers")} == \
+        {(f"{MOD}.RecvThread.get_and_clear_invalid_block_ids", 13)}
+
+
 def test_a_field_asked_for_under_its_base_class_names_the_leaf_nodes(tmp_path_factory) -> None:
     a = _analysed(tmp_path_factory, "inherited", SOURCE)
     g = with_state_links(a.linker)

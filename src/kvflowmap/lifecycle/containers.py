@@ -104,6 +104,20 @@ def assigns_empty(a: AssignFact) -> bool:
     return not origin or origin in EMPTY_CONTAINERS
 
 
+def swaps_out(fn: FnView, s: Stmt, chain: str) -> bool:
+    """``s`` is a swap ``done, self._x = self._x, set()``: it takes the
+    container's contents out into a local and binds an empty one (the facts
+    keep no value per position of a tuple assignment, so the shape is read
+    off the statement: two unpacked targets, ``chain`` one of them, and an
+    empty builtin container made in it)."""
+    assigns = fn.assigns(s)
+    return len(assigns) == 2 and all(a.position is not None and not a.aug for a in assigns) \
+        and any(a.target == chain for a in assigns) and \
+        any(a.target.isidentifier() for a in assigns) and \
+        any((c.callee or "") in _EMPTY_CALLS and not c.args and not c.kwargs
+            for c in fn.calls(s))
+
+
 def self_attr(chain: str) -> str | None:
     """``X`` for ``self.X`` and ``self.X[]...`` (a container chain), else None."""
     if not chain.startswith("self."):

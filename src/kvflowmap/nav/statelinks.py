@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable, Iterator
 import networkx as nx
 
 from kvflowmap.lifecycle.balance import is_init
-from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
+from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, swaps_out
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 from kvflowmap.lifecycle.view import FnView, bound_args, view
@@ -429,8 +429,10 @@ def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None
     adds to it or clears it, removes from it and drops what it removed, or
     only writes it otherwise (a line in ``skip``) is no read."""
     for s in fn.stmts:
-        if s.line in skip or any(k == "assign" and fn.facts.assigns[i].target == chain
-                                 for k, i in s.events):
+        # ``done, self._x = self._x, set()``: the swap binds it and reads it out
+        swapped = swaps_out(fn, s, chain)
+        if (s.line in skip and not swapped) or (not swapped and any(
+                k == "assign" and fn.facts.assigns[i].target == chain for k, i in s.events)):
             continue
         # ``self._x.setdefault(k, [])``, ``self._x.clear()``: writes, not reads
         if any(op.container == chain and op.op in ADD_OPS | RESET_OPS

@@ -81,10 +81,12 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     channels = [ch for ch in block_channels(lc.functions, chan.methods, resolve)
                 if ch.hook in wanted]
     for ch in channels:
-        # a ``self.x`` is filled by the class that drains it, a base or a subclass
-        fills = {a: fs for a, where, _ in ch.drained
+        # a ``self.x`` is filled by the class that drains it, a base or a
+        # subclass; ``self._worker.x`` by the helper object's class
+        fills = {a: fs for a, where, at in ch.drained
                  if (fs := [f for f in sites.get(a, ()) if f.cls is None or
-                            ctx.classes.related(lc.functions[where].cls or "", f.cls)])}
+                            ctx.classes.related(lc.functions[where].cls or "", f.cls) or
+                            _through_helper(lc.functions[where], at, a)])}
         hook = short(ch.hook)
         filled = [fills[a][0] for a, _, _ in ch.drained if a in fills]
         direct.update(((f.fqn, f.line), f) for fs in fills.values() for f in fs if f.cls)
@@ -291,3 +293,9 @@ def _stub(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
               ctx.step(hook, line, "the hook can only return nothing")),
         anchor=f"stub:{cls.rpartition('.')[2]}")
 
+
+def _through_helper(fn, line: int, attr: str) -> bool:
+    """The drain at ``line`` of ``fn`` reads the attribute on another object
+    it holds (``self._worker.failed_blocks``), not on ``self``."""
+    return any(n.startswith("self.") and n.count(".") >= 2 and n.endswith("." + attr)
+               for s in fn.stmts if s.line == line for n in s.names)
