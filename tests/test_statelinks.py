@@ -12,6 +12,7 @@ import pytest
 from kvflowmap.api import Request, analyse
 from kvflowmap.check.stubs import stub_root
 from kvflowmap.nav import paths
+from kvflowmap.lifecycle.model import build_lifecycle
 from kvflowmap.nav.statelinks import with_state_links
 from kvflowmap.nav.where import WhereResult, where
 
@@ -483,3 +484,55 @@ def test_a_statement_depends_on_what_it_reads_not_what_it_fills(tmp_path_factory
     assert "invalid_block_ids" in blocks and "failed_recving" not in blocks
     notifs = _deps(fn, line["        done = self._notifs()"])
     assert "_replicated" not in notifs
+
+
+JOBS = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Worker:
+    def __init__(self):
+        self._load_jobs: dict[int, str] = {}
+        self._store_jobs: dict[int, list[str]] = {}
+        self._next = 0
+
+    def start(self, request):
+        self._next += 1
+        self._load_jobs[self._next] = request.request_id
+
+    def get_finished(self, finished_req_ids):
+        finished_recving = set()
+        for job_id in self.poll():
+            req_id = self._load_jobs.pop(job_id, None)
+            if req_id is not None:
+                finished_recving.add(req_id)
+        return set(), finished_recving
+
+    def poll(self):
+        return []
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.worker = Worker()
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self.worker.start(request)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+def test_ids_kept_as_the_values_of_a_job_map_reach_the_report(tmp_path_factory) -> None:
+    # ``self._load_jobs[job_id] = request.request_id``: the request id is the
+    # value under a job id; what ``pop(job_id)`` gives back is that id again
+    a = _analysed(tmp_path_factory, "jobs", JOBS)
+    lc = build_lifecycle(a.linker)
+    assert "_load_jobs" in lc.state.id_valued and "_load_jobs" not in lc.state.coll_valued
+    assert "req_id" in lc.state.of(f"{MOD}.Worker.get_finished").ids
+    g = with_state_links(a.linker)
+    result = paths.find_paths(g, "Worker.start", "KVConnectorOutput.finished_recving")
+    assert isinstance(result, paths.PathResult)
+    assert [s.kind for s in result.paths[0]][:2] == ["produces", "consumes"]
+    assert result.paths[0][1].line == 18  # the pop that takes the id back out

@@ -168,6 +168,12 @@ class Effects:
             elif not mentioned and not (merges and op.op == "update") and \
                     not self.state.is_id(fn, op.key):  # ``self._f[request_ids[0]] = ...``
                 continue
+            elif op.op in ("setitem", "pop") and op.container.rpartition(".")[2] in \
+                    self.state.id_valued and op.container.startswith("self."):
+                # ``self._load_jobs[job_id] = rid`` / ``rid = self._load_jobs.pop(job_id)``:
+                # the id is the value, under a key that is not one
+                out.append(Effect("add" if op.op == "setitem" else "remove", op.line,
+                                  c.label if c else op.container, c))
             elif op.op in ADD_OPS and (self.state.is_id(fn, op.key) or "[]" in op.container
                                        or op.op == "update"):
                 base = op.container.split(".")[0].split("[")[0]

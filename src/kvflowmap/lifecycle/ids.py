@@ -102,6 +102,9 @@ class IdState:
     # attribute names of containers whose values are id collections, under
     # keys that are not ids (``self._pending_load_reqs[shm] = set(req_ids)``)
     coll_valued: set[str] = field(default_factory=set)
+    # attribute names of containers whose values are single request ids, under
+    # keys that are not ids (``self._load_jobs[job_id] = request.request_id``)
+    id_valued: set[str] = field(default_factory=set)
     # attribute and key names that hold one request id: the protocol's
     # ``id_fields`` and fields declared with an id type (``d_req_id: ReqId``)
     id_attrs: set[str] = field(default_factory=set)
@@ -364,6 +367,8 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 mine.ids.add(a.target)  # ``rid = next(iter(req_ids))``
             elif _reads_coll_value(state, a.value):
                 mine.colls.add(a.target)  # ``req_ids = self._by_shm.get(shm)``
+            elif read_from(a.value, _BY_KEY) in state.id_valued and a.position is None:
+                mine.ids.add(a.target)  # ``req_id = self._load_jobs.pop(job_id)``
             elif a.target not in mine.ids and _read_by_id(state, fn, s, a.value):
                 # ``gen = self._submitted.pop(req_id, None)``: the request's entry
                 # (an outcome in an earlier round, before the container was keyed)
@@ -404,6 +409,11 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                 unwrap(iterable).rpartition(".")[2] in state.coll_valued or
                 unwrap(iterable) in mine.groups):
             mine.colls.add(targets[1])  # ``for shm, req_ids in self._by_shm.items()``
+        elif targets and iterable.endswith((".items()", ".values()")) and \
+                "." in unwrap(iterable) and \
+                unwrap(iterable).rpartition(".")[2] in state.id_valued:
+            # ``for job_id, req_id in self._load_jobs.items()``: the values are ids
+            mine.ids.add(targets[-1] if iterable.endswith(".items()") else targets[0])
         elif len(targets) == 1 and iterable.endswith(".values()") and \
                 unwrap(iterable) in mine.groups:
             mine.colls.add(targets[0])

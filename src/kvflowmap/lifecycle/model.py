@@ -935,7 +935,7 @@ def _keyword_fields(state: IdState, fn: FnView, call) -> bool:
 
 def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
     """Attributes that receive ids by key or element become request-keyed."""
-    before = len(state.keyed_attrs) + len(state.coll_valued)
+    before = len(state.keyed_attrs) + len(state.coll_valued) + len(state.id_valued)
     # ``meta.lookup_ids = self._lookups``: the field holds the same ids
     for a in fn.all_assigns:
         if "." in a.target and a.value and "(" not in a.value and \
@@ -943,8 +943,13 @@ def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
             state.keyed_attrs.add(a.target.rpartition(".")[2])
     for s in fn.stmts:
         for op in fn.containers(s):
+            # ``self._load_jobs[job_id] = request.request_id``: values that are ids
+            if op.op == "setitem" and op.container.startswith("self.") and \
+                    op.container.count(".") == 1 and not state.is_id(fn, op.key) and \
+                    _stores_an_id(state, fn, s, op):
+                state.id_valued.add(op.container.rpartition(".")[2])
             # ``self._by_shm[shm] = set(req_ids)``: values that are id collections
-            if op.op == "setitem" and "." in op.container and not state.is_id(fn, op.key) and \
+            elif op.op == "setitem" and "." in op.container and not state.is_id(fn, op.key) and \
                     any(state.is_coll(fn, n) for n in s.names
                         if n not in (op.container, op.key)):
                 state.coll_valued.add(op.container.rpartition(".")[2])
@@ -958,7 +963,20 @@ def _keyed_attrs(state: IdState, fn: FnView, values) -> bool:
             base, _, meth = (c.callee or "").rpartition(".")
             if meth in QUEUE_PUTS and base and container_of(base, fn, values):
                 state.keyed_attrs.add(base.rpartition(".")[2])
-    return len(state.keyed_attrs) + len(state.coll_valued) != before
+    return len(state.keyed_attrs) + len(state.coll_valued) + len(state.id_valued) != before
+
+
+def _stores_an_id(state: IdState, fn: FnView, s, op) -> bool:
+    """``self._load_jobs[job_id] = request.request_id``: the statement is that
+    one store, makes no call, and every other name it reads is an id (the
+    facts keep no value of a subscript store, so it is read off the names)."""
+    if s.kind != "simple" or fn.calls(s) or len(fn.containers(s)) != 1 or not op.key:
+        return False
+    key_names = set(IDENT.findall(op.key))
+    # the chains themselves, not their heads (``request`` of ``request.request_id``)
+    chains = [n for n in s.names if not any(m.startswith(n + ".") for m in s.names)]
+    rest = [n for n in chains if n != op.container and n not in key_names]
+    return bool(rest) and all(state.is_id(fn, n) for n in rest)
 
 
 def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:
