@@ -536,3 +536,43 @@ def test_ids_kept_as_the_values_of_a_job_map_reach_the_report(tmp_path_factory) 
     assert isinstance(result, paths.PathResult)
     assert [s.kind for s in result.paths[0]][:2] == ["produces", "consumes"]
     assert result.paths[0][1].line == 18  # the pop that takes the id back out
+
+
+FED = '''
+import threading
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Wrapper:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.done_ids: list[str] = []
+
+    def _handle_done(self, data: dict):
+        with self.lock:
+            self.done_ids.append(data["transfer_id"])
+
+    def pop_done(self):
+        with self.lock:
+            out = set(self.done_ids)
+            self.done_ids = []
+        return out
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.wrapper = Wrapper()
+
+    def get_finished(self, finished_req_ids):
+        return set(), self.wrapper.pop_done()
+'''
+
+
+def test_what_enters_a_container_a_report_hands_back_is_an_id(tmp_path_factory) -> None:
+    # the element is read off a peer's message under a key of its own name;
+    # the container is what get_finished hands back, so what enters it is ids
+    g = with_state_links(_analysed(tmp_path_factory, "fed", FED).linker)
+    result = paths.find_paths(g, "Wrapper._handle_done", "KVConnectorOutput.finished_recving")
+    assert isinstance(result, paths.PathResult)
+    assert (result.paths[0][0].kind, result.paths[0][0].line) == ("produces", 14)

@@ -165,6 +165,11 @@ class Effects:
             c = container_of(op.container, fn, self.values)
             if op.op in RESET_OPS and c:
                 out.append(Effect("reset", op.line, c.label, c))
+            elif op.op in ADD_OPS and self_attr(op.container) in self.state.report_fed and \
+                    op.container.count(".") == 1 and op.key:
+                # a container a report hook hands back holds ids, whatever the
+                # element is read from (``self.done.append(msg["transfer_id"])``)
+                out.append(Effect("add", op.line, c.label if c else op.container, c))
             elif not mentioned and not (merges and op.op == "update") and \
                     not self.state.is_id(fn, op.key):  # ``self._f[request_ids[0]] = ...``
                 continue
