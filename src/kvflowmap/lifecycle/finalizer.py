@@ -66,7 +66,9 @@ def early_reads(functions: dict[str, FnView], classes: ClassIndex,
         fails_at, late_set = failing
         reads = _teardown_reads(functions, classes, cls, functions[fin], depth, set())
         late = [(attr, fqn, line) for attr, fqn, line in reads if attr in late_set]
-        if late:
+        # subclasses sharing the base's __init__ and teardown: one finding
+        if late and not any((r.fqn, r.line, r.init) == (late[0][1], late[0][2], init)
+                            for r in out):
             attr, fqn, line = late[0]
             out.append(EarlyRead(fqn, cls, fin, init, fails_at, attr, line,
                                  tuple(dict.fromkeys(a for a, _, _ in late))))
