@@ -53,7 +53,7 @@ def early_reads(functions: dict[str, FnView], classes: ClassIndex,
     """Per subject class whose finalizer reads attributes its ``__init__``
     may not have set when it raised: the first such read (see the module
     docstring)."""
-    out = []
+    out: list[EarlyRead] = []
     for cls in sorted({f.cls for f in functions.values() if f.cls}):
         fin = next((m for name in finalizers
                     if (m := classes.find_member(cls, name)) in functions), None)
