@@ -103,7 +103,7 @@ def _through_call(lk: Linker, module: str, scope: str, callee: str,
         done = _through_future(lk, module, scope, callee[:-len(".result")], want, depth, seen)
         if done:
             return done
-    call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == callee), None)
+    call = _call_of(lk, module, scope, callee)
     if call is None:
         return []
     out = []
@@ -145,8 +145,7 @@ def _from_analysed(lk: Linker, module: str, scope: str, origin: str, depth: int 
     every binding of which is one: what it holds is all in analysed code,
     so a trace that finds nothing there means there is nothing."""
     if origin.endswith("()"):
-        call = next((c for c in lk.model.scope_calls(module, scope) if c.callee == origin[:-2]),
-                    None)
+        call = _call_of(lk, module, scope, origin[:-2])
         targets = lk.calls.resolve((module, scope), call) if call is not None else []
         # a constructor makes the value here: it is no function handing one on
         return bool(targets) and all(
@@ -157,6 +156,11 @@ def _from_analysed(lk: Linker, module: str, scope: str, origin: str, depth: int 
     binds = [a for a in lk.model.assigns.get((module, scope), {}).get(origin, ()) if not a.aug]
     return bool(binds) and all(
         _from_analysed(lk, module, scope, a.origin or a.value or "", depth - 1) for a in binds)
+
+
+def _call_of(lk: Linker, module: str, scope: str, callee: str) -> CallFact | None:
+    """The first call of ``callee`` in the scope (what a value's origin names)."""
+    return next((c for c in lk.model.scope_calls(module, scope) if c.callee == callee), None)
 
 
 def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,

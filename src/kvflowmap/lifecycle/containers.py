@@ -105,17 +105,24 @@ def assigns_empty(a: AssignFact) -> bool:
 
 
 def swaps_out(fn: FnView, s: Stmt, chain: str) -> bool:
-    """``s`` is a swap ``done, self._x = self._x, set()``: it takes the
-    container's contents out into a local and binds an empty one (the facts
+    """``s`` is a swap ``done, <chain> = <chain>, set()`` (``swapped``)."""
+    return swapped(fn, s) == chain
+
+
+def swapped(fn: FnView, s: Stmt) -> str | None:
+    """The chain a swap ``done, self._x = self._x, set()`` takes the contents
+    out of (into a local) and binds an empty container to, or None. The facts
     keep no value per position of a tuple assignment, so the shape is read
-    off the statement: two unpacked targets, ``chain`` one of them, and an
-    empty builtin container made in it)."""
+    off the statement: two unpacked targets, a local and the chain, and an
+    empty builtin container made in it."""
     assigns = fn.assigns(s)
-    return len(assigns) == 2 and all(a.position is not None and not a.aug for a in assigns) \
-        and any(a.target == chain for a in assigns) and \
-        any(a.target.isidentifier() for a in assigns) and \
-        any((c.callee or "") in _EMPTY_CALLS and not c.args and not c.kwargs
-            for c in fn.calls(s))
+    if len(assigns) != 2 or any(a.position is None or a.aug for a in assigns):
+        return None
+    chains = [a.target for a in assigns if not a.target.isidentifier()]
+    if len(chains) != 1 or not any((c.callee or "") in _EMPTY_CALLS and not c.args
+                                   and not c.kwargs for c in fn.calls(s)):
+        return None
+    return chains[0]
 
 
 def self_attr(chain: str) -> str | None:

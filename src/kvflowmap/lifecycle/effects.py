@@ -220,7 +220,8 @@ class Effects:
             return []
         out = []
         for a in fn.assigns(s):
-            if a.aug or self_attr(a.target) != a.target[5:] or assigns_empty(a):
+            if a.aug or not (a.target.startswith("self.") and a.target.count(".") == 1) \
+                    or "[" in a.target or assigns_empty(a):
                 continue
             if not (self.state.is_coll(fn, a.value) or self.state.is_coll(fn, a.origin)):
                 continue

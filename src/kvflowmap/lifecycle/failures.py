@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS,
-                                           RESET_OPS, assigns_empty, swaps_out)
+                                           RESET_OPS, assigns_empty, swapped)
 from kvflowmap.lifecycle.effects import is_logging
 from kvflowmap.lifecycle.ids import IDENT, KEEP
 from kvflowmap.lifecycle.swallowed import benign, works_on
@@ -189,7 +189,9 @@ def _fills(fn: FnView) -> list[tuple[str, int, bool]]:
                 c.callee not in PURE and not is_logging(c.callee or ""):
             out += [(a, c.line, (arg or "").startswith("self."))
                     for arg in (*c.args, *(v for _, v in c.kwargs)) if (a := _attr(arg))]
-    swaps = {st.line for st in fn.stmts for a in fn.assigns(st) if swaps_out(fn, st, a.target)}
+    # a swap (``failed, self._x = self._x, set()``) drains; it fills nothing
+    tuples = {a.line for a in fn.all_assigns if a.position is not None}
+    swaps = {st.line for st in fn.stmts if st.line in tuples and swapped(fn, st)}
     for asg in fn.all_assigns:
         if (name := _attr(asg.target)) and (asg.aug or not assigns_empty(asg)) and \
                 fn.name != "__init__" and asg.line not in swaps:

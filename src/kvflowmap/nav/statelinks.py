@@ -332,6 +332,7 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
         mine = fn.self_cls
         if mine is None:
             continue
+        related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
         for a in fn.all_assigns:
             base, _, attr = a.target.rpartition(".")
             if not base or base.split(".")[0] in ("self", "cls") or a.aug:
@@ -343,7 +344,6 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
                 src = a.origin or ""
             if not (src.startswith("self.") and src.count(".") == 1):
                 continue
-            related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
             if not any((k, src[5:]) in keyed for k in related):
                 continue
             for kind, t in lc.effects.values.eval(fn.ctx, base):
@@ -356,7 +356,6 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
             for kw, value in c.kwargs:
                 if not (value and value.startswith("self.") and value.count(".") == 1):
                     continue
-                related = (*lc.classes.mro(mine), *lc.classes.all_subclasses(mine))
                 if not any((k, value[5:]) in keyed for k in related):
                     continue
                 for kind, t in lc.effects.values.eval(fn.ctx, c.callee or ""):
@@ -430,8 +429,7 @@ def _first_use(fn: FnView, chain: str, skip: Collection[int] = ()) -> int | None
     only writes it otherwise (a line in ``skip``) is no read."""
     for s in fn.stmts:
         # ``done, self._x = self._x, set()``: the swap binds it and reads it out
-        swapped = swaps_out(fn, s, chain)
-        if (s.line in skip and not swapped) or (not swapped and any(
+        if not swaps_out(fn, s, chain) and (s.line in skip or any(
                 k == "assign" and fn.facts.assigns[i].target == chain for k, i in s.events)):
             continue
         # ``self._x.setdefault(k, [])``, ``self._x.clear()``: writes, not reads
