@@ -746,6 +746,23 @@ BUGS = (
              _pegaflow("0.17.0"),
              "kvc-reset-forwards-ids",
              "pegaflow.connector.worker.WorkerConnector.wait_for_save"),
+    # vLLM 0.26.0's NIXL pull and push workers copied lease deadlines stamped
+    # with the scheduler process's perf_counter() off the metadata and
+    # compared them with their own: on another node a lease expired on
+    # arrival or much later. 0.27.0 rebases each deadline on arrival with the
+    # scheduler's reading sent alongside (metadata.scheduler_clock).
+    FixedBug("vllm nixl pull worker compares the scheduler's perf_counter with its own",
+             _vllm("0.26.0"),
+             _vllm("0.27.0"),
+             "kvc-clock-stays-in-process",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl.pull_worker"
+             ".NixlPullConnectorWorker.start_load_kv"),
+    FixedBug("vllm nixl push worker compares the scheduler's perf_counter with its own",
+             _vllm("0.26.0"),
+             _vllm("0.27.0"),
+             "kvc-clock-stays-in-process",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl.push_worker"
+             ".NixlPushConnectorWorker.start_load_kv"),
 )
 
 

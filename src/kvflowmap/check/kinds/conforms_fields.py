@@ -185,10 +185,11 @@ def callers_decide(ctx: CheckContext, fqn: str, modes: set[str], depth: int = 1,
 
 
 def decided_at(fn: FunctionFact, line: int,
-               exits: tuple[str, ...] = ("return", "raise")) -> set[str]:
+               exits: tuple[str, ...] = ("return", "raise"), asserts: bool = True) -> set[str]:
     """The names of the tests of ``fn`` that ``line`` sits under, or that
     end in an early exit (one of ``exits``) before it (``if self.send_type
-    == "PUT": return``)."""
+    == "PUT": return``), and with ``asserts`` of the ``assert`` statements
+    on the way to it (``_asserts_before``)."""
     # the statement the line belongs to (a call's argument may sit on a
     # continuation line)
     line = max((s.line for s in walk(fn.body) if s.line <= line), default=line)
@@ -199,7 +200,32 @@ def decided_at(fn: FunctionFact, line: int,
         if s.kind in ("if", "while") and (
                 holds(s, line) or any(x.kind in exits for x in walk(s.body))):
             seen |= mode_names(set(s.names))
+    # an ``assert`` on the way to the line ends every other mode there
+    for a in _asserts_before(fn.body, line) if asserts else ():
+        seen |= mode_names(set(a.names))
     return seen
+
+
+def _asserts_before(body: tuple[Stmt, ...], line: int) -> list[Stmt]:
+    """The ``assert`` statements that run before ``line``: earlier in its
+    statement list or in a list around it, or first in the body of an ``if``
+    before it (``if reqs: assert self.is_producer`` and then ``for r in
+    reqs: ...``: the loop runs only where the test held)."""
+    out: list[Stmt] = []
+    for s in body:
+        if s.line > line:
+            break
+        if s.line == line:
+            return out
+        if s.kind == "assert":
+            out.append(s)
+            continue
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            if any(x.line == line for x in walk(part)):
+                return out + _asserts_before(part, line)
+        if s.kind == "if":
+            out += [x for x in s.body if x.kind == "assert"]
+    return out
 
 
 def holds(s: Stmt, line: int) -> bool:

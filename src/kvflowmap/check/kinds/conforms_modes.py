@@ -294,7 +294,7 @@ def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
     that no test of the mode guards, as (function, line)."""
     home = ctx.model.defs[cls].module
     # a ``raise`` before the assignment validates (no object is built): no mode
-    tests = set().union(*(decided_at(init, a.line, ("return",)) for a in made)) - {field}
+    tests = set().union(*(decided_at(init, a.line, ("return",), asserts=False) for a in made)) - {field}
     if tests & set(ctx.protocol.lifecycle.get("role_tests") or ()):
         return []  # the connector's role: vLLM calls each half only on its own side
     modes = tests | _markers(ctx.model.facts[home], init, made, tests) - {field}

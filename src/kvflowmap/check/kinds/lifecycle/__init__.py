@@ -26,12 +26,13 @@
 - ``peer_checked``: an id read off a peer's message is looked up before it is reported;
 - ``resumed``: the new blocks of a request resumed after preemption replace its old ones;
 - ``unbound``: a name a ``try`` binds is bound on every way past its handler;
-- ``failed_init``: a finalizer reads only what ``__init__`` sets before it can fail.
+- ``failed_init``: a finalizer reads only what ``__init__`` sets before it can fail;
+- ``clock_crossed``: a process-local clock reading stays in its process.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, completed, counted, delay_expires, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
                                              failed_blocks, failed_init,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
@@ -72,6 +73,8 @@ MODES: dict[str, KindSpec] = {
     "resumed": KindSpec(resumed.Options, resumed.check, resumed.READS),
     "unbound": KindSpec(unbound.Options, unbound.check, unbound.READS),
     "failed_init": KindSpec(failed_init.Options, failed_init.check, failed_init.READS),
+    "clock_crossed": KindSpec(clock_crossed.Options, clock_crossed.check,
+                              clock_crossed.READS),
 }
 
 __all__ = ["MODES"]
