@@ -97,9 +97,9 @@ class DataFactsMixin:
 
     # -- assignments and containers -----------------------------------------
     def visit_Assign(self, node: cst.Assign) -> bool:
-        value = chain(node.value)
+        value = chain(node.value) or _made_or_none(node.value)
         self._record_value_refs(node.value)
-        literal = self._literal(node.value) if value is None else None
+        literal = self._literal(node.value) if chain(node.value) is None else None
         key = _literal_key(node.value)
         origin = origin_of(node.value)
         for t in node.targets:
@@ -110,10 +110,11 @@ class DataFactsMixin:
         return True
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
-        value = chain(node.value) if node.value is not None else None
+        value = chain(node.value) or _made_or_none(node.value) if node.value is not None else None
         if node.value is not None:
             self._record_value_refs(node.value)
-        literal = self._literal(node.value) if value is None else None
+        literal = self._literal(node.value) if node.value is None or chain(node.value) is None \
+            else None
         self._assign_target(node.target, value, self._annotation(node.annotation), node, literal)
         if node.value is not None:
             self._value_flow(node.target, node.value)
@@ -502,6 +503,17 @@ def origin_of(value: cst.BaseExpression | None) -> str | None:
             value = value.body if _empty(value.orelse) else value.orelse
         else:
             return chain(value)
+    return None
+
+
+def _made_or_none(value: cst.BaseExpression) -> str | None:
+    """``Engine(...) if role == WORKER else None``: the call of the arm that
+    makes something, when the other arm is ``None`` or empty (the value's
+    type where it is not empty)."""
+    if isinstance(value, cst.IfExp):
+        for arm, other in ((value.body, value.orelse), (value.orelse, value.body)):
+            if isinstance(arm, cst.Call) and _empty(other):
+                return chain(arm)
     return None
 
 
