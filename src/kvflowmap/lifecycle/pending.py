@@ -53,7 +53,8 @@ def still_pending(fn: FnView, eff: Effects, cfg: CFG) -> list[StillPending]:
             continue
         attr, rid = walked
         reports = sorted(n for n in region(cfg, loop) if cfg.nodes[n].kind == "stmt"
-                         and (st := cfg.nodes[n].stmt) and reported_into(fn, st, rid, returned))
+                         and (st := cfg.nodes[n].stmt) and reported_into(fn, st, rid, returned)
+                         and not _marked(fn, loop, st, attr))
         if not reports:
             continue
         clears = {n.id for n in cfg.nodes if n.stmt is not None and (
@@ -111,6 +112,38 @@ def reported_into(fn: FnView, s: Stmt, rid: str, returned: set[str]) -> str | No
     """The returned local ``s`` adds ``rid`` to (``done.add(rid)``), if any."""
     return next((op.container for op in fn.containers(s) if op.container in returned
                  and op.op in COLLECT and op.key == rid), None)
+
+
+def _marked(fn: FnView, loop: Stmt, report: Stmt, attr: str) -> bool:
+    """The report sits under a test that reads the id's entry in
+    ``self.<attr>`` (or a local taken from it), and that test's body writes
+    into the entry: ``if self._x[rid][1] is None: ...; self._x[rid][1] = kv;
+    done.add(rid)``. The entry is marked reported and the test keeps it from
+    being reported again: it may stay."""
+    entry = {a.target for s in walk(loop.body) for a in fn.assigns(s)
+             if a.value and a.value.startswith(f"self.{attr}[")}
+    for s in _around(loop.body, report):
+        if s.kind != "if":
+            continue
+        body = list(walk(s.body))
+        if f"self.{attr}" in s.names and any(
+                op.container.startswith(f"self.{attr}[") for x in body
+                for op in fn.containers(x)):
+            return True
+        if entry & set(s.names) and any(
+                a.target.partition(".")[0] in entry and "." in a.target
+                for x in body for a in fn.assigns(x)):
+            return True
+    return False
+
+
+def _around(body: tuple[Stmt, ...], target: Stmt) -> list[Stmt]:
+    """The compound statements of ``body`` that hold ``target``, outermost first."""
+    for s in body:
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            if any(x is target for x in walk(part)):
+                return [s, *_around(part, target)]
+    return []
 
 
 def _takes_out(fn: FnView, eff: Effects, s: Stmt, attr: str) -> bool:

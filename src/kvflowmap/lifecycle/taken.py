@@ -84,6 +84,7 @@ def taken_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> dict[str, Ta
     """Every local of ``fn`` filled with ids taken out of an owed container,
     whether or not it hands them on."""
     out: dict[str, Taken] = {}
+    returned = returned_names(fn)
     for s in fn.stmts:
         for op in fn.containers(s):
             m = _TAKE.search(op.key or "")
@@ -109,11 +110,14 @@ def taken_locals(fn: FnView, eff: Effects, owed_attrs: set[str]) -> dict[str, Ta
         if not any(op.container == f"self.{walked_attr}" and op.op in REMOVE_OPS
                    for st in body for op in fn.containers(st)):
             continue
-        for st in body:
-            for op in fn.containers(st):
-                if "." not in op.container and op.op in ADD_OPS and op.key == rid:
-                    out.setdefault(op.container,
-                                   Taken(fn.fqn, op.container, walked_attr, op.line))
+        adds = [op for st in body for op in fn.containers(st)
+                if "." not in op.container and op.op in ADD_OPS and op.key == rid]
+        # one of them is returned (``done_sending.add(rid)``): the others
+        # are side notes on the same ids (``timed_out.add(rid)``)
+        if any(op.container in returned for op in adds):
+            adds = [op for op in adds if op.container in returned]
+        for op in adds:
+            out.setdefault(op.container, Taken(fn.fqn, op.container, walked_attr, op.line))
     # ``dropped = self._dropped; self._dropped = set()``: a swap in two
     # statements leaves the local as the only holder of the ids
     reset = {attr for s in fn.stmts for attr, _ in resets(fn, s)}
