@@ -294,9 +294,10 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
                     use(attr, fn, a.line, "init" if init and not a.aug else
                         "clear" if not a.aug and _empty(a) else "escape")
                 if a.value and (attr := self_attr(a.value)) in auto and \
-                        a.value == f"self.{attr}[]" and not init:
+                        a.value.startswith(f"self.{attr}[]") and not init:
                     handled.add(attr)
-                    use(attr, fn, a.line, "add")  # ``x = self.X[rid]``: a default entry
+                    # ``x = self.X[rid]`` (or ``self.X[rid][w]``): a default entry
+                    use(attr, fn, a.line, "add")
                 elif a.value and (attr := self_attr(a.value)) is not None and \
                         a.value == f"self.{attr}":
                     # ``meta.reqs = self._reqs``: handed to the workers, or aliased
