@@ -272,3 +272,53 @@ class Facade(KVConnectorBase_V1):
     assert isinstance(paths.find_paths(g, "upconn.Half.build_connector_meta",
                                        "upconn.Worker.start_jobs", kinds=paths.CONTROL_KINDS),
                       paths.NoPath)
+
+
+MERGED = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class RecvThread:
+    def __init__(self):
+        self.done = set()
+
+    def take_done(self):
+        out, self.done = self.done, set()
+        return out
+
+
+class Worker:
+    def __init__(self):
+        self.threads = [RecvThread()]
+        self.loading = {}
+
+    def _pulled(self):
+        return set(self.loading)
+
+    def get_finished(self, finished_req_ids):
+        recving = set()
+        recving |= self.threads[0].take_done()
+        recving = recving | self._pulled()
+        sending = set(finished_req_ids)
+        sending -= self._pulled()
+        return sending, recving
+
+
+class Facade(KVConnectorBase_V1):
+    def __init__(self):
+        self.worker = Worker()
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+def test_ids_merged_in_with_or_are_produced_and_taken_out_with_minus_are_not(
+        tmp_path: Path) -> None:
+    # ``recving |= t.take_done()`` and ``recving = recving | self._pulled()``
+    # put what the calls return into the report; ``sending -= self._pulled()``
+    # takes it out of the other one
+    g = _graph(tmp_path, "merged", MERGED)
+    recving = _producers(g, FIELD)
+    assert {"merged.RecvThread.take_done", "merged.Worker._pulled"} <= recving
+    assert "merged.Worker._pulled" not in _producers(g, SENDING)

@@ -140,6 +140,9 @@ class AssignFact(NamedTuple):
     # ``a and b``, a comparison) bound to a plain name: where the name is
     # tested later, a rule can evaluate what it stands for
     test: str | None = None
+    # the operator of an augmented assignment (``|`` for ``x |= y``, ``-``
+    # for ``x -= y``): whether the value's elements go into the target
+    op: str | None = None
 
 
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s

@@ -28,6 +28,8 @@ from kvflowmap.graph.build import Linker
 from kvflowmap.graph.dataflow import Store
 
 MAX_DEPTH = 8
+# augmented assignments whose value's elements go into the target
+MERGES = ("|", "+")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
         return []
     out = []
     for a in lk.model.assigns.get((module, scope), {}).get(origin, ()):
-        if a.aug:
+        # ``done |= t.take_done()`` puts what the call returns in; ``-=`` takes out
+        if a.aug and a.op not in MERGES:
             continue
         src = a.origin or a.value
         if not src:

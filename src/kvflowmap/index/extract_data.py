@@ -60,6 +60,9 @@ _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
 # ``x |= y``, ``x -= y``, ``x &= y`` on a container: the set method each stands for
 _SET_AUG_OPS: dict[type, str] = {cst.BitOrAssign: "update", cst.SubtractAssign: "difference_update",
                                  cst.BitAndAssign: "intersection_update"}
+_AUG_SYMBOLS: dict[type, str] = {
+    cst.BitOrAssign: "|", cst.SubtractAssign: "-", cst.BitAndAssign: "&", cst.AddAssign: "+",
+    cst.BitXorAssign: "^", cst.MultiplyAssign: "*"}
 _DISPLAY_TYPES = {cst.List: "list", cst.Tuple: "tuple", cst.Set: "set", cst.Dict: "dict"}
 # ``x.m(value)``: which argument a container method puts into ``x``; for
 # ``update``/``extend`` the argument is itself a container of elements.
@@ -103,7 +106,10 @@ class DataFactsMixin:
         key = _literal_key(node.value)
         origin = origin_of(node.value)
         for t in node.targets:
-            self._assign_target(t.target, value, None, node, literal, key, origin)
+            # ``done = done | t.take()``: what comes in is the right side
+            grows = _grown(t.target, node.value)
+            self._assign_target(t.target, value, None, node, literal, key,
+                                origin if grows is None else grows)
             self._value_flow(t.target, node.value)
         if not self.scope:
             self._maybe_all(node)
@@ -253,7 +259,8 @@ class DataFactsMixin:
         line, col = self._pos(node)
         if target:
             self._add_assign(AssignFact(self._scope, target, chain(node.value), None,
-                                                 line, col, aug=True))
+                                        line, col, aug=True,
+                                        op=_AUG_SYMBOLS.get(type(node.operator))))
             op = _SET_AUG_OPS.get(type(node.operator))
             if op is not None and "." in target and \
                     not isinstance(node.value, (cst.Integer, cst.Float)):
@@ -503,6 +510,14 @@ def origin_of(value: cst.BaseExpression | None) -> str | None:
             value = value.body if _empty(value.orelse) else value.orelse
         else:
             return chain(value)
+    return None
+
+
+def _grown(target: cst.BaseExpression, value: cst.BaseExpression) -> str | None:
+    """``x = x | y`` (or ``x + y``): the origin of ``y``, what is added to ``x``."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.BitOr, cst.Add)) \
+            and chain(target) and chain(value.left) == chain(target):
+        return origin_of(value.right)
     return None
 
 

@@ -32,6 +32,7 @@ from kvflowmap.lifecycle.balance import is_init
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, swaps_out
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
+from kvflowmap.facts import AssignFact
 from kvflowmap.lifecycle.view import FnView, bound_args, view
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
@@ -522,13 +523,19 @@ def _local_deps(fn: FnView | None, value: str) -> tuple[str, ...]:
                     if a.target.isidentifier() and value in (a.value, a.origin)}
     names: set[str] = set()
     for st, around in _with_headers(fn.fact.body, ()):
-        if any(a.target == local or a.target in changed for a in fn.assigns(st)) or \
+        if any((a.target == local or a.target in changed) and not _takes_away(a)
+               for a in fn.assigns(st)) or \
                 any(op.container in changed for op in fn.containers(st)) or \
                 any("." in (c.callee or "") and (c.callee or "").rpartition(".")[0] in changed
                     for c in fn.calls(st)):
             for x in (st, *around):
                 names.update(x.names)
     return _closure(fn, names) if names else ()
+
+
+def _takes_away(a: AssignFact) -> bool:
+    """``done -= failed`` (or ``&=``): nothing of the value goes into the target."""
+    return a.aug and a.op in ("-", "&")
 
 
 def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
@@ -539,7 +546,7 @@ def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
     made: dict[str, set[str]] = {}
     for st, around in _with_headers(fn.fact.body, ()):
         for a in fn.assigns(st):
-            if a.target.isidentifier():
+            if a.target.isidentifier() and not _takes_away(a):
                 made.setdefault(a.target, set()).update(st.names)
         for c in _filled(fn, st):
             # what a loop adds comes from what it loops over
