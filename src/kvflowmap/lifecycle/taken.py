@@ -56,8 +56,14 @@ def _escapes_from(fn: FnView, eff: Effects, t: Taken) -> bool:
     again = min((a.line for a in fn.all_assigns if a.target == t.local and a.line > t.line),
                 default=None)
     hands_on = _hands_on(fn, eff)
-    return any(hands_on_at(fn, s, t.local, hands_on) for s in fn.stmts
-               if s.line >= t.line and (again is None or s.line < again))
+    if any(hands_on_at(fn, s, t.local, hands_on) for s in fn.stmts
+           if s.line >= t.line and (again is None or s.line < again)):
+        return True
+    # ``done = {self._map[s] for s in done if ...}``: the new value is made
+    # of the old one, and carries its ids on
+    return again is not None and any(
+        (b.value or "").startswith(f"{t.local}[") for b in fn.binds.get(again, ())) and \
+        _escapes_from(fn, eff, Taken(t.fqn, t.local, t.attr, again))
 
 
 def takers(fns: dict[str, FnView], eff: Effects,
