@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SUBJECTS = {  # code base -> (subject inside the release, context release or None for itself)
+# code base -> (subject inside the release, or a tuple of them when several folders
+# hold the connector code; context release or None for itself)
+SUBJECTS: dict[str, tuple[str | tuple[str, ...], str | None]] = {
     "vllm": ("vllm/distributed/kv_transfer/kv_connector/v1", None),
     "pegaflow-llm": ("pegaflow", "vllm==0.33.0"),
     "lmcache": ("lmcache/integration/vllm", "vllm==0.33.0"),
@@ -41,11 +43,15 @@ SUBJECTS = {  # code base -> (subject inside the release, context release or Non
     "mooncake-transfer-engine": ("mooncake", "vllm==0.11.1"),  # it refuses vLLM >= 0.13
     "kvbm": ("kvbm/vllm_integration", "vllm==0.33.0"),  # Dynamo's KV block manager
     "aibrix-kvcache": ("aibrix_kvcache/integration/vllm", "vllm==0.33.0"),
+    # Google's TPU backend for vLLM: P/D connectors and offloading
+    "tpu-inference": (("tpu_inference/distributed", "tpu_inference/offload"), "vllm==0.33.0"),
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.9 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
     ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
-    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM, AIBrix", None, lambda v: True),
+    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM, AIBrix", None,
+     lambda v: True),
+    ("tpu-inference", "tpu-inference", lambda v: True),
 )
 
 
@@ -97,7 +103,9 @@ def check_one(codebase: str, version: str, context_spec: str = "") -> list[dict[
     root = fetch_release(spec, cache)
     ctx = context or spec
     ctx_root = root if context is None else fetch_release(context, cache)
-    a = analyse(Request(sources=[str(root / subject)],
+    subjects = (subject,) if isinstance(subject, str) else subject
+    # a folder a release does not have yet (tpu-inference's offload/ before 0.20)
+    a = analyse(Request(sources=[str(root / s) for s in subjects if (root / s).exists()],
                         release_roots=[(ctx_root, ctx.replace("==", " "))], cache_dir=cache))
     rules, errors = load_rules(default_rule_dirs())
     if errors:
@@ -170,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{'.'.join(c.function.split('.')[-2:])}  {rule or ''}")
     print("\n| fix histories | found |\n|---|---|")
     for label, cb, pred in GROUPS:
-        mine = [(c, r) for c, r in rows if (c.codebase == cb if cb else c.codebase != "vllm")
+        mine = [(c, r) for c, r in rows if (c.codebase == cb if cb else c.codebase not in
+                                            ("vllm", "tpu-inference"))
                 and pred(c.before)]
         if mine:
             print(f"| {label} | {sum(1 for _, r in mine if r)} of {len(mine)} |")

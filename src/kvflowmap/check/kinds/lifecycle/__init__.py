@@ -27,12 +27,13 @@
 - ``resumed``: the new blocks of a request resumed after preemption replace its old ones;
 - ``unbound``: a name a ``try`` binds is bound on every way past its handler;
 - ``failed_init``: a finalizer reads only what ``__init__`` sets before it can fail;
-- ``clock_crossed``: a process-local clock reading stays in its process.
+- ``clock_crossed``: a process-local clock reading stays in its process;
+- ``cache_kept``: a cache lookup's miss branch keeps what it makes.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
                                              failed_blocks, failed_init,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
@@ -75,6 +76,7 @@ MODES: dict[str, KindSpec] = {
     "failed_init": KindSpec(failed_init.Options, failed_init.check, failed_init.READS),
     "clock_crossed": KindSpec(clock_crossed.Options, clock_crossed.check,
                               clock_crossed.READS),
+    "cache_kept": KindSpec(cache_kept.Options, cache_kept.check, cache_kept.READS),
 }
 
 __all__ = ["MODES"]
