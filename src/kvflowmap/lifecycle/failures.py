@@ -455,8 +455,9 @@ def failure_branches(fn: FnView, names: set[str] | None, markers: frozenset[str]
                     seen.add(id(h.body))
                     yield h, h.body
         elif s.kind == "if":
-            for body in (s.body, s.orelse):
-                if body and _logs_error(fn, body) and not _reraises_in(body):
+            for body, other in ((s.body, s.orelse), (s.orelse, s.body)):
+                if body and (_logs_error(fn, body) or _warns_over(fn, body, other)) and \
+                        not _reraises_in(body):
                     seen.add(id(body))
                     yield s, body
     yield from _marked_branches(fn, markers, seen)
@@ -509,6 +510,14 @@ def failure_markers(fns: dict[str, FnView], attrs: set[str]) -> frozenset[str]:
 
 def _logs_error(fn: FnView, body: tuple[Stmt, ...]) -> bool:
     return logs(fn, body, LOUD)
+
+
+def _warns_over(fn: FnView, body: tuple[Stmt, ...], other: tuple[Stmt, ...]) -> bool:
+    """``if all(c.is_ready() for c in kv): logger.info("done") else:
+    logger.warning("failed")``: one arm warns where the other only informs,
+    so that arm is the outcome that went wrong."""
+    return bool(other) and logs(fn, body, ("warning", "warn")) and \
+        logs(fn, other, ("info", "debug")) and not logs(fn, other, ("warning", "warn") + LOUD)
 
 
 def logs(fn: FnView, body: tuple[Stmt, ...], levels: tuple[str, ...]) -> bool:

@@ -49,7 +49,7 @@ from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
 from kvflowmap.lifecycle.together import Endings, Partial, partial_removals
 from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
-from kvflowmap.lifecycle.spec import LifecycleSpec, lifecycle_spec
+from kvflowmap.lifecycle.spec import LifecycleSpec, Spawner, lifecycle_spec
 from kvflowmap.lifecycle.swallowed import Swallowed, forgotten, swallowed
 from kvflowmap.lifecycle.view import FnView, view, walk
 from kvflowmap.model.classes import ClassIndex
@@ -768,6 +768,8 @@ def build_lifecycle(linker) -> Lifecycle:
     # backwards from what the report hooks hand back (``report_sources``)
     seed_report_sources(state, fns, calls)
     state.id_returners = {fn.name for fn in fns.values() if returns_id(state, fn)}
+    spawned = tuple(spawns(fns, spec.spawners, calls))
+    handed = _spawned_calls(fns, spawned, spec.spawners)
     for _ in range(MAX_ROUNDS):
         changed = False
         returners = coll_returner_names(state, fns.values())
@@ -781,6 +783,8 @@ def build_lifecycle(linker) -> Lifecycle:
         for fn in fns.values():
             changed |= flow_locals(state, fn)
             changed |= _bind_calls(state, fn, fns, calls, linker.classes)
+            for call, target in handed.get(fn.fqn, ()):
+                changed |= bind_call(state, fn, call, fns[target])
             changed |= _keyed_attrs(state, fn, values)
             outer = fns.get(fn.fqn.rpartition(".")[0])
             if outer is not None:
@@ -791,7 +795,6 @@ def build_lifecycle(linker) -> Lifecycle:
     eff = Effects(state, values, calls, spawn_patterns)
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
-    spawned = tuple(spawns(fns, spec.spawners, calls))
     runs, threads = _run_edges(linker, fns, list(spawned))
     starts = _entries(linker, fns, spec)
     lc = Lifecycle(spec, state, eff, fns, containers, linker.classes,
@@ -920,6 +923,29 @@ def _bind_calls(state: IdState, fn: FnView, fns: dict[str, FnView], calls, class
                     # holds the ids, so ``task.request_ids`` walks them
                     changed |= _keyword_fields(state, fn, c)
     return changed
+
+
+def _spawned_calls(fns: dict[str, FnView], spawned: tuple[Spawn, ...],
+                   spawners: tuple[Spawner, ...]) -> dict[str, list[tuple[CallFact, str]]]:
+    """Per spawning function, the call each of its spawns amounts to:
+    ``executor.submit(self._pull, rid, meta)`` calls ``self._pull(rid,
+    meta)`` (the positional arguments after the callable), so the ids it is
+    given are the target's parameters' ids."""
+    out: dict[str, list[tuple[CallFact, str]]] = {}
+    for sp in spawned:
+        fn = fns[sp.spawner]
+        for c in fn.all_calls:
+            if c.line != sp.line or c.callee != sp.call:
+                continue
+            for s in spawners:
+                if s.arg is None or s.called or s.arg >= len(c.args) or \
+                        not fnmatch.fnmatch(c.callee or "", s.call):
+                    continue
+                target = c.args[s.arg] or ""
+                out.setdefault(sp.spawner, []).append(
+                    (c._replace(callee=target, args=c.args[s.arg + 1:], kwargs=()), sp.target))
+                break
+    return out
 
 
 def _keyword_fields(state: IdState, fn: FnView, call) -> bool:
