@@ -451,13 +451,13 @@ def failure_branches(fn: FnView, names: set[str] | None, markers: frozenset[str]
     for s in fn.stmts:
         if s.kind == "try" and (names is None or works_on(fn, s.body, names)):
             for h in s.handlers:
-                if not benign(h) and not _reraises(h):
+                if not benign(h) and not _reraises(h) and not _hands_back(fn, h.body):
                     seen.add(id(h.body))
                     yield h, h.body
         elif s.kind == "if":
             for body, other in ((s.body, s.orelse), (s.orelse, s.body)):
                 if body and (_logs_error(fn, body) or _warns_over(fn, body, other)) and \
-                        not _reraises_in(body):
+                        not _reraises_in(body) and not _hands_back(fn, body):
                     seen.add(id(body))
                     yield s, body
     yield from _marked_branches(fn, markers, seen)
@@ -528,6 +528,17 @@ def logs(fn: FnView, body: tuple[Stmt, ...], levels: tuple[str, ...]) -> bool:
 
 def _reraises(h: Stmt) -> bool:
     return _reraises_in(h.body)
+
+
+def _hands_back(fn: FnView, body: tuple[Stmt, ...]) -> bool:
+    """The block ends with ``return None`` (or ``False``) in a function that
+    returns a value elsewhere (``return kv``): it tells its caller the work
+    failed, as a raise would (tpu-inference 0.32.0's ``_pull_kv``, whose
+    caller records the blocks of a ``None`` pull)."""
+    if not body or body[-1].kind != "return" or (body[-1].text or "").strip() not in (
+            "None", "False"):
+        return False
+    return any(r.value not in (None, "None", "False") for r in fn.all_returns)
 
 
 def _reraises_in(body: tuple[Stmt, ...]) -> bool:
