@@ -215,3 +215,32 @@ def test_cli_states_formats(capsys, tmp_path) -> None:
     assert main(["states", *_cli(), "-f", "svg", "-o", str(out)]) == 0
     assert b"<svg" in out.read_bytes() and b"_handle_blocked_waiting_request" in out.read_bytes()
     assert main(["states", *_cli(), "-f", "svg"]) == 2
+
+
+def test_where_an_attribute_the_graph_does_not_follow_lists_its_uses(tmp_path) -> None:
+    """A ``self`` attribute with no request ids the graph follows (only
+    removed from, or keyed by something else) is no node; ``where`` still
+    answers with where the methods write it, take out of it and read it."""
+    from kvflowmap.api import Request, analyse
+
+    pkg = tmp_path / "attrs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "class Engine:\n"
+        "    def __init__(self):\n"
+        "        self.sent = {}\n"
+        "\n"
+        "    def remember(self, tensor_id):\n"
+        "        self.sent[tensor_id.split('#')[0]] = tensor_id\n"
+        "\n"
+        "    def get_finished(self, finished_req_ids):\n"
+        "        for rid in finished_req_ids:\n"
+        "            self.sent.pop(rid, None)\n"
+        "        return None, None\n")
+    an = analyse(Request(sources=[str(pkg)], context=[str(stub_root())], use_cache=False))
+    result = where(an.graph, "Engine.sent", an.linker.model, an.linker.classes)
+    assert isinstance(result, WhereResult) and result.kind == "instance attribute"
+    assert result.line == 3
+    assert [(s.line, s.kind) for s in result.get("writers")] == [(3, "assign"), (6, "setitem")]
+    assert [(s.line, s.kind) for s in result.get("removers")] == [(10, "pop")]
+    assert "taken out of by (1)" in where_render.where_text(result)

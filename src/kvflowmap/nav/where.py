@@ -14,7 +14,7 @@ so the short name is ambiguous rather than silently the node's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -145,6 +145,75 @@ def declared_attributes(model: "Model", name: str) -> dict[str, Candidate]:
     return out
 
 
+def instance_attributes(model: "Model", name: str, classes: "ClassIndex | None" = None
+                        ) -> dict[str, tuple[Candidate, tuple[tuple[str, tuple[Site, ...]], ...]]]:
+    """The attributes the analysed methods of a class set on ``self``
+    (``self.only_removed = {}`` in ``__init__``) that ``name`` designates and
+    that are no node of the graph, by id: where the class first sets each,
+    and the functions (of the class, its bases and subclasses) that write it
+    (assignments, puts), take out of it, and read it."""
+    cls_name, _, attr = name.lstrip(".").rpartition(".")
+    if not cls_name or not attr.isidentifier():
+        return {}
+    out: dict[str, tuple[Candidate, tuple[tuple[str, tuple[Site, ...]], ...]]] = {}
+    for module, ff in sorted(model.facts.items()):
+        sf = model.source(module)
+        if sf is None or not sf.subject:
+            continue
+        for c in ff.classes:
+            fqn = f"{module}.{c.qualname}"
+            if not (fqn == cls_name or fqn.endswith("." + cls_name)):
+                continue
+            first = min((a.line for a in ff.assigns if a.target == f"self.{attr}"
+                         and a.scope.rpartition(".")[0] == c.qualname), default=None)
+            if first is None:
+                continue
+            family = {fqn, *(classes.mro(fqn) if classes else ()),
+                      *(classes.all_subclasses(fqn) if classes else ())}
+            out[f"{fqn}.{attr}"] = (
+                Candidate(f"{fqn}.{attr}", "instance attribute", sf.rel, first, sf.root.label),
+                _attribute_uses(model, family, attr))
+    return out
+
+
+def _attribute_uses(model: "Model", family: set[str], attr: str
+                    ) -> tuple[tuple[str, tuple[Site, ...]], ...]:
+    """Per relation (``writers``, ``removers``, ``readers``), each use of
+    ``self.<attr>`` in a method of one of the ``family`` classes."""
+    from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS
+
+    chain = f"self.{attr}"
+    uses: dict[str, dict[tuple[str, int], Site]] = {"writers": {}, "removers": {}, "readers": {}}
+    for module, ff in sorted(model.facts.items()):
+        sf = model.source(module)
+        if sf is None:
+            continue
+        owners = {c.qualname for c in ff.classes if f"{module}.{c.qualname}" in family}
+
+        def add(rel: str, scope: str, line: int, kind: str) -> None:
+            if scope.rpartition(".")[0] in owners:
+                site = Site(f"{module}.{scope}", kind, sf.rel, line, sf.root.label)
+                uses[rel].setdefault((site.node, line), site)
+
+        for a in ff.assigns:
+            if a.target == chain:
+                add("writers", a.scope, a.line, "aug" if a.aug else "assign")
+        for op in ff.containers:
+            if op.container == chain:
+                rel = "writers" if op.op in ADD_OPS else "removers" if (
+                    op.op in REMOVE_OPS or op.op in RESET_OPS) else "readers"
+                add(rel, op.scope, op.line, op.op)
+        stores = {(a.scope, a.line) for a in ff.assigns if a.target == chain and not a.aug}
+        for r in ff.reads:
+            if r.base == "self" and r.attr == attr and (r.scope, r.line) not in stores:
+                add("readers", r.scope, r.line, "read")
+        for call in ff.calls:
+            if (call.callee or "").startswith(chain + "."):
+                add("readers", call.scope, call.line, "call")
+    return tuple((rel, tuple(sorted(sites.values(), key=lambda s: (s.file, s.line, s.node))))
+                 for rel, sites in uses.items() if sites)
+
+
 def inherited_fields(g: nx.MultiDiGraph, name: str, classes: "ClassIndex") -> list[str]:
     """The state nodes of a field asked for under the class that defines it
     (``NixlBaseConnectorWorker._recving_transfers``): request-keyed state is
@@ -175,6 +244,13 @@ def where(g: nx.MultiDiGraph, name: str, model: "Model | None" = None,
     except select.SelectError:
         hits = inherited_fields(g, name, classes) if classes is not None else []
         if not hits:
+            # an attribute the methods set on ``self`` that the graph does not follow
+            found = instance_attributes(model, name, classes) if model is not None else {}
+            if len(found) == 1:
+                cand, uses = next(iter(found.values()))
+                return replace(_attribute(cand), relations=uses)
+            if found:
+                return Ambiguous(name, tuple(c for c, _ in found.values()))
             raise
     if len(hits) > 1:
         return Ambiguous(name, tuple(_candidate(g, n) if n in g else declared[n]

@@ -14,6 +14,8 @@ TITLES = {
     "deciders": "decided by (its return value is tested where the state is set)",
     "decides": "decides state (its return value is tested where the state is set)",
     "members": "methods",
+    "writers": "written by (assignments, puts)",
+    "removers": "taken out of by",
 }
 
 
@@ -25,6 +27,9 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     if r.kind == "attribute":
         head = [r.node, "  attribute declared in a class body (no node of the graph: "
                 "nothing here follows it)"]
+    elif r.kind == "instance attribute":
+        head = [r.node, "  attribute its methods set on self (no request ids flow through it "
+                "that the graph follows: its uses, from the facts)"]
     else:
         head = [r.node, f"  {r.kind}" + (f" ({'subject' if r.subject else 'context'})"
                                           if r.kind != "external" else "")]
@@ -44,7 +49,7 @@ def where_text(result: WhereResult | Ambiguous) -> str:
     for rel, sites in groups:
         title = TITLES.get(rel, rel)
         blocks.append(_sites_block(title, sites))
-    if not groups and r.kind != "attribute":
+    if not groups and r.kind not in ("attribute", "instance attribute"):
         blocks.append("  nothing calls it, and it calls or touches nothing in the graph")
     return "\n\n".join(blocks) + "\n"
 
