@@ -189,27 +189,21 @@ def _attribute_uses(model: "Model", family: set[str], attr: str
         if sf is None:
             continue
         owners = {c.qualname for c in ff.classes if f"{module}.{c.qualname}" in family}
-
-        def add(rel: str, scope: str, line: int, kind: str) -> None:
-            if scope.rpartition(".")[0] in owners:
-                site = Site(f"{module}.{scope}", kind, sf.rel, line, sf.root.label)
-                uses[rel].setdefault((site.node, line), site)
-
-        for a in ff.assigns:
-            if a.target == chain:
-                add("writers", a.scope, a.line, "aug" if a.aug else "assign")
-        for op in ff.containers:
-            if op.container == chain:
-                rel = "writers" if op.op in ADD_OPS else "removers" if (
-                    op.op in REMOVE_OPS or op.op in RESET_OPS) else "readers"
-                add(rel, op.scope, op.line, op.op)
         stores = {(a.scope, a.line) for a in ff.assigns if a.target == chain and not a.aug}
-        for r in ff.reads:
-            if r.base == "self" and r.attr == attr and (r.scope, r.line) not in stores:
-                add("readers", r.scope, r.line, "read")
-        for call in ff.calls:
-            if (call.callee or "").startswith(chain + "."):
-                add("readers", call.scope, call.line, "call")
+        found: list[tuple[str, str, int, str]] = []  # (relation, scope, line, how)
+        found += [("writers", a.scope, a.line, "aug" if a.aug else "assign")
+                  for a in ff.assigns if a.target == chain]
+        found += [("writers" if op.op in ADD_OPS else "removers" if (
+                   op.op in REMOVE_OPS or op.op in RESET_OPS) else "readers",
+                   op.scope, op.line, op.op) for op in ff.containers if op.container == chain]
+        found += [("readers", r.scope, r.line, "read") for r in ff.reads
+                  if r.base == "self" and r.attr == attr and (r.scope, r.line) not in stores]
+        found += [("readers", c.scope, c.line, "call") for c in ff.calls
+                  if (c.callee or "").startswith(chain + ".")]
+        for rel, scope, line, how in found:
+            if scope.rpartition(".")[0] in owners:
+                site = Site(f"{module}.{scope}", how, sf.rel, line, sf.root.label)
+                uses[rel].setdefault((site.node, line), site)
     return tuple((rel, tuple(sorted(sites.values(), key=lambda s: (s.file, s.line, s.node))))
                  for rel, sites in uses.items() if sites)
 
