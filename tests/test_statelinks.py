@@ -576,3 +576,48 @@ def test_what_enters_a_container_a_report_hands_back_is_an_id(tmp_path_factory) 
     result = paths.find_paths(g, "Wrapper._handle_done", "KVConnectorOutput.finished_recving")
     assert isinstance(result, paths.PathResult)
     assert (result.paths[0][0].kind, result.paths[0][0].line) == ("produces", 14)
+
+
+NEVER_MADE = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class BaseThread:
+    def __init__(self):
+        self.done_reqs = set()
+
+    def set_done(self, req_id):
+        self.done_reqs.add(req_id)
+
+    def take_done(self):
+        out, self.done_reqs = self.done_reqs, set()
+        return out
+
+
+class RecvThread(BaseThread):
+    pass
+
+
+class SendThread(BaseThread):
+    pass
+
+
+class Connector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.recv = RecvThread()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        for r in self._get_connector_metadata().requests:
+            self.recv.set_done(r.request_id)
+
+    def get_finished(self, finished_req_ids):
+        return None, self.recv.take_done()
+'''
+
+
+def test_a_subclass_nothing_constructs_holds_no_state(tmp_path_factory) -> None:
+    # SendThread inherits done_reqs but is never made: only RecvThread's
+    # object holds the field, so no path or where answer goes through SendThread
+    g = with_state_links(_analysed(tmp_path_factory, "nevermade", NEVER_MADE).linker)
+    assert f"{MOD}.RecvThread.done_reqs" in g
+    assert f"{MOD}.SendThread.done_reqs" not in g

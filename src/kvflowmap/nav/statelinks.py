@@ -180,6 +180,7 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
     base-class methods it inherits, and the Push worker's object gets a node
     of its own. The node is defined where a constructor of the class or a
     base first binds ``self.<attr>``."""
+    made = _constructed(lc)
     writes: dict[tuple[str, str], dict[str, int]] = {}  # (leaf, attr) -> writer -> line
     # lines that write rather than read: (function, attr) -> lines
     written: dict[tuple[str, str], set[int]] = {}
@@ -188,21 +189,21 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
             continue
         for site in sorted(info.of_kind("add"), key=lambda x: (x.fqn, x.line)):
             written.setdefault((site.fqn, c.attr), set()).add(site.line)
-            for leaf in _leaves(lc, c.owner):
+            for leaf in _leaves(lc, c.owner, made):
                 writes.setdefault((leaf, c.attr), {}).setdefault(site.fqn, site.line)
     # (leaf, attr, helper) -> the callers that hand the helper ``self.<attr>``
     fillers: dict[tuple[str, str, str], set[str]] = {}
-    for leaf, attr, fqn, line, caller, call_line in _param_fills(lc):
+    for leaf, attr, fqn, line, caller, call_line in _param_fills(lc, made):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         written.setdefault((caller, attr), set()).add(call_line)
         fillers.setdefault((leaf, attr, fqn), set()).add(caller)
     # (leaf, attr, writer) -> the writer's own attributes the field is a copy of
     copied: dict[tuple[str, str, str], set[str]] = {}
-    for leaf, attr, fqn, line, src in _handed_over(lc):
+    for leaf, attr, fqn, line, src in _handed_over(lc, made):
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         copied.setdefault((leaf, attr, fqn), set()).add(src)
     blocks: set[tuple[str, str]] = set()  # (leaf, attr) holding blocks, not ids
-    for leaf, attr, fqn, line in _failed_block_fills(lc):
+    for leaf, attr, fqn, line in _failed_block_fills(lc, made):
         written.setdefault((fqn, attr), set()).add(line)
         writes.setdefault((leaf, attr), {}).setdefault(fqn, line)
         blocks.add((leaf, attr))
@@ -234,11 +235,26 @@ def add_state_links(g: nx.MultiDiGraph, lc: Lifecycle, where) -> None:
             _edge(g, lc, node, fqn, "consumes", line, where, f"reads {what} from {label}")
 
 
-def _leaves(lc: Lifecycle, cls: str) -> list[str]:
+def _constructed(lc: Lifecycle) -> frozenset[str]:
+    """The analysed classes the subject's code calls (``RecvThread()``)."""
+    out: set[str] = set()
+    for fn in lc.functions.values():
+        for c in fn.all_calls:
+            if c.callee and "(" not in c.callee:
+                out.update(fqn for kind, fqn in lc.effects.values.eval(fn.ctx, c.callee)
+                           if kind == "class")
+    return frozenset(out)
+
+
+def _leaves(lc: Lifecycle, cls: str, made: Collection[str] = ()) -> list[str]:
     """The analysed classes without subclasses whose instances run ``cls``'s
-    methods: ``cls`` itself when nothing derives from it."""
-    subs = [k for k in lc.classes.all_subclasses(cls) if not lc.classes.subclasses.get(k)]
-    return sorted(subs) or [cls]
+    methods: ``cls`` itself when nothing derives from it. Of those, the ones
+    the analysed code constructs (``made``) when it constructs any: a
+    subclass never made holds no state (``class SendThread(BaseThread):
+    pass`` that nothing creates)."""
+    subs = sorted(k for k in lc.classes.all_subclasses(cls) if not lc.classes.subclasses.get(k))
+    built = [k for k in (*subs, cls) if k in made]
+    return built or subs or [cls]
 
 
 def _definitions(lc: Lifecycle) -> dict[tuple[str, str], tuple[str, int]]:
@@ -256,7 +272,7 @@ def _definitions(lc: Lifecycle) -> dict[tuple[str, str], tuple[str, int]]:
     return out
 
 
-def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]:
+def _param_fills(lc: Lifecycle, made: Collection[str]) -> Iterable[tuple[str, str, str, int, str, int]]:
     """``(leaf, attr, function, line, caller, call line)`` for a function
     that adds ids to a container it was handed as a parameter, called with
     ``self.<attr>`` (``self._handle_failed_transfer(req_id, self._recv_failures)``
@@ -289,11 +305,11 @@ def _param_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str, int]]
                 for param, line in filled.items():
                     arg = given.get(param) or ""
                     if arg.startswith("self.") and arg.count(".") == 1:
-                        for leaf in _leaves(lc, fn.self_cls):
+                        for leaf in _leaves(lc, fn.self_cls, made):
                             yield leaf, arg[5:], t.fqn, line, fqn, call.line
 
 
-def _failed_block_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
+def _failed_block_fills(lc: Lifecycle, made: Collection[str]) -> Iterable[tuple[str, str, str, int]]:
     """``(leaf, attr, function, line)`` for each statement that puts blocks
     into a container the failed-blocks hook drains (the protocol's
     ``failed_blocks`` channel): a failed transfer's blocks reach vLLM
@@ -317,12 +333,12 @@ def _failed_block_fills(lc: Lifecycle) -> Iterable[tuple[str, str, str, int]]:
             owner = lc.functions[drainer].self_cls or ""
             for f in sites.get(attr, ()):
                 if f.cls and lc.classes.related(owner, f.cls):
-                    for leaf in _leaves(lc, f.cls):
+                    for leaf in _leaves(lc, f.cls, made):
                         if owner in lc.classes.mro(leaf):
                             yield leaf, attr, f.fqn, f.line
 
 
-def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
+def _handed_over(lc: Lifecycle, made: Collection[str]) -> Iterable[tuple[str, str, str, int, str]]:
     """``(leaf, attr, function, line)`` for ``obj.attr = self.X`` (or a copy,
     ``dict(self.X)``) where
     ``self.X`` is request-keyed state and ``obj`` an analysed object
@@ -349,7 +365,7 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
                 continue
             for kind, t in lc.effects.values.eval(fn.ctx, base):
                 if kind == "inst" and lc.classes.is_class(t):
-                    for leaf in _leaves(lc, t):
+                    for leaf in _leaves(lc, t, made):
                         yield leaf, attr, fqn, a.line, src[5:]
         # ``return MyMeta(reqs_to_load=self._reqs_need_load)``: a keyword of
         # an analysed class's constructor that names one of its fields
@@ -361,7 +377,7 @@ def _handed_over(lc: Lifecycle) -> Iterable[tuple[str, str, str, int, str]]:
                     continue
                 for kind, t in lc.effects.values.eval(fn.ctx, c.callee or ""):
                     if kind == "class" and lc.classes.is_class(t) and _has_field(lc, t, kw):
-                        for leaf in _leaves(lc, t):
+                        for leaf in _leaves(lc, t, made):
                             yield leaf, kw, fqn, c.line, value[5:]
 
 
