@@ -31,6 +31,8 @@ One result per field and function that reads it on arrival.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -156,12 +158,7 @@ def _order(sc: tuple[Place, Place]) -> tuple:
 
 def _shared(a: Sequence[str], b: Sequence[str]) -> int:
     """How many leading items (dotted parts, characters) two names share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    return len(os.path.commonprefix([list(a), list(b)]))
 
 
 def _spread(fns: dict[str, FnView], taint: _Taint, classes: ClassIndex,

@@ -22,6 +22,8 @@ connector's hooks that make it and what they run (``owed_reports``).
 
 from __future__ import annotations
 
+import os
+
 import functools
 import re
 from collections import deque
@@ -338,12 +340,7 @@ def _report_hooks(s: Story, code: CodeIndex, awaited: tuple[str, ...]
 
 
 def _common(a: list[str], b: list[str]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    return len(os.path.commonprefix([a, b]))
 
 
 def _starts(s: Story, code: CodeIndex) -> list[tuple[Marker, int]]:
