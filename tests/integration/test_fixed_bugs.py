@@ -51,6 +51,11 @@ def _kvbm(version: str) -> Corpus:
     return Corpus(f"kvbm {version}", f"kvbm=={version}", "kvbm/vllm_integration")
 
 
+def _tpu(version: str, vllm: str) -> Corpus:
+    return Corpus(f"tpu-inference {version}", f"tpu-inference=={version}",
+                  "tpu_inference/distributed", vllm)
+
+
 def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
     return Corpus(f"mooncake-transfer-engine {version}",
                   f"mooncake-transfer-engine=={version}", "mooncake", vllm)
@@ -763,6 +768,25 @@ BUGS = (
              "kvc-clock-stays-in-process",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl.push_worker"
              ".NixlPushConnectorWorker.start_load_kv"),
+    # tpu-inference (a code base no rule was written for before this case):
+    # 0.18.0's worker made a new ZMQ socket for every pull notification to a
+    # peer missing from self.notif_sockets and never stored it, one socket
+    # per request never closed; 0.19.0 stores it.
+    FixedBug("tpu-inference notification socket made on every miss and never kept",
+             _tpu("0.18.0", "vllm==0.18.0"),
+             _tpu("0.19.0", "vllm==0.18.0"),
+             "kvc-cache-miss-kept",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorWorker"
+             "._maybe_build_notif_socket"),
+    # 0.31.0's executor task _pull_kv only warned when its pull timed out and
+    # returned the unready arrays as the loaded KV (the connector has no
+    # failed-blocks hook); 0.32.0 returns None and the caller reports the
+    # blocks through get_block_ids_with_load_errors.
+    FixedBug("tpu-inference timed-out pull taken as loaded",
+             _tpu("0.31.0", "vllm==0.31.0"),
+             _tpu("0.32.0", "vllm==0.31.0"),
+             "kvc-failed-blocks-reported",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorWorker._pull_kv"),
 )
 
 
