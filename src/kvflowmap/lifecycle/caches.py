@@ -93,7 +93,7 @@ def _got_missing(fn: FnView, s: Stmt) -> tuple[str, str, int] | None:
            if a.target == local and re.fullmatch(r"self\.\w+\.get\(\)", a.value or "")]
     if not got:
         return None
-    cache = got[-1].value.removesuffix(".get()")  # type: ignore[union-attr]
+    cache = (got[-1].value or "").removesuffix(".get()")
     for x in s.body:
         for a in fn.assigns(x):
             if a.target == local and (a.value or "").endswith("()"):
