@@ -73,3 +73,26 @@ def test_annotations_seed_ids_collections_and_keyed_fields(tree):
     assert "by_engine" in lc.state.coll_valued
     # a scalar field of the id type names the request in any record holding it
     assert "d_req_id" in lc.state.id_attrs and "req_blocks" not in lc.state.id_attrs
+
+
+def test_a_loop_over_the_schedulers_finished_ids_walks_ids_whatever_its_name(tree):
+    # the protocol's id_collections: SchedulerOutput.finished_req_ids holds ids,
+    # so a pop keyed by the loop's variable is a removal (vLLM 0.33.0's
+    # Mooncake store names it ``finished_req_id``)
+    root = tree({"conn/__init__.py": """
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Conn(KVConnectorBase_V1):
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._trackers[request.request_id] = blocks
+
+    def build_connector_meta(self, scheduler_output):
+        for finished in scheduler_output.finished_req_ids:
+            self._trackers.pop(finished, None)
+        return None
+"""})
+    lc = build_lifecycle(analyse(Request(sources=[str(root)], context=[str(stub_root())])).linker)
+    sites = {(s.fqn.rpartition(".")[2], s.kind) for info in lc.containers.values()
+             for s in info.sites if info.container.attr == "_trackers"}
+    assert ("build_connector_meta", "remove") in sites

@@ -171,7 +171,8 @@ class IdState:
         if base in self.of(fn.fqn).colls:
             return True
         last = base.rpartition(".")[2]
-        return "." in base and (last in self.keyed_attrs or last in self.id_attrs)
+        return "." in base and (last in self.keyed_attrs or last in self.id_attrs
+                                or last in self.spec.id_collections)
 
 
 _INDEXED = re.compile(r"([A-Za-z_][\w.]*)\[\s*-?\d+\s*\]")

@@ -44,6 +44,9 @@ class LifecycleSpec:
 
     id_fields: tuple[str, ...] = ("request_id", "req_id")
     id_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # fields of vLLM's objects that are collections of request ids
+    # (``scheduler_output.finished_req_ids``), whatever the loop names its id
+    id_collections: tuple[str, ...] = ()
     # type names connectors give their request ids (``ReqId = str``):
     # annotations with them seed ids, id collections and keyed containers
     id_types: tuple[str, ...] = ()
@@ -120,6 +123,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
     return LifecycleSpec(
         id_fields=tuple(raw.get("id_fields") or ("request_id", "req_id")),
         id_params={k: tuple(v) for k, v in (raw.get("id_params") or {}).items()},
+        id_collections=tuple(raw.get("id_collections") or ()),
         id_types=tuple(raw.get("id_types") or ()),
         request_params={k: tuple(v) for k, v in (raw.get("request_params") or {}).items()},
         finished_params=tuple(raw.get("finished_params") or ("finished_req_ids",)),
