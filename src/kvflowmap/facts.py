@@ -145,6 +145,13 @@ class AssignFact(NamedTuple):
     op: str | None = None
 
 
+# ``AssignFact.op`` of augmented assignments whose value's elements go into
+# the target (``done |= t.take()``), and of those that take them out of it
+# (``done -= failed``, ``done &= kept``).
+AUG_MERGES = frozenset({"|", "+"})
+AUG_TAKES = frozenset({"-", "&"})
+
+
 # Methods whose calls on a container are recorded as ``ContainerOpFact``s
 # (here, not in the extractor, so rules can use it without importing LibCST).
 CONTAINER_METHODS = frozenset({

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvflowmap.facts import CallFact, ReturnFact
+from kvflowmap.facts import AUG_MERGES, CallFact, ReturnFact
 from kvflowmap.graph.build import Linker
 from kvflowmap.graph.dataflow import Store
 
 MAX_DEPTH = 8
-# augmented assignments whose value's elements go into the target
-MERGES = ("|", "+")
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
     out = []
     for a in lk.model.assigns.get((module, scope), {}).get(origin, ()):
         # ``done |= t.take_done()`` puts what the call returns in; ``-=`` takes out
-        if a.aug and a.op not in MERGES:
+        if a.aug and a.op not in AUG_MERGES:
             continue
         src = a.origin or a.value
         if not src:

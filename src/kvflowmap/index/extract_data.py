@@ -100,9 +100,10 @@ class DataFactsMixin:
 
     # -- assignments and containers -----------------------------------------
     def visit_Assign(self, node: cst.Assign) -> bool:
-        value = chain(node.value) or _made_or_none(node.value)
+        plain = chain(node.value)
+        value = plain or _made_or_none(node.value)
         self._record_value_refs(node.value)
-        literal = self._literal(node.value) if chain(node.value) is None else None
+        literal = self._literal(node.value) if plain is None else None
         key = _literal_key(node.value)
         origin = origin_of(node.value)
         for t in node.targets:
@@ -116,11 +117,11 @@ class DataFactsMixin:
         return True
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
-        value = chain(node.value) or _made_or_none(node.value) if node.value is not None else None
+        plain = chain(node.value) if node.value is not None else None
+        value = plain or (_made_or_none(node.value) if node.value is not None else None)
         if node.value is not None:
             self._record_value_refs(node.value)
-        literal = self._literal(node.value) if node.value is None or chain(node.value) is None \
-            else None
+        literal = self._literal(node.value) if plain is None else None
         self._assign_target(node.target, value, self._annotation(node.annotation), node, literal)
         if node.value is not None:
             self._value_flow(node.target, node.value)

@@ -136,6 +136,7 @@ def crossings(functions: dict[str, FnView], sides: dict[str, frozenset[str]],
 
     _spread(work, arrived, classes, arrival,
             rebased=lambda fn, name: _rebased(fn, name, own, arrived, classes, clocks))
+
     def direct(fn: FnView, s: Stmt, chain: str) -> set[Place]:
         """A comparison that reads the field itself (``now > meta.F``)."""
         return {p} if (p := arrival(fn, s)) and _field_of(chain) in fields else set()

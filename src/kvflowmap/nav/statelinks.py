@@ -32,7 +32,7 @@ from kvflowmap.lifecycle.balance import is_init
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, swaps_out
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
-from kvflowmap.facts import AssignFact
+from kvflowmap.facts import AUG_TAKES, AssignFact
 from kvflowmap.lifecycle.view import FnView, bound_args, view
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
@@ -551,7 +551,7 @@ def _local_deps(fn: FnView | None, value: str) -> tuple[str, ...]:
 
 def _takes_away(a: AssignFact) -> bool:
     """``done -= failed`` (or ``&=``): nothing of the value goes into the target."""
-    return a.aug and a.op in ("-", "&")
+    return a.aug and a.op in AUG_TAKES
 
 
 def _closure(fn: FnView, names: set[str]) -> tuple[str, ...]:
