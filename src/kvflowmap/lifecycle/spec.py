@@ -54,6 +54,10 @@ class LifecycleSpec:
     finished_params: tuple[str, ...] = ("finished_req_ids",)
     probe: str = "get_num_new_matched_tokens"
     async_element: int = 1
+    # the Request attribute whose content makes the probe ask for a remote
+    # load; the commit hook consumes it so that a request scheduled again
+    # is not loaded twice
+    load_trigger: str = "kv_transfer_params"
     commit: str = "update_state_after_alloc"
     metadata_builder: str = "build_connector_meta"
     releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
@@ -129,6 +133,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         finished_params=tuple(raw.get("finished_params") or ("finished_req_ids",)),
         probe=str(probe.get("method", "get_num_new_matched_tokens")),
         async_element=int(probe.get("async_element", 1)),
+        load_trigger=str(probe.get("trigger", LifecycleSpec.load_trigger)),
         commit=str(raw.get("commit", "update_state_after_alloc")),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),

@@ -88,6 +88,18 @@ def escaping_raise(cfg: CFG, loop: Stmt, fn: FnView) -> int | None:
     return None
 
 
+def explicit_raises(cfg: CFG, loop: Stmt) -> list[int]:
+    """The ``raise`` statements of ``loop``'s body (a re-raise in a handler
+    too) whose exception leaves the loop: each ends the thread by design,
+    and is where a fix lands (log and fail the one request instead)."""
+    body = {id(s) for s in walk(loop.body)}
+    inside = {n.id for n in cfg.nodes if n.stmt is not None and id(n.stmt) in body}
+    return [n for n in sorted(inside, key=lambda i: (cfg.nodes[i].line, i))
+            if cfg.nodes[n].kind == "stmt" and (st := cfg.nodes[n].stmt) is not None
+            and st.kind == "raise"
+            and any(lab in RAISING and escapes(cfg, d, inside) for d, lab in cfg.successors(n))]
+
+
 def escapes(cfg: CFG, start: int, inside: set[int]) -> bool:
     """An exception arriving at ``start`` reaches outside the loop uncaught."""
     seen, queue = {start}, deque([start])

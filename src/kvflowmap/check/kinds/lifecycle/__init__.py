@@ -28,7 +28,8 @@
 - ``unbound``: a name a ``try`` binds is bound on every way past its handler;
 - ``failed_init``: a finalizer reads only what ``__init__`` sets before it can fail;
 - ``clock_crossed``: a process-local clock reading stays in its process;
-- ``cache_kept``: a cache lookup's miss branch keeps what it makes.
+- ``cache_kept``: a cache lookup's miss branch keeps what it makes;
+- ``trigger_consumed``: the commit hook consumes the request's remote-load trigger.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cach
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
-                                             thread_loop, unbound, unlocked, unreported)
+                                             thread_loop, trigger_consumed, unbound, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
 
 MODES: dict[str, KindSpec] = {
@@ -77,6 +78,8 @@ MODES: dict[str, KindSpec] = {
     "clock_crossed": KindSpec(clock_crossed.Options, clock_crossed.check,
                               clock_crossed.READS),
     "cache_kept": KindSpec(cache_kept.Options, cache_kept.check, cache_kept.READS),
+    "trigger_consumed": KindSpec(trigger_consumed.Options, trigger_consumed.check,
+                                 trigger_consumed.READS),
 }
 
 __all__ = ["MODES"]

@@ -19,7 +19,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.threads import RAISING, escapes, escaping_raise
+from kvflowmap.lifecycle.threads import RAISING, escapes, escaping_raise, explicit_raises
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
@@ -94,6 +94,18 @@ def _check(ctx: CheckContext, lc, fqn: str, spawned, opts: Options,
                 "ends and every transfer it would complete later hangs with no error. Handle "
                 "the case (fail the request it concerns) instead of asserting it",
                 path=path, anchor=f"loop-assert:{n.stmt.text}"))
+        for r in explicit_raises(cfg, n.stmt):
+            if r == bad:
+                continue
+            out.append(ctx.finding(
+                fqn, cfg.nodes[r].line,
+                f"this `raise` ends the loop of {short(fqn)}, which runs in the background "
+                f"({sp.call}): one bad message or transfer kills the thread, and every "
+                "transfer it would complete later hangs with no error. Log it, fail the "
+                "request it concerns, and continue",
+                path=(*path[:2], *steps(ctx, fqn, [(cfg.nodes[r].line, "this `raise` "
+                                                   "leaves the loop")])),
+                anchor=f"loop-raise:{n.stmt.text}:{cfg.nodes[r].stmt.text}"))
         break  # one finding per function: the first loop that dies
     return out
 
