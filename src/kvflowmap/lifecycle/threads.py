@@ -100,6 +100,13 @@ def explicit_raises(cfg: CFG, loop: Stmt) -> list[int]:
             and any(lab in RAISING and escapes(cfg, d, inside) for d, lab in cfg.successors(n))]
 
 
+def leaves_function(cfg: CFG, start: int) -> bool:
+    """An exception raised at ``start`` leaves the function: no ``except``
+    on the way (any handler is taken to catch it)."""
+    inside = {n.id for n in cfg.nodes} - {cfg.exit, cfg.raise_exit}
+    return any(lab in RAISING and escapes(cfg, d, inside) for d, lab in cfg.successors(start))
+
+
 def escapes(cfg: CFG, start: int, inside: set[int]) -> bool:
     """An exception arriving at ``start`` reaches outside the loop uncaught."""
     seen, queue = {start}, deque([start])

@@ -19,7 +19,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short,
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.lifecycle.effects import HANDLING
-from kvflowmap.lifecycle.threads import RAISING, escapes, escaping_raise, explicit_raises
+from kvflowmap.lifecycle.threads import escaping_raise, explicit_raises, leaves_function
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: the spawn calls of the subject (the protocol's `lifecycle.spawners`: "
@@ -165,7 +165,7 @@ def _raised_below(ctx: CheckContext, lc, fn, stmt, depth: int = 3
             cfg = _cfg(ctx, lc, callee)
             for node in sorted(cfg.nodes, key=lambda x: (x.line, x.id)):
                 st = node.stmt
-                if st is None or node.kind != "stmt" or not _leaves(cfg, node.id):
+                if st is None or node.kind != "stmt" or not leaves_function(cfg, node.id):
                     continue
                 if st.kind in _ORIGIN_NOTES:
                     return t.fqn, node.line, st.kind
@@ -179,13 +179,6 @@ def _cfg(ctx: CheckContext, lc, fn):
     """The function's control flow, with the exception edges of every
     statement the lifecycle model says may raise."""
     return build_cfg(fn.fact.body, lambda s: lc.stmt_raises(fn, s, ctx.linker.calls))
-
-
-def _leaves(cfg, start: int) -> bool:
-    """An exception raised at ``start`` leaves the function: no ``except``
-    on the way (any handler is taken to catch it)."""
-    inside = {n.id for n in cfg.nodes} - {cfg.exit, cfg.raise_exit}
-    return any(lab in RAISING and escapes(cfg, d, inside) for d, lab in cfg.successors(start))
 
 
 def _serves(lc, fn, loop, serve_calls: tuple[str, ...], fed: set[str]) -> bool:
