@@ -20,7 +20,7 @@ from kvflowmap.lifecycle.ids import is_outcome
 from kvflowmap.lifecycle.view import FnView, walk
 
 _ID_TESTS = ("In", "NotIn", "Is", "IsNot", "Equal", "NotEqual")
-_LOUD = ("warning", "warn", "error", "exception", "critical")
+LOUD = ("warning", "warn", "error", "exception", "critical")
 
 
 def is_filter(fn: FnView, eff: Effects, s: Stmt, name: str) -> bool:
@@ -180,7 +180,7 @@ def warns(fn: FnView, branch: Stmt) -> bool:
     for s in walk(branch.body + branch.orelse):
         for c in fn.calls(s):
             callee = c.callee or ""
-            if is_logging(callee) and callee.rpartition(".")[2] in _LOUD:
+            if is_logging(callee) and callee.rpartition(".")[2] in LOUD:
                 return True
     return False
 

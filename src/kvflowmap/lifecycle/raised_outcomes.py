@@ -44,12 +44,13 @@ _RESULT = "result"
 
 
 def raised_outcomes(hook: str, functions: dict[str, FnView], cfg: Callable[[str], CFG],
-                    keyed: set[str] | frozenset[str],
+                    keyed: set[str] | frozenset[str], records: Callable[[str], set[str]],
                     callees: Callable[[FnView, CallFact], Iterable[str]],
                     depth: int = 3) -> list[RaisedOutcome]:
     """Every read of a per-request future's result that an exception leaves
     uncaught, in ``hook`` and what it calls with nothing catching on the way.
-    ``keyed``: the names of request-keyed attributes; ``callees(fn, call)``:
+    ``keyed``: the names of request-keyed attributes; ``records(fqn)``: the
+    locals of a function that hold a request's record; ``callees(fn, call)``:
     the analysed functions a call resolves to."""
     out: list[RaisedOutcome] = []
     seen: set[str] = set()
@@ -59,7 +60,7 @@ def raised_outcomes(hook: str, functions: dict[str, FnView], cfg: Callable[[str]
             return
         seen.add(fqn)
         fn, g = functions[fqn], cfg(fqn)
-        per_request = _per_request(fn, keyed)
+        per_request = _per_request(fn, keyed) | records(fqn)
         for n in g.nodes:
             if n.stmt is None or n.kind != "stmt" or not leaves_function(g, n.id):
                 continue

@@ -72,7 +72,7 @@ def resumed_appends(functions: dict[str, FnView], analysed: Callable[[FnView, Ca
         if not reads or _reads_any(fn, resumed):
             continue  # told apart here
         if fn.module not in accounts:
-            accounts[fn.module] = any(_keeps_account(g, preempted) for g in functions.values()
+            accounts[fn.module] = any(keeps_account(g, preempted) for g in functions.values()
                                       if g.module == fn.module)
         if accounts[fn.module]:
             continue  # the module keeps its own account of preempted requests
@@ -85,7 +85,7 @@ def resumed_appends(functions: dict[str, FnView], analysed: Callable[[FnView, Ca
     return out
 
 
-def _keeps_account(fn: FnView, preempted: tuple[str, ...]) -> bool:
+def keeps_account(fn: FnView, preempted: tuple[str, ...]) -> bool:
     """``fn`` acts on what tells it a request was preempted: tests it
     (``if request.status == RequestStatus.PREEMPTED``), loops over it, or
     puts it (or a local bound from it) into a ``self`` container; not one

@@ -22,7 +22,10 @@ hook keeps the request id somewhere; and neither hook, nor an analysed
 function either one calls, writes into the trigger or rebinds it. A probe
 that first tests the request id against the connector's own state (``if
 request.request_id in self._loading: return 0, False``) keeps its own
-account and is not reported.
+account and is not reported, nor is a module that acts on preemption
+(tests ``RequestStatus.PREEMPTED``, walks ``resumed_req_ids``): a request
+scheduled again is a case it handles itself (AIBrix's PD-reuse connector
+reloads a resumed request from its shared cache by design).
 """
 
 from __future__ import annotations

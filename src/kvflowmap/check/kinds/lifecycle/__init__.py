@@ -30,13 +30,14 @@
 - ``clock_crossed``: a process-local clock reading stays in its process;
 - ``cache_kept``: a cache lookup's miss branch keeps what it makes;
 - ``trigger_consumed``: the commit hook consumes the request's remote-load trigger;
-- ``outcome_raised``: a report hook survives a failed transfer's re-raised exception.
+- ``outcome_raised``: a report hook survives a failed transfer's re-raised exception;
+- ``notice_sent``: an arm that only logs sends the peer notice its sibling arm sends.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
-                                             failed_blocks, failed_init, outcome_raised,
+                                             failed_blocks, failed_init, notice_sent, outcome_raised,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
@@ -79,6 +80,7 @@ MODES: dict[str, KindSpec] = {
     "clock_crossed": KindSpec(clock_crossed.Options, clock_crossed.check,
                               clock_crossed.READS),
     "cache_kept": KindSpec(cache_kept.Options, cache_kept.check, cache_kept.READS),
+    "notice_sent": KindSpec(notice_sent.Options, notice_sent.check, notice_sent.READS),
     "outcome_raised": KindSpec(outcome_raised.Options, outcome_raised.check,
                                outcome_raised.READS),
     "trigger_consumed": KindSpec(trigger_consumed.Options, trigger_consumed.check,

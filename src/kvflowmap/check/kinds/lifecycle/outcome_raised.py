@@ -39,7 +39,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
     out, seen = [], set()
     for hook in hooks:
-        for r in raised_outcomes(hook, lc.functions, lc.cfg, lc.state.keyed_attrs, callees):
+        for r in raised_outcomes(hook, lc.functions, lc.cfg, lc.state.keyed_attrs,
+                                 lambda f: lc.state.of(f).records, callees):
             if (r.fqn, r.line) in seen:
                 continue
             seen.add((r.fqn, r.line))

@@ -18,13 +18,15 @@ from kvflowmap.check.kinds.lifecycle.parked_recorded import _async_returns, _rec
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.resumed import keeps_account
 from kvflowmap.lifecycle.triggers import unconsumed
 from kvflowmap.lifecycle.view import FnView
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
          "(`lifecycle.commit`) its MRO resolves to; the probe's tests that read the "
          "request's trigger (`lifecycle.probe.trigger`) and the returns they guard; the "
-         "commit hook's statements that keep the request id; and the writes into the "
+         "commit hook's statements that keep the request id; the module's tests of "
+         "preemption (`lifecycle.running.preempted`, `resumed`); and the writes into the "
          "trigger (or its rebinding) in both hooks and the analysed functions they call.")
 
 
@@ -49,11 +51,15 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             continue  # judged once, in the class that defines the commit hook
         if commit not in lc.functions or probe not in lc.functions:
             continue
+        module = lc.functions[commit].module
+        if any(g.module == module and keeps_account(g, (*spec.preempted, *spec.resumed))
+               for g in lc.functions.values()):
+            continue  # it acts on preemption: a request scheduled again is its own case
 
-        def reach(fn: FnView) -> Iterator[FnView]:
+        def reach(fn: FnView, hooks: tuple[str, str] = (probe, commit)) -> Iterator[FnView]:
             for call in fn.all_calls:
                 for t in ctx.linker.calls.resolve(fn.ctx, call):
-                    if t.fqn in lc.functions and t.fqn not in (probe, commit):
+                    if t.fqn in lc.functions and t.fqn not in hooks:
                         yield lc.functions[t.fqn]
 
         def keeps_own(fn: FnView, s: Stmt) -> bool:
