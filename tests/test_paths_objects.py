@@ -131,3 +131,49 @@ def test_a_call_that_names_the_base_method_dispatches_to_the_override() -> None:
     g.add_edge("m.Engine.step", "m.Base.load", kind="call", file="m.py", line=4, root="m")
     g.add_edge("m.Base.load", "m.PullConn.load", kind="dispatch", file="m.py", line=4, root="m")
     assert isinstance(paths.find_paths(g, "m.Engine.step", "m.PullConn.load"), paths.PathResult)
+
+
+def _extended_build() -> nx.MultiDiGraph:
+    """A base ``build`` that reads a container and an override (in ``Push``)
+    that extends it with ``super().build()``, as vLLM 0.34's NIXL push
+    scheduler does; the override writes a field the base does not."""
+    g = nx.MultiDiGraph()
+    g.graph["mro"] = {"m.Base": ("m.Base",), "m.Push": ("m.Push", "m.Base")}
+    for n in ("m.Base.build", "m.Push.build", "m.Push.alloc", "m.Push.finish"):
+        g.add_node(n, kind="function", file="m.py", line=1, root="m")
+    for n in ("m.Base._batch", "m.Meta.push_blocks"):
+        g.add_node(n, kind="field", file="m.py", line=1, root="m")
+
+    def edge(u: str, v: str, kind: str) -> None:
+        g.add_edge(u, v, kind=kind, file="m.py", line=2, root="m")
+
+    edge("m.Push.alloc", "m.Base._batch", "produces")
+    edge("m.Base._batch", "m.Base.build", "consumes")  # the base reads it
+    edge("m.Base.build", "m.Push.build", "dispatch")
+    edge("m.Push.build", "m.Base.build", "call")  # super().build()
+    edge("m.Push.build", "m.Meta.push_blocks", "produces")
+    edge("m.Push.finish", "m.Push.build", "call")
+    return g
+
+
+def test_a_base_method_that_reads_a_value_does_not_dispatch_it_on() -> None:
+    """The base's body read the batch: it runs, it is no name a call
+    dispatches from, so the override's field is not where the batch goes."""
+    found = paths.find_paths(_extended_build(), "m.Push.alloc", "m.Meta.push_blocks")
+    assert isinstance(found, paths.NoPath) and found.overridden
+
+
+def test_a_super_call_does_not_dispatch_to_a_sibling() -> None:
+    """``Push.build`` calls ``super().build()`` on a ``Push`` object: the
+    base's ``build`` runs there and dispatches to no other override."""
+    g = _extended_build()
+    g.graph["mro"]["m.Pull"] = ("m.Pull", "m.Base")
+    g.add_node("m.Pull.build", kind="function", file="m.py", line=1, root="m")
+    g.add_node("m.Meta.pull_blocks", kind="field", file="m.py", line=1, root="m")
+    g.add_edge("m.Base.build", "m.Pull.build", kind="dispatch", file="m.py", line=3, root="m")
+    g.add_edge("m.Pull.build", "m.Meta.pull_blocks", kind="produces", file="m.py", line=4,
+               root="m")
+    g.add_node("m.step", kind="function", file="m.py", line=1, root="m")
+    g.add_edge("m.step", "m.Push.build", kind="call", file="m.py", line=5, root="m")
+    found = paths.find_paths(g, "m.step", "m.Meta.pull_blocks")
+    assert isinstance(found, paths.NoPath) and found.overridden

@@ -201,13 +201,22 @@ def _overridden_on_the_way(g: nx.MultiDiGraph, nodes: list[str]) -> bool:
     """The path runs a base method ``B.m`` on its own object, calls a method
     there and dispatches to the override in a class ``K`` that overrides
     ``m`` itself (without calling the base's): on a ``K`` object ``B.m``
-    never runs, so that dispatch cannot follow it. vLLM's default
+    never runs, so that dispatch cannot follow it. Nor can a dispatch follow
+    an override's ``super()`` call (``_super_call``), or a data step into the
+    base method (its own body read the value: it is running, not being
+    dispatched away from). vLLM's default
     ``get_transfer_results`` calls ``get_finished``; NIXL overrides the
     former, so no NIXL ``get_finished`` is reached that way."""
     mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
     for x, y, z in zip(nodes, nodes[1:], nodes[2:], strict=False):
+        if _kinds(g, y, z) == {"dispatch"} and not _kinds(g, x, y) & set(CONTROL_KINDS):
+            # ``y`` reads the value in its own body (a data step): it runs,
+            # it is not a name a call dispatches from
+            return True
         if "call" not in _kinds(g, x, y) or "dispatch" not in _kinds(g, y, z):
             continue
+        if _super_call(mro, x, y):
+            return True
         base, _, name = x.rpartition(".")
         cls = z.rpartition(".")[0]
         if base not in mro.get(cls, ()) or base == cls:
@@ -322,6 +331,16 @@ class Families:
         while head and head not in self.mro:
             head = head.rpartition(".")[0]
         return head or None
+
+
+def _super_call(mro: dict[str, tuple[str, ...]], x: str, y: str) -> bool:
+    """``x`` (``K.m``) calls ``y``, the same method of a base of ``K``
+    (``super().m()``): the object is a ``K``, whose ``m`` is ``x`` itself, so
+    ``y`` dispatches nowhere from there (vLLM 0.34's NIXL push scheduler's
+    ``build_connector_meta`` calls the base's, which does not come back down
+    to the push or pull override)."""
+    (kx, _, mx), (ky, _, my) = x.rpartition("."), y.rpartition(".")
+    return mx == my and kx != ky and ky in mro.get(kx, ())
 
 
 def _first_in_mro(g: nx.MultiDiGraph, mro: dict[str, tuple[str, ...]], cls: str,
