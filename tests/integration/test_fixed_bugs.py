@@ -787,6 +787,37 @@ BUGS = (
              _tpu("0.32.0", "vllm==0.31.0"),
              "kvc-failed-blocks-reported",
              "tpu_inference.distributed.tpu_connector.TPUConnectorWorker._pull_kv"),
+    # 0.13.3's notice listener raised on a pull-done notice for a request it
+    # did not know, ending the thread; 0.18.0 logs a warning and goes on.
+    FixedBug("tpu-inference notice listener raises on an unknown request",
+             _tpu("0.13.3", "vllm==0.13.0"),
+             _tpu("0.18.0", "vllm==0.13.0"),
+             "kvc-thread-loop-survives",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorWorker._pull_notify_listener",
+             detail="this `raise` ends the loop"),
+    # 0.18.0's scheduler never marked kv_transfer_params consumed, so a
+    # request scheduled again asked the producer for the same KV twice;
+    # 0.19.0 sets params["do_remote_prefill"] = False.
+    FixedBug("tpu-inference remote-load trigger never consumed",
+             _tpu("0.18.0", "vllm==0.18.0"),
+             _tpu("0.19.0", "vllm==0.18.0"),
+             "kvc-remote-load-trigger-consumed",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorScheduler"
+             ".update_state_after_alloc"),
+    # 0.31.0's get_finished read future.result() of each request's pull with
+    # nothing around it; 0.32.0 catches it and reports the blocks as failed.
+    FixedBug("tpu-inference failed pull raises out of get_finished",
+             _tpu("0.31.0", "vllm==0.31.0"),
+             _tpu("0.32.0", "vllm==0.31.0"),
+             "kvc-report-hook-survives-failed-transfer",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorWorker.get_finished"),
+    # 0.31.0's consumer sent the producer its pull-done notice in one arm and
+    # only logged for a full local prefix hit; 0.32.0 notifies in both.
+    FixedBug("tpu-inference full prefix hit sends the producer no notice",
+             _tpu("0.31.0", "vllm==0.31.0"),
+             _tpu("0.32.0", "vllm==0.31.0"),
+             "kvc-skipped-arm-sends-notice",
+             "tpu_inference.distributed.tpu_connector.TPUConnectorWorker.process_send_load"),
 )
 
 
