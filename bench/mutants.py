@@ -83,6 +83,10 @@ CODEBASES = (
     # Mooncake's own copy of its connector (for vLLM 0.10 to 0.12): first read
     # after its findings
     Codebase("mooncake-te", "mooncake-transfer-engine==0.3.13.post1", "mooncake", "vllm==0.11.1"),
+    # Google's TPU backend (P/D connectors): first read in the thirteenth
+    # session, after its fixes were mined
+    Codebase("tpu-inference", "tpu-inference==0.32.0", "tpu_inference/distributed",
+             "vllm==0.33.0"),
 )
 
 

@@ -1385,6 +1385,91 @@ def rewrite_drop_none_test(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(test=cst.Name("True"))
 
 
+# -- a remote-load trigger left set ----------------------------------------------
+
+_TRIGGER_RE = re.compile(r"\b(\w+)\s*=\s*[\w.]*\.kv_transfer_params\b")
+
+
+def find_drop_trigger_consume(module: cst.Module) -> Iterator[Ctx]:
+    """``params["do_remote_prefill"] = False`` (a string key of the request's
+    ``kv_transfer_params``, or a local bound to it, set to False/None), or
+    ``request.kv_transfer_params = None``: the line that marks a remote load
+    consumed."""
+    for c in walk(module):
+        if not (isinstance(c.node, cst.SimpleStatementLine) and c.func is not None):
+            continue
+        small = _single(c.node)
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1 or \
+                code(small.value) not in ("False", "None"):
+            continue
+        target = small.targets[0].target
+        if isinstance(target, cst.Attribute) and target.attr.value == "kv_transfer_params":
+            yield c
+        elif isinstance(target, cst.Subscript) and isinstance(
+                target.slice[0].slice, cst.Index) and isinstance(
+                target.slice[0].slice.value, cst.SimpleString):
+            base = code(target.value)
+            if base.endswith(".kv_transfer_params") or base in _trigger_locals(c.func):
+                yield c
+
+
+def _trigger_locals(func: cst.FunctionDef) -> set[str]:
+    """Locals ``func`` binds to a request's ``kv_transfer_params``."""
+    return _memo("trigger-locals", func, lambda: set(_TRIGGER_RE.findall(code(func))))
+
+
+# -- a notice one arm no longer sends ------------------------------------------------
+
+_NOTICE_RE = re.compile(r"\.(send_notif|send_multipart|send_pyobj|send_json|send_string|"
+                        r"_?notify\w*|_?send_\w*notif\w*)\(")
+
+
+def find_silence_notice(module: cst.Module) -> Iterator[Ctx]:
+    """A line sending a peer its notice (``send_notif``, ``send_multipart``,
+    ``_notify_pull_done``...) in one arm of an ``if``/``else`` whose other
+    arm sends one too: the arm then only goes on, as a full-prefix-hit arm
+    that forgets the producer does."""
+    picked: set[int] = set()  # the notice lines chosen (an ``if`` comes before its arms)
+    for c in walk(module):
+        if id(c.node) in picked:
+            yield c
+            continue
+        if not (isinstance(c.node, cst.If) and c.func is not None) or \
+                not isinstance(c.node.orelse, cst.Else):
+            continue
+        arms = (_stmts(c.node.body), _stmts(c.node.orelse.body))
+        if not all(any(_NOTICE_RE.search(code(st)) for st in arm) for arm in arms):
+            continue
+        for arm in arms:
+            line = next((st for st in arm if isinstance(st, cst.SimpleStatementLine)
+                         and _NOTICE_RE.search(code(st))), None)
+            if line is not None:
+                picked.add(id(line))
+
+
+# -- a transfer's outcome read unguarded ----------------------------------------------
+
+
+def find_unguard_result(module: cst.Module) -> Iterator[Ctx]:
+    """A ``try`` in a report method whose body reads a future's ``.result(``
+    and whose handlers catch it: the read then raises out of the hook."""
+    for c in walk(module):
+        if isinstance(c.node, cst.Try) and c.func is not None and c.node.handlers and \
+                not c.node.finalbody and ".result(" in code(c.node.body) and \
+                _report_func(c, module) is not None:
+            yield c
+
+
+def rewrite_unguard_result(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The ``try`` becomes its body (no handler, no ``else``)."""
+    assert isinstance(node, cst.Try)
+    body = _stmts(node.body)
+    if node.orelse is not None:
+        body += _stmts(node.orelse.body)
+    first = body[0].with_changes(leading_lines=node.leading_lines)
+    return cst.FlattenSentinel([first, *body[1:]])
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1433,6 +1518,12 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_drop_peer_lookup, _to_pass),
     Operator("handler-falls-through", "a handler no longer leaves, and goes on into a name "
              "its try never bound", find_handler_falls_through, _to_pass),
+    Operator("drop-trigger-consume", "the commit hook no longer marks the remote load "
+             "consumed", find_drop_trigger_consume, _to_pass),
+    Operator("silence-notice", "one arm no longer sends the peer its notice",
+             find_silence_notice, _to_pass),
+    Operator("unguard-result", "a future's result() is read with nothing catching it",
+             find_unguard_result, rewrite_unguard_result),
     Operator("drop-none-test", "a read through a field no longer tests it for None first",
              find_drop_none_test, rewrite_drop_none_test),
 )}
