@@ -51,7 +51,7 @@ from kvflowmap.lifecycle.unreported import Unreported, unreported
 from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, Spawner, lifecycle_spec
 from kvflowmap.lifecycle.swallowed import Swallowed, forgotten, swallowed
-from kvflowmap.lifecycle.view import FnView, view, walk
+from kvflowmap.lifecycle.view import FnView, bound_args, view, walk
 from kvflowmap.model.classes import ClassIndex
 
 MAX_ROUNDS = 8
@@ -1007,17 +1007,52 @@ def _stores_an_id(state: IdState, fn: FnView, s, op) -> bool:
 
 def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:
     out: dict[Container, ContainerInfo] = {}
+    # (function, parameter) -> (line, kind) of what it does to a container it was handed
+    handed: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for fqn, fn in fns.items():
+        params = set(fn.param_names) - {"self", "cls"}
         for s in fn.stmts:
             for e in eff.of(fn, s):
-                if e.container is None or e.kind not in ("add", "remove", "reset"):
+                if e.kind not in ("add", "remove", "reset"):
+                    continue
+                if e.container is None:
+                    if e.kind == "remove" and e.target in params:
+                        handed.setdefault((fqn, e.target), []).append((e.line, e.kind))
                     continue
                 if e.kind == "reset" and e.container.attr.rpartition(".")[2] not in \
                         eff.state.keyed_attrs:
                     continue
                 info = out.setdefault(e.container, ContainerInfo(e.container))
                 info.sites.append(Site(fqn, e.line, e.kind))
+    for c, fqn, line, kind in _handed_removals(fns, eff, handed):
+        if c in out:  # a container ids enter elsewhere: its removals are its own
+            out[c].sites.append(Site(fqn, line, kind))
     return dict(sorted(out.items()))
+
+
+def _handed_removals(fns: dict[str, FnView], eff: Effects,
+                     handed: dict[tuple[str, str], list[tuple[int, str]]]
+                     ) -> Iterator[tuple[Container, str, int, str]]:
+    """``(container, helper, line, kind)`` for a helper that takes ids out
+    of a container it was handed (``del transfers[req_id]`` in NIXL's
+    ``_pop_done_transfers``), called with ``self.<attr>`` (``self.
+    _pop_done_transfers(self._recving_transfers)``): the removal is of the
+    caller's container."""
+    if not handed:
+        return
+    for fn in fns.values():
+        for call in fn.all_calls:
+            for t in eff.calls.resolve(fn.ctx, call):
+                callee = fns.get(t.fqn)
+                if callee is None:
+                    continue
+                for arg, param in bound_args(callee.fact, call):
+                    sites = handed.get((t.fqn, param))
+                    if not sites or not arg or not arg.startswith("self."):
+                        continue
+                    c = container_of(arg, fn, eff.values)
+                    if c is not None:
+                        yield from ((c, t.fqn, line, kind) for line, kind in sites)
 
 
 # queue and event bookkeeping and lookups: not where a task's work fails
