@@ -48,9 +48,10 @@ class Container:
 
 def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
     """The container a chain names inside ``fn``; None for locals, and for
-    what a call hands back (``self.reqs.setdefault(k, m).__dict__``: no
-    attribute of any object is called that)."""
-    if "()." in chain.replace("[]", ""):
+    what a call hands back (``self.reqs.setdefault(k, m).__dict__``, or the
+    list ``self.reqs.setdefault(k, []).append(x)`` appends to: no attribute
+    of any object is called that; the ``setdefault`` itself is the add)."""
+    if "()" in chain:  # ``self.reqs.setdefault(k, []).append(x)``: the call's value
         return None
     parts = chain.replace("[]", "").replace("()", "").split(".")
     if not parts or not parts[0]:
