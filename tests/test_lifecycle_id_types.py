@@ -96,3 +96,42 @@ class Conn(KVConnectorBase_V1):
     sites = {(s.fqn.rpartition(".")[2], s.kind) for info in lc.containers.values()
              for s in info.sites if info.container.attr == "_trackers"}
     assert ("build_connector_meta", "remove") in sites
+
+
+def test_a_helper_removing_from_a_container_it_was_handed_removes_from_the_callers(tree):
+    # vLLM's NIXL worker: ``self._pop_done_transfers(self._recving_transfers)``
+    # then ``del transfers[req_id]`` in the helper; and a list a setdefault
+    # hands back is no container of its own
+    root = tree({"conn/__init__.py": """
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+ReqId = str
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._recving: dict[ReqId, list[int]] = {}
+        self._notifs: dict[ReqId, list[str]] = {}
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self._read(self._connector_metadata.req_id)
+
+    def _read(self, req_id: ReqId):
+        self._recving[req_id] = [1]
+        self._notifs.setdefault(req_id, []).append("x")
+
+    def get_finished(self, finished_req_ids):
+        return None, self._pop_done(self._recving)
+
+    def _pop_done(self, transfers: dict[ReqId, list[int]]) -> set[ReqId]:
+        done: set[ReqId] = set()
+        for req_id in list(transfers):
+            del transfers[req_id]
+            done.add(req_id)
+        return done
+"""})
+    lc = build_lifecycle(analyse(Request(sources=[str(root)], context=[str(stub_root())])).linker)
+    sites = {(info.container.attr, s.fqn.rpartition(".")[2], s.kind)
+             for info in lc.containers.values() for s in info.sites}
+    assert ("_recving", "_pop_done", "remove") in sites
+    assert all("setdefault" not in attr for attr, _, _ in sites)
