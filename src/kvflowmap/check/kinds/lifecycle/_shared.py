@@ -4,11 +4,12 @@ the functions a rule looks at, and steps for a finding's path."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.model import Step
+from kvflowmap.lifecycle.effects import HANDLING
 from kvflowmap.lifecycle.model import Lifecycle
 
 
@@ -58,3 +59,40 @@ def short(fqn: str) -> str:
     """``pkg.mod.Class.method`` -> ``Class.method``."""
     parts = fqn.split(".")
     return ".".join(parts[-2:])
+
+
+def probe_commit_pairs(ctx: CheckContext, lc: Lifecycle, wanted: Collection[str]
+                       ) -> Iterator[tuple[str, str]]:
+    """``(probe, commit hook)`` that each class of the ``wanted`` functions
+    resolves the protocol's two names to, both analysed; once per commit
+    hook, in the class that defines it."""
+    for cls in sorted({fn.cls for f, fn in lc.functions.items() if f in wanted and fn.cls}):
+        probe = ctx.classes.find_member(cls, lc.spec.probe)
+        commit = ctx.classes.find_member(cls, lc.spec.commit)
+        if commit is None or probe is None or commit.rpartition(".")[0] != cls:
+            continue
+        if commit in lc.functions and probe in lc.functions:
+            yield probe, commit
+
+
+def record_lines(lc: Lifecycle, fqn: str) -> set[int]:
+    """Lines of the statements of ``fqn`` that keep the request id."""
+    fn = lc.functions[fqn]
+    return {s.line for s in fn.stmts
+            if any(e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, s))}
+
+
+def async_returns(lc: Lifecycle, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
+    """Lines where the probe returns a tuple that asks for a load: its async
+    element is not a literal 'no' (``return n, True``), or its token count is
+    not a literal nothing (``return hit - computed, False``: a synchronous load
+    the commit hook must record just the same)."""
+    fn = lc.functions[probe]
+    lines = []
+    for r in fn.all_returns:
+        if not r.elements or idx >= len(r.elements):
+            continue
+        count = r.elements[0].strip() if idx != 0 else ""
+        if r.elements[idx].strip() not in never or count not in ("0", "None", ""):
+            lines.append(r.line)
+    return lines

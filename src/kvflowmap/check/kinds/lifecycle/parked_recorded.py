@@ -23,11 +23,11 @@ import ast
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.kinds.lifecycle._shared import (async_returns, functions, lifecycle,
+                                                     probe_commit_pairs, record_lines, short)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.facts import Stmt
-from kvflowmap.lifecycle.effects import HANDLING
 from kvflowmap.lifecycle.view import walk
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
@@ -48,17 +48,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per commit hook that records nothing while its probe can park."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    probe_name, commit_name, idx = lc.spec.probe, lc.spec.commit, lc.spec.async_element
+    commit_name, idx = lc.spec.commit, lc.spec.async_element
     out = []
-    classes = sorted({fn.cls for f, fn in lc.functions.items() if f in wanted and fn.cls})
-    for cls in classes:
-        probe = ctx.classes.find_member(cls, probe_name)
-        commit = ctx.classes.find_member(cls, commit_name)
-        if commit is None or probe is None or commit.rpartition(".")[0] != cls:
-            continue  # judged once, in the class that defines the commit hook
-        if commit not in lc.functions or probe not in lc.functions:
-            continue
-        parks = _async_returns(lc, probe, idx, opts.never_async)
+    for probe, commit in probe_commit_pairs(ctx, lc, wanted):
+        parks = async_returns(lc, probe, idx, opts.never_async)
         if not parks:
             continue
         if _records(lc, probe):
@@ -84,30 +77,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
 def _records(lc, fqn: str) -> bool:
     """Some statement of ``fqn`` keeps the request id (not only returns it)."""
-    return bool(_record_lines(lc, fqn))
-
-
-def _record_lines(lc, fqn: str) -> set[int]:
-    """Lines of the statements of ``fqn`` that keep the request id."""
-    fn = lc.functions[fqn]
-    return {s.line for s in fn.stmts
-            if any(e.kind in HANDLING and e.kind != "return" for e in lc.effects.of(fn, s))}
-
-
-def _async_returns(lc, probe: str, idx: int, never: tuple[str, ...]) -> list[int]:
-    """Lines where the probe returns a tuple that asks for a load: its async
-    element is not a literal 'no' (``return n, True``), or its token count is
-    not a literal nothing (``return hit - computed, False``: a synchronous load
-    the commit hook must record just the same)."""
-    fn = lc.functions[probe]
-    lines = []
-    for r in fn.all_returns:
-        if not r.elements or idx >= len(r.elements):
-            continue
-        count = r.elements[0].strip() if idx != 0 else ""
-        if r.elements[idx].strip() not in never or count not in ("0", "None", ""):
-            lines.append(r.line)
-    return lines
+    return bool(record_lines(lc, fqn))
 
 
 def _arm_finding(ctx: CheckContext, probe: str, commit: str, arm: Stmt, key: str,
@@ -132,7 +102,7 @@ def _unrecorded_arms(lc, probe: str, commit: str, parks: list[int]
     every record of the hook lies in the ``if``'s other arms."""
     keys = _park_keys(lc.functions[probe], set(parks))
     fn = lc.functions[commit]
-    records = _record_lines(lc, commit)
+    records = record_lines(lc, commit)
     out = []
     for key, line in sorted(keys.items()):
         for s in walk(fn.fact.body):

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
-from kvflowmap.check.kinds.lifecycle.parked_recorded import _async_returns, _record_lines
+from kvflowmap.check.kinds.lifecycle._shared import (async_returns, functions, lifecycle,
+                                                     probe_commit_pairs, record_lines, short)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.facts import Stmt
@@ -44,13 +44,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     wanted = set(functions(ctx, lc))
     spec = lc.spec
     out = []
-    for cls in sorted({fn.cls for f, fn in lc.functions.items() if f in wanted and fn.cls}):
-        probe = ctx.classes.find_member(cls, spec.probe)
-        commit = ctx.classes.find_member(cls, spec.commit)
-        if commit is None or probe is None or commit.rpartition(".")[0] != cls:
-            continue  # judged once, in the class that defines the commit hook
-        if commit not in lc.functions or probe not in lc.functions:
-            continue
+    for probe, commit in probe_commit_pairs(ctx, lc, wanted):
         module = lc.functions[commit].module
         if any(g.module == module and keeps_account(g, (*spec.preempted, *spec.resumed))
                for g in lc.functions.values()):
@@ -69,8 +63,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                 any(lc.state.is_id(fn, n) for n in s.names)
 
         u = unconsumed(lc.functions[probe], lc.functions[commit], spec.load_trigger,
-                       _async_returns(lc, probe, spec.async_element, opts.never_async),
-                       sorted(_record_lines(lc, commit)), reach, keeps_own)
+                       async_returns(lc, probe, spec.async_element, opts.never_async),
+                       sorted(record_lines(lc, commit)), reach, keeps_own)
         if u is None:
             continue
         out.append(ctx.finding(
