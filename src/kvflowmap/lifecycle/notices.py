@@ -47,22 +47,30 @@ def silent_arms(fn: FnView, sends: Callable[[FnView, Stmt], bool]) -> list[Silen
     """Every ``if`` of ``fn`` with a notice in one arm and only logging in
     its explicit other arm. ``sends(fn, s)``: the statement itself sends a
     notice naming a request."""
+    memo: dict[int, bool] = {}
+
+    def sending(x: Stmt) -> bool:
+        if id(x) not in memo:
+            memo[id(x)] = sends(fn, x)
+        return memo[id(x)]
+
     out = []
     for body in fn.lists:
         sent = False
         for i, s in enumerate(body):
-            later = any(sends(fn, x) for x in body[i + 1:]
+            later = any(sending(x) for x in body[i + 1:]
                         if x.kind not in ("if", "for", "while", "try", "with", "match"))
             if s.kind == "if" and not sent and s.orelse:
                 for arm, other in ((s.body, s.orelse), (s.orelse, s.body)):
                     if len(arm) == 1 and arm[0].kind == "if":
                         continue  # an ``elif``: judged as its own ``if``
                     notice = next((x for x in walk(other) if x.kind not in ("def", "class")
-                                   and sends(fn, x)), None)
+                                   and sending(x)), None)
                     if notice is not None and _silent(fn, arm) and not (later and not _ends(arm)):
-                        out.append(SilentArm(fn.fqn, s.line, arm[0].line, notice.line, s.text or ""))
+                        out.append(SilentArm(fn.fqn, s.line, arm[0].line, notice.line,
+                                             s.text or ""))
             sent = sent or (s.kind not in ("if", "for", "while", "try", "with", "match")
-                            and sends(fn, s))
+                            and sending(s))
     return out
 
 
