@@ -322,3 +322,43 @@ def test_ids_merged_in_with_or_are_produced_and_taken_out_with_minus_are_not(
     recving = _producers(g, FIELD)
     assert {"merged.RecvThread.take_done", "merged.Worker._pulled"} <= recving
     assert "merged.Worker._pulled" not in _producers(g, SENDING)
+
+
+EXTENDED = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1, KVConnectorTransferResults)
+
+
+class BaseWorker:
+    def _collect(self):
+        return set()
+
+    def get_transfer_results(self):
+        done = self._collect()
+        return KVConnectorTransferResults(finished_sending=done)
+
+
+class PushWorker(BaseWorker):
+    def get_transfer_results(self):
+        results = super().get_transfer_results()
+        pushed = results.finished_sending
+        pushed.add("r")
+        return results
+
+
+class Facade(KVConnectorBase_V1):
+    def __init__(self, worker: BaseWorker):
+        self.worker = worker
+
+    def get_transfer_results(self, finished_req_ids):
+        return self.worker.get_transfer_results()
+'''
+
+
+def test_an_override_returning_its_bases_results_produces_too(tmp_path: Path) -> None:
+    """The facade's call reaches the base worker's return first; the push
+    worker's ``super()`` call reaches it again and still hands it on (vLLM
+    0.34's NIXL push worker adds its finished WRITEs to the base's results)."""
+    g = _graph(tmp_path, "extconn", EXTENDED)
+    assert {"extconn.BaseWorker.get_transfer_results",
+            "extconn.PushWorker.get_transfer_results"} <= _producers(g, SENDING)

@@ -46,7 +46,7 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
     for s in stores:
         if s.value and s.field in lk.graph:
             for fqn, line, local in _trace(lk, s.module, s.scope, s.value, Want(s.position), 0,
-                                           set()):
+                                           {}):
                 found.setdefault((fqn, s.field), (line, local))
     for (fqn, field), (line, local) in sorted(found.items()):
         d = lk.model.defs[fqn]
@@ -61,18 +61,34 @@ def trace_value(lk: Linker, module: str, scope: str, origin: str,
     """(function, return line, returned local or "") of every analysed
     function whose return value ``origin``, read in ``module``/``scope``,
     comes from (through locals, tuple positions, attributes and calls)."""
-    return _trace(lk, module, scope, origin, want, 0, set())
+    return _trace(lk, module, scope, origin, want, 0, {})
+
+
+# what one trace of a stored value has found per (module, scope, origin,
+# want); None while that trace is in progress (a cycle finds nothing new)
+Seen = dict[tuple[str, str, str, Want], "list[tuple[str, int, str]] | None"]
 
 
 def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
-           depth: int, seen: set) -> list[tuple[str, int, str]]:
+           depth: int, seen: Seen) -> list[tuple[str, int, str]]:
     """(function, return line, the plain local it returns of the value or "")
     of every analysed function whose return the value ``origin`` (read in
-    ``module``/``scope``) comes from."""
+    ``module``/``scope``) comes from. A value met again gives what it gave
+    the first time, not nothing: NIXL's push worker returns
+    ``super().get_transfer_results()``, which the facade's call reached
+    first, and the push worker was dropped as handing nothing on."""
     key = (module, scope, origin, want)
-    if depth > MAX_DEPTH or key in seen:
+    if depth > MAX_DEPTH:
         return []
-    seen.add(key)
+    if key in seen:
+        return seen[key] or []
+    seen[key] = None
+    seen[key] = found = _trace_value(lk, module, scope, origin, want, depth, seen)
+    return found
+
+
+def _trace_value(lk: Linker, module: str, scope: str, origin: str, want: Want,
+                 depth: int, seen: Seen) -> list[tuple[str, int, str]]:
     if origin.endswith("()"):
         return _through_call(lk, module, scope, origin[:-2], want, depth, seen)
     head, _, attr = origin.partition(".")
@@ -99,7 +115,7 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
 
 
 def _through_call(lk: Linker, module: str, scope: str, callee: str,
-                  want: Want, depth: int, seen: set) -> list[tuple[str, int, str]]:
+                  want: Want, depth: int, seen: Seen) -> list[tuple[str, int, str]]:
     if callee.endswith(".result") and callee[:-len(".result")].isidentifier():
         done = _through_future(lk, module, scope, callee[:-len(".result")], want, depth, seen)
         if done:
@@ -114,7 +130,7 @@ def _through_call(lk: Linker, module: str, scope: str, callee: str,
 
 
 def _returned_by(lk: Linker, target: str, want: Want, depth: int,
-                 seen: set) -> list[tuple[str, int, str]]:
+                 seen: Seen) -> list[tuple[str, int, str]]:
     """The returns of analysed function ``target`` that hand on the wanted
     part, and where that comes from in turn."""
     out = []
@@ -165,7 +181,7 @@ def _call_of(lk: Linker, module: str, scope: str, callee: str) -> CallFact | Non
 
 
 def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,
-                    depth: int, seen: set) -> list[tuple[str, int, str]]:
+                    depth: int, seen: Seen) -> list[tuple[str, int, str]]:
     """``fut.result()`` of a local future bound from a call that runs an
     analysed function (``run_coroutine_threadsafe(self.fetch(), loop)``,
     ``executor.submit(self.work, x)``, ``loop.run_in_executor(None, self.work)``):
