@@ -1425,11 +1425,11 @@ _NOTICE_RE = re.compile(r"\.(send_notif|send_multipart|send_pyobj|send_json|send
 
 
 def find_silence_notice(module: cst.Module) -> Iterator[Ctx]:
-    """A line sending a peer its notice (``send_notif``, ``send_multipart``,
-    ``_notify_pull_done``...) in one arm of an ``if``/``else`` whose other
-    arm sends one too: the arm then only goes on, as a full-prefix-hit arm
-    that forgets the producer does."""
-    picked: set[int] = set()  # the notice lines chosen (an ``if`` comes before its arms)
+    """An arm (the indented block) of an ``if``/``else`` whose two arms both
+    send a peer its notice (``send_notif``, ``send_multipart``,
+    ``_notify_pull_done``...), when the arm also logs: it is rewritten to
+    only log, as a full-prefix-hit arm that forgets the producer does."""
+    picked: set[int] = set()  # the arms chosen (an ``if`` comes before its arms)
     for c in walk(module):
         if id(c.node) in picked:
             yield c
@@ -1437,14 +1437,23 @@ def find_silence_notice(module: cst.Module) -> Iterator[Ctx]:
         if not (isinstance(c.node, cst.If) and c.func is not None) or \
                 not isinstance(c.node.orelse, cst.Else):
             continue
-        arms = (_stmts(c.node.body), _stmts(c.node.orelse.body))
-        if not all(any(_NOTICE_RE.search(code(st)) for st in arm) for arm in arms):
+        blocks = (c.node.body, c.node.orelse.body)
+        if not all(any(_NOTICE_RE.search(code(st)) for st in _stmts(b)) for b in blocks):
             continue
-        for arm in arms:
-            line = next((st for st in arm if isinstance(st, cst.SimpleStatementLine)
-                         and _NOTICE_RE.search(code(st))), None)
-            if line is not None:
-                picked.add(id(line))
+        picked.update(id(b) for b in blocks if isinstance(b, cst.IndentedBlock)
+                      and any(_log_line(st) for st in b.body))
+
+
+def _log_line(st: cst.CSTNode) -> bool:
+    small = _single(st)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and \
+        _is_log_call(small.value)
+
+
+def rewrite_silence_notice(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The arm keeps only its logging lines."""
+    assert isinstance(node, cst.IndentedBlock)
+    return node.with_changes(body=[st for st in node.body if _log_line(st)])
 
 
 # -- a transfer's outcome read unguarded ----------------------------------------------
@@ -1520,8 +1529,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              "its try never bound", find_handler_falls_through, _to_pass),
     Operator("drop-trigger-consume", "the commit hook no longer marks the remote load "
              "consumed", find_drop_trigger_consume, _to_pass),
-    Operator("silence-notice", "one arm no longer sends the peer its notice",
-             find_silence_notice, _to_pass),
+    Operator("silence-notice", "an arm that sends the peer its notice only logs",
+             find_silence_notice, rewrite_silence_notice),
     Operator("unguard-result", "a future's result() is read with nothing catching it",
              find_unguard_result, rewrite_unguard_result),
     Operator("drop-none-test", "a read through a field no longer tests it for None first",

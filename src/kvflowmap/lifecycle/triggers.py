@@ -30,6 +30,7 @@ reloads a resumed request from its shared cache by design).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -64,8 +65,9 @@ def unconsumed(probe: FnView, commit: FnView, trigger: str, asks: list[int],
     test = _guarding_test(probe, trigger, set(asks), keeps_own)
     if test is None:
         return None
+    keys = _tested_keys(probe, test[0])
     for fn in (probe, commit, *reach(probe), *reach(commit)):
-        if _consumes(fn, trigger):
+        if _consumes(fn, trigger, keys):
             return None
     return Unconsumed(probe.fqn, test[0], test[1], commit.fqn, min(records), trigger)
 
@@ -112,16 +114,30 @@ def _guarding_test(fn: FnView, trigger: str, asks: set[int],
     return found
 
 
-# writes into a mapping that change what a later read sees
-_WRITES = frozenset({"setitem", "delitem", "pop", "popitem", "update", "clear", "setdefault"})
+# writes of one key, and writes of the whole mapping
+_KEY_WRITES = frozenset({"setitem", "delitem", "pop", "setdefault"})
+_WHOLE_WRITES = frozenset({"popitem", "update", "clear"})
+_KEY = re.compile(r"""(?:\.get\(|\[)\s*["']([^"']+)["']""")
 
 
-def _consumes(fn: FnView, trigger: str) -> bool:
-    """``fn`` writes into the trigger or rebinds it on its owner."""
+def _tested_keys(fn: FnView, line: int) -> set[str]:
+    """The string keys the test at ``line`` reads (``params.get("do_remote_prefill")``):
+    consuming the trigger is writing one of them. None read (``if not
+    request.kv_transfer_params``): any write counts."""
+    return {k for s in fn.stmts if s.line == line for k in _KEY.findall(s.text or "")}
+
+
+def _consumes(fn: FnView, trigger: str, keys: set[str]) -> bool:
+    """``fn`` writes into the trigger (one of the tested ``keys``, when the
+    probe tests keys: another key it sets, ``_remote_blocks_processed``,
+    changes nothing the probe reads) or rebinds it on its owner."""
     aliases = _aliases(fn, trigger)
     for op in fn.all_containers:
         root = op.container
-        if op.op in _WRITES and (root in aliases or root.rpartition(".")[2] == trigger):
+        if not (root in aliases or root.rpartition(".")[2] == trigger):
+            continue
+        if op.op in _WHOLE_WRITES or (op.op in _KEY_WRITES and (
+                not keys or (op.key or "").strip("'\"") in keys)):
             return True
     return any(a.target.rpartition(".")[2] == trigger and "." in a.target
                for a in fn.all_assigns)

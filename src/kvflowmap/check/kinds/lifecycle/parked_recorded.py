@@ -59,6 +59,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         if _records(lc, commit):
             out += [_arm_finding(ctx, probe, commit, arm, key, line)
                     for arm, key, line in _unrecorded_arms(lc, probe, commit, parks)]
+            out += [_tokens_finding(ctx, probe, commit, arm, parks[0])
+                    for arm in _unrecorded_token_arms(lc, commit)]
             continue
         fn = lc.functions[commit]
         line = parks[0]
@@ -157,3 +159,66 @@ def _positive_keys(test: str | None) -> frozenset[str]:
                 isinstance(p.slice.value, str):
             out.add(p.slice.value)
     return frozenset(out)
+
+
+def _tokens_finding(ctx: CheckContext, probe: str, commit: str, arm: Stmt,
+                    line: int) -> Finding:
+    return ctx.finding(
+        commit, arm.line,
+        f"{short(commit)} records nothing in its arm for a request with tokens to load "
+        f"(`{arm.text}`), and records requests only in its other arms: the tokens "
+        f"{short(probe)} asked for (line {line}) are counted as computed, and no worker "
+        "loads them or names the request in finished_recving",
+        path=(ctx.step(probe, line, "the probe asks for a load"),
+              ctx.step(commit, arm.line, "the arm for external tokens records nothing")),
+        anchor=f"parked-tokens:{arm.text}")
+
+
+def _unrecorded_token_arms(lc, commit: str) -> list[Stmt]:
+    """``if`` statements of the commit hook whose test holds only for a
+    request with external tokens to load (``num_external_tokens > 0``, on
+    the hook's count parameter, its third), where that arm records nothing
+    and every record of the hook lies in the ``if``'s other arm."""
+    fn = lc.functions[commit]
+    params = [p for p in fn.param_names if p not in ("self", "cls")]
+    if len(params) < 3:
+        return []
+    count = params[2]
+    records = record_lines(lc, commit)
+    out = []
+    for s in walk(fn.fact.body):
+        if s.kind != "if" or not _positive_count(s.text, count):
+            continue
+        inside = {x.line for x in walk(s.body)}
+        other = {x.line for x in walk(s.orelse)}
+        if records and not records & inside and records <= other:
+            out.append(s)
+    return out
+
+
+def _positive_count(test: str | None, name: str) -> bool:
+    """``test`` holds only where ``name`` is positive: ``n > 0``, ``n >= 1``,
+    ``0 < n``, ``n != 0``, ``n`` (alone or as a part of an ``and``)."""
+    try:
+        node = ast.parse(test or "", mode="eval").body
+    except SyntaxError:
+        return False
+    parts = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+        else [node]
+    for p in parts:
+        if isinstance(p, ast.Name) and p.id == name:
+            return True
+        if isinstance(p, ast.Compare) and len(p.ops) == 1:
+            left, op, right = p.left, p.ops[0], p.comparators[0]
+            lit = right if isinstance(left, ast.Name) and left.id == name else \
+                left if isinstance(right, ast.Name) and right.id == name else None
+            if not isinstance(lit, ast.Constant) or not isinstance(lit.value, int):
+                continue
+            if lit is right and (isinstance(op, ast.Gt) and lit.value >= 0 or
+                                 isinstance(op, ast.GtE) and lit.value >= 1 or
+                                 isinstance(op, ast.NotEq) and lit.value == 0):
+                return True
+            if lit is left and (isinstance(op, ast.Lt) and lit.value >= 0 or
+                                isinstance(op, ast.NotEq) and lit.value == 0):
+                return True
+    return False
