@@ -76,10 +76,13 @@ def _aliases(fn: FnView, trigger: str) -> set[str]:
     """Names that stand for the trigger in ``fn``: ``x.<trigger>`` itself and
     every local bound to it (``params = request.kv_transfer_params``)."""
     out = set()
-    for a in fn.all_assigns:
-        if a.value and a.value.rpartition(".")[2] == trigger and "." in a.value \
-                and "." not in a.target:
-            out.add(a.target)
+    for s in fn.stmts:
+        # ``params = request.kv_transfer_params or {}`` names it too
+        reads = any(n.rpartition(".")[2] == trigger and "." in n for n in s.names)
+        for a in fn.assigns(s):
+            if "." not in a.target and not a.aug and (reads or (
+                    a.value and a.value.rpartition(".")[2] == trigger and "." in a.value)):
+                out.add(a.target)
     return out
 
 
