@@ -189,9 +189,13 @@ def _unrecorded_token_arms(lc, commit: str) -> list[Stmt]:
     for s in walk(fn.fact.body):
         if s.kind != "if" or not _positive_count(s.text, count):
             continue
-        inside = {x.line for x in walk(s.body)}
+        # what follows a ``return`` at the arm's top level never runs
+        live = next((i for i, x in enumerate(s.body) if x.kind in ("return", "raise")),
+                    len(s.body))
+        inside = {x.line for x in walk(s.body[:live + 1])}
         other = {x.line for x in walk(s.orelse)}
-        if records and not records & inside and records <= other:
+        dead = {x.line for x in walk(s.body[live + 1:])}
+        if records & other and not records & inside and records <= other | dead:
             out.append(s)
     return out
 
