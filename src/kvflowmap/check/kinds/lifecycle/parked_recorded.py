@@ -14,7 +14,9 @@ record says so (``if params.get("do_remote_prefill"): return n, True``), the
 commit hook's arm for that same test (``if params.get("do_remote_prefill"):``)
 must record them; one that records nothing, while the hook records only in
 its other arms (``elif params.get("do_remote_decode"): ...``), parks every
-such request forever.
+such request forever; and so does its arm for a request with external tokens
+to load (``if num_external_tokens > 0:``) that records nothing while the
+other arm records.
 """
 
 from __future__ import annotations
