@@ -657,6 +657,10 @@ class Lifecycle:
                         self._analysed, self.effects.values.call_sites, self._judged(()), hooks,
                         self.state.report_locals)
 
+    def subject_callees(self, fn: FnView, c: CallFact) -> list[str]:
+        """The subject functions (``functions``) call ``c`` of ``fn`` may run."""
+        return [t.fqn for t in self.effects.calls.resolve(fn.ctx, c) if t.fqn in self.functions]
+
     def _analysed(self, fn: FnView, c: CallFact) -> list[str]:
         """The analysed functions call ``c`` of ``fn`` may run."""
         return [t.fqn for t in self.effects.calls.resolve(fn.ctx, c) if not t.external]

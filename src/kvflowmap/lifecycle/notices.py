@@ -12,8 +12,8 @@ that arm (tpu-inference 0.31.0's ``process_send_load``: ``else: logger.info(
 there too).
 
 Found by structure: a statement sends a notice when it calls one of the
-protocol's ``lifecycle.notices`` methods (``send_notif``,
-``send_multipart``...), or an analysed function that does (two calls deep),
+rule's ``notices`` methods (``send_notif``, ``send_multipart``...), or an
+analysed function that does (two calls deep),
 passing a request id or a request's record. An ``if`` with such a statement
 in one arm, and an explicit other arm whose statements only log (or
 ``pass``/``continue``), is reported at that arm, unless a notice for the

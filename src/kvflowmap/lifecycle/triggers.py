@@ -88,8 +88,8 @@ def _aliases(fn: FnView, trigger: str) -> set[str]:
 
 def _reads(fn: FnView, s: Stmt, trigger: str, aliases: set[str]) -> bool:
     """The statement's own text reads the trigger."""
-    return any(n in aliases or n.rpartition(".")[2] == trigger and "." in n
-               or n.partition(".")[0] in aliases for n in s.names)
+    return any(n.partition(".")[0] in aliases or (n.rpartition(".")[2] == trigger and "." in n)
+               for n in s.names)
 
 
 def _guarding_test(fn: FnView, trigger: str, asks: set[int],

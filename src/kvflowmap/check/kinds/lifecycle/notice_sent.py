@@ -37,24 +37,23 @@ class Options:
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per arm that only logs where its sibling arm sends a notice."""
     lc = lifecycle(ctx)
-    memo: dict[str, bool] = {}
+    # (function, depth) -> it sends; the depth falls on every call, so no cycle
+    memo: dict[tuple[str, int], bool] = {}
 
     def sends_any(fqn: str, depth: int) -> bool:
         """The analysed function sends a notice (its own calls, ``depth`` deep)."""
-        key = f"{fqn}/{depth}"
-        if key not in memo:
-            memo[key] = False  # cycle guard
+        if (fqn, depth) not in memo:
             fn = lc.functions[fqn]
-            memo[key] = any(_named(c, opts) or (depth > 1 and any(
-                sends_any(t, depth - 1) for t in _callees(ctx, lc, fn, c)))
+            memo[fqn, depth] = any(_named(c, opts) or (depth > 1 and any(
+                sends_any(t, depth - 1) for t in lc.subject_callees(fn, c)))
                 for c in fn.all_calls)
-        return memo[key]
+        return memo[fqn, depth]
 
     def sends(fn: FnView, s: Stmt) -> bool:
         for c in fn.calls(s):
             if not _names_request(lc, fn, c):
                 continue
-            if _named(c, opts) or any(sends_any(t, 2) for t in _callees(ctx, lc, fn, c)):
+            if _named(c, opts) or any(sends_any(t, 2) for t in lc.subject_callees(fn, c)):
                 return True
         return False
 
@@ -78,10 +77,6 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 def _named(c: CallFact, opts: Options) -> bool:
     base, _, meth = (c.callee or "").rpartition(".")
     return bool(base) and meth in opts.notices
-
-
-def _callees(ctx: CheckContext, lc, fn: FnView, c: CallFact) -> list[str]:
-    return [t.fqn for t in ctx.linker.calls.resolve(fn.ctx, c) if t.fqn in lc.functions]
 
 
 def _names_request(lc, fn: FnView, c: CallFact) -> bool:

@@ -33,14 +33,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     lc = lifecycle(ctx)
     reports = {m for ch in lc.spec.channels for m in ch.methods}
     hooks = sorted(f for f in functions(ctx, lc) if f.rpartition(".")[2] in reports)
-
-    def callees(fn, call) -> list[str]:
-        return [t.fqn for t in ctx.linker.calls.resolve(fn.ctx, call) if t.fqn in lc.functions]
-
     out, seen = [], set()
     for hook in hooks:
         for r in raised_outcomes(hook, lc.functions, lc.cfg, lc.state.keyed_attrs,
-                                 lambda f: lc.state.of(f).records, callees):
+                                 lambda f: lc.state.of(f).records, lc.subject_callees):
             if (r.fqn, r.line) in seen:
                 continue
             seen.add((r.fqn, r.line))

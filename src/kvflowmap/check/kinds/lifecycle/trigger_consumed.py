@@ -52,9 +52,8 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
         def reach(fn: FnView, hooks: tuple[str, str] = (probe, commit)) -> Iterator[FnView]:
             for call in fn.all_calls:
-                for t in ctx.linker.calls.resolve(fn.ctx, call):
-                    if t.fqn in lc.functions and t.fqn not in hooks:
-                        yield lc.functions[t.fqn]
+                yield from (lc.functions[t] for t in lc.subject_callees(fn, call)
+                            if t not in hooks)
 
         def keeps_own(fn: FnView, s: Stmt) -> bool:
             return any(op in ("In", "NotIn") for c in fn.compares.get(s.line, ())
