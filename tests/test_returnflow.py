@@ -127,7 +127,18 @@ def test_path_from_the_worker_reaches_the_scheduler_through_returns(tmp_path: Pa
     first = result.paths[0]
     assert first[0].kind == "produces" and first[0].note == "its return value"
     assert first[0].dst == FIELD
-    assert "via its return value" in paths.paths_text(result)
+    # the value climbs through the worker's and the facade's returns to the
+    # runner's store: each is a step of the answer, none is skipped
+    climbed = [f for f, _, _ in first[0].up]
+    assert climbed == ["rfconn.Worker.get_finished", "rfconn.FacadeConnector.get_finished",
+                       "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1"
+                       ".get_transfer_results",
+                       "vllm.v1.worker.gpu.kv_connector.ActiveKVConnector.post_forward"], climbed
+    text = paths.paths_text(result)
+    assert "--return--> rfconn/__init__.py:16\n  rfconn.Worker.get_finished\n" in text
+    assert text.index("rfconn.FacadeConnector.get_finished") < text.index("--produces--> ") < \
+        text.index(f"  {FIELD}")
+    assert '"up": [' in paths.paths_json(result)
 
 
 UNPACKED = '''

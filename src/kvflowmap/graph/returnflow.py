@@ -28,6 +28,12 @@ from kvflowmap.graph.build import Linker
 from kvflowmap.graph.dataflow import Store
 
 MAX_DEPTH = 8
+MAX_CHAINS = 4  # ways up to the field kept per producing edge (``path`` shows one)
+
+# (function, return line, the local it returns of the value or "", and the
+# functions the value is returned on through before the tracing scope gets
+# it: (function, line of its return), the nearest to the producer first)
+Found = tuple[str, int, str, tuple[tuple[str, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -43,17 +49,32 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
     writes ``stores`` (``dataflow.add_fields``) are filled from (see the
     module docstring)."""
     found: dict[tuple[str, str], tuple[int, str]] = {}
+    chains: dict[tuple[str, str], list[tuple[tuple[str, str, int], ...]]] = {}
     for s in stores:
         if s.value and s.field in lk.graph:
-            for fqn, line, local in _trace(lk, s.module, s.scope, s.value, Want(s.position), 0,
-                                           {}):
+            storer = f"{s.module}.{s.scope}"
+            for fqn, line, local, up in _trace(lk, s.module, s.scope, s.value,
+                                               Want(s.position), 0, {}):
                 found.setdefault((fqn, s.field), (line, local))
+                chain = (*((f, _file_of(lk, f), ln) for f, ln in up),
+                         (storer, lk.where(s.module)["file"], s.line))
+                kept = chains.setdefault((fqn, s.field), [])
+                if chain not in kept and len(kept) < MAX_CHAINS:
+                    kept.append(chain)
     for (fqn, field), (line, local) in sorted(found.items()):
         d = lk.model.defs[fqn]
         # ``value``: the local (or ``local.field``) the return hands on into
-        # the field (``path`` follows only what that is made of)
-        extra = {"value": local} if local else {}
+        # the field (``path`` follows only what that is made of); ``up``: the
+        # ways the value climbs from ``fqn`` to the line that stores it, as
+        # (function, file, line) hops, the last the storing one (``path``
+        # shows them, so that the facade and vLLM's caller are not skipped)
+        extra: dict[str, object] = {"value": local} if local else {}
+        extra["up"] = tuple(sorted(chains[(fqn, field)], key=len))
         lk.add_edge(fqn, field, "produces", d.module, line, via="return", **extra)
+
+
+def _file_of(lk: Linker, fqn: str) -> str:
+    return str(lk.where(lk.model.defs[fqn].module)["file"])
 
 
 def trace_value(lk: Linker, module: str, scope: str, origin: str,
@@ -61,16 +82,17 @@ def trace_value(lk: Linker, module: str, scope: str, origin: str,
     """(function, return line, returned local or "") of every analysed
     function whose return value ``origin``, read in ``module``/``scope``,
     comes from (through locals, tuple positions, attributes and calls)."""
-    return _trace(lk, module, scope, origin, want, 0, {})
+    return [(f, line, local) for f, line, local, _ in _trace(lk, module, scope, origin, want,
+                                                             0, {})]
 
 
 # what one trace of a stored value has found per (module, scope, origin,
 # want); None while that trace is in progress (a cycle finds nothing new)
-Seen = dict[tuple[str, str, str, Want], "list[tuple[str, int, str]] | None"]
+Seen = dict[tuple[str, str, str, Want], "list[Found] | None"]
 
 
 def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
-           depth: int, seen: Seen) -> list[tuple[str, int, str]]:
+           depth: int, seen: Seen) -> list[Found]:
     """(function, return line, the plain local it returns of the value or "")
     of every analysed function whose return the value ``origin`` (read in
     ``module``/``scope``) comes from. A value met again gives what it gave
@@ -88,7 +110,7 @@ def _trace(lk: Linker, module: str, scope: str, origin: str, want: Want,
 
 
 def _trace_value(lk: Linker, module: str, scope: str, origin: str, want: Want,
-                 depth: int, seen: Seen) -> list[tuple[str, int, str]]:
+                 depth: int, seen: Seen) -> list[Found]:
     if origin.endswith("()"):
         return _through_call(lk, module, scope, origin[:-2], want, depth, seen)
     head, _, attr = origin.partition(".")
@@ -115,7 +137,7 @@ def _trace_value(lk: Linker, module: str, scope: str, origin: str, want: Want,
 
 
 def _through_call(lk: Linker, module: str, scope: str, callee: str,
-                  want: Want, depth: int, seen: Seen) -> list[tuple[str, int, str]]:
+                  want: Want, depth: int, seen: Seen) -> list[Found]:
     if callee.endswith(".result") and callee[:-len(".result")].isidentifier():
         done = _through_future(lk, module, scope, callee[:-len(".result")], want, depth, seen)
         if done:
@@ -130,7 +152,7 @@ def _through_call(lk: Linker, module: str, scope: str, callee: str,
 
 
 def _returned_by(lk: Linker, target: str, want: Want, depth: int,
-                 seen: Seen) -> list[tuple[str, int, str]]:
+                 seen: Seen) -> list[Found]:
     """The returns of analysed function ``target`` that hand on the wanted
     part, and where that comes from in turn."""
     out = []
@@ -152,8 +174,9 @@ def _returned_by(lk: Linker, target: str, want: Want, depth: int,
             # from it) of a worker whose every return hands nothing in the
             # wanted slot (``return set(), recving``)
             continue
-        out.append((target, r.line, local))
-        out += deeper
+        out.append((target, r.line, local, ()))
+        # found inside ``target``: the value climbs through ``target``'s return too
+        out += [(f, ln, loc, (*up, (target, r.line))) for f, ln, loc, up in deeper]
     return out
 
 
@@ -181,7 +204,7 @@ def _call_of(lk: Linker, module: str, scope: str, callee: str) -> CallFact | Non
 
 
 def _through_future(lk: Linker, module: str, scope: str, fut: str, want: Want,
-                    depth: int, seen: Seen) -> list[tuple[str, int, str]]:
+                    depth: int, seen: Seen) -> list[Found]:
     """``fut.result()`` of a local future bound from a call that runs an
     analysed function (``run_coroutine_threadsafe(self.fetch(), loop)``,
     ``executor.submit(self.work, x)``, ``loop.run_in_executor(None, self.work)``):

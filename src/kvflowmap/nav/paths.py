@@ -58,6 +58,10 @@ class Step:
     root: str
     note: str = ""
     lines: tuple[int, ...] = ()
+    # a ``produces via its return value`` step: the functions the value is
+    # returned through and the one that stores it, as (function, file, line)
+    # of each return and of the store (the last)
+    up: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -191,8 +195,9 @@ def _find_paths(g: nx.MultiDiGraph, a: str, b: str, max_paths: int,
         return _no_path(simple, a, b, sources, targets, expanded=expanded,
                         overridden=overridden, crossed=crossed)
     found.sort(key=lambda p: (len(p), p))
-    paths = tuple(tuple(_step(g, u, v, kinds, _calls_taken(lines))
-                        for u, v, lines in zip(p, p[1:], taken[tuple(p)][1:], strict=False))
+    paths = tuple(tuple(_step(g, u, v, kinds, _calls_taken(lines), p[i - 1] if i else None)
+                        for i, (u, v, lines) in enumerate(zip(p, p[1:], taken[tuple(p)][1:],
+                                                              strict=False)))
                   for p in found[:max_paths])
     return PathResult(a, b, paths)
 
@@ -631,9 +636,11 @@ def _calls_taken(lines: set[int | None]) -> frozenset[int] | None:
 
 
 def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...],
-          call_lines: frozenset[int] | None = None) -> Step:
+          call_lines: frozenset[int] | None = None, came_from: str | None = None) -> Step:
     """The step ``u -> v``; ``call_lines``: the calls the path took, when it
-    matters (a helper whose writes depend on the literals a call passes)."""
+    matters (a helper whose writes depend on the literals a call passes);
+    ``came_from``: the node before ``u``, whose call the return value of a
+    ``produces via its return value`` step goes back to first."""
     edges = [d for d in g[u][v].values() if d.get("kind") in kinds]
     if call_lines is not None:
         edges = [d for d in edges if d.get("kind") != "call"
@@ -646,9 +653,13 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...],
     if first.get("test"):  # ``graph.returnstates``: the test that chooses the state
         note += f", tested `{first['test']}` in {str(first.get('tester')).rpartition('.')[2]}" \
             f" (line {first.get('test_line')})"
+    ways = [tuple((str(f), str(file), int(line)) for f, file, line in way)
+            for way in first.get("up") or ()]
+    # the way back through the caller the path came from, else the shortest
+    up = next((w for w in ways if came_from and w[0][0] == came_from), ways[0] if ways else ())
     return Step(u, v, str(first["kind"]), str(first.get("file") or ""),
                 int(first.get("line") or 0), str(first.get("root") or ""), note,
-                tuple(same) if len(same) > 1 else ())
+                tuple(same) if len(same) > 1 else (), up)
 
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
@@ -694,6 +705,15 @@ def paths_text(result: PathResult | NoPath) -> str:
         for s in path:
             where = f"{s.file}:{s.line}" if s.file else "-"
             more = f" (also {', '.join(map(str, s.lines[1:]))})" if s.lines else ""
+            if s.up:
+                # the value climbs through each function's return to the store
+                out.append(f"    --return--> {where}{more}")
+                for k, (fn, file, line) in enumerate(s.up):
+                    out.append(f"  {fn}")
+                    kind = "produces" if k == len(s.up) - 1 else "return"
+                    out.append(f"    --{kind}--> {file}:{line}")
+                out.append(f"  {s.dst}")
+                continue
             via = f" via {s.note}" if s.note else ""
             out.append(f"    --{s.kind}{via}--> {where}{more}")
             out.append(f"  {s.dst}")
@@ -727,6 +747,16 @@ def _no_path_text(r: NoPath) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _step_json(s: Step) -> dict:
+    """A step as JSON; ``up`` (the functions a return value climbs through,
+    each ``{"function", "file", "line"}``) only on a step that has it."""
+    d = asdict(s)
+    d.pop("up")
+    if s.up:
+        d["up"] = [{"function": f, "file": file, "line": line} for f, file, line in s.up]
+    return d
+
+
 def paths_json(result: PathResult | NoPath) -> str:
     """Stable JSON of the paths (``{"paths": [[step, ...], ...]}``) or of the
     no-path explanation (``{"no_path": {...}}``)."""
@@ -734,5 +764,5 @@ def paths_json(result: PathResult | NoPath) -> str:
         data: dict = {"src": result.src, "dst": result.dst, "no_path": asdict(result)}
     else:
         data = {"src": result.src, "dst": result.dst,
-                "paths": [[asdict(s) for s in p] for p in result.paths]}
+                "paths": [[_step_json(s) for s in p] for p in result.paths]}
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -17,7 +17,8 @@ method of the class, its bases or its subclasses assigns and no class body
 declares, is a *mode field*. A read of it in a method of the class or a
 subclass is reported unless the method asks for it (``hasattr``/``getattr``
 of ``self``), the read sits under a test sharing a name with a test around
-the assignment (``if self.send_type == "GET":`` on both sides), or every
+the assignment (``if self.send_type == "GET":`` on both sides) or naming
+the same mode constant in its true arm (``if cmd == "GET":``), or every
 caller of the method tests the mode first (``conforms_fields.callers_decide``).
 A field set under a test of the connector's role (the protocol's
 ``role_tests``) is left alone: vLLM calls each half only on its own side.
@@ -25,6 +26,7 @@ A field set under a test of the connector's role (the protocol's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -298,6 +300,7 @@ def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
     if tests & set(ctx.protocol.lifecycle.get("role_tests") or ()):
         return []  # the connector's role: vLLM calls each half only on its own side
     modes = tests | _markers(ctx.model.facts[home], init, made, tests) - {field}
+    literals = set().union(*(_arm_literals(init, a.line) for a in made))
     out: list[tuple[str, int]] = []
     for c in sorted({cls, *ctx.classes.all_subclasses(cls)}):
         own = _self_reads(ctx, c, memo)
@@ -310,11 +313,30 @@ def _reads(ctx: CheckContext, cls: str, init: FunctionFact, field: str,
                 continue
             fqn = f"{own.module}.{r.scope}"
             fn = functions[r.scope]
-            if modes & decided_at(fn, r.line) or _leaves_on_input(fn, r.line) or (
+            if modes & decided_at(fn, r.line) or literals & _arm_literals(fn, r.line) or \
+                    _leaves_on_input(fn, r.line) or (
                     modes and callers_decide(ctx, fqn, modes, 4)):
                 continue
             seen.add(r.scope)
             out.append((fqn, r.line))
+    return out
+
+
+# a mode's name as a string constant in a test (``== "GET"``, ``in ("PUT",)``)
+_LITERAL = re.compile(r"""(["'])([A-Za-z_][\w.-]*)\1""")
+
+
+def _arm_literals(fn: FunctionFact, line: int) -> set[str]:
+    """String constants of the tests whose true arm holds ``line``: a read
+    under ``if data["cmd"] == "GET":`` serves the mode the constructor set
+    up under ``if self.send_type == "GET":`` (a GET message comes from a
+    peer in GET mode), though the tested names differ."""
+    out: set[str] = set()
+    for s in walk(fn.body):
+        if s.line > line:
+            break
+        if s.kind == "if" and s.text and any(x.line == line for x in walk(s.body)):
+            out |= {m.group(2) for m in _LITERAL.finditer(s.text)}
     return out
 
 
