@@ -1479,6 +1479,53 @@ def rewrite_unguard_result(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return cst.FlattenSentinel([first, *body[1:]])
 
 
+def _entry_loop(ctx: Ctx) -> tuple[str, str] | None:
+    """``(container, key)`` when ``ctx.node`` is a ``for`` over the entry an
+    enclosing ``for key, value in container.items()`` took (``value`` or
+    ``container[key]``), in a method, and the outer loop removes ``key`` from
+    ``container`` after it (``del container[key]`` or ``container.pop(key``)."""
+    node = ctx.node
+    if not isinstance(node, cst.For) or ctx.func is None:
+        return None
+    for outer in reversed(ctx.parents):
+        if isinstance(outer, cst.FunctionDef):
+            return None
+        if not isinstance(outer, cst.For) or not isinstance(outer.target, cst.Tuple):
+            continue
+        names = [e.value.value for e in outer.target.elements if isinstance(e.value, cst.Name)]
+        it = code(outer.iter)
+        if len(names) != 2 or ".items()" not in it:
+            continue
+        container = it.removeprefix("list(").split(".items()")[0]
+        key, value = names
+        if code(node.iter) not in (value, f"{container}[{key}]"):
+            return None
+        rest = code(outer.body)[code(outer.body).find(code(node)) + len(code(node)):]
+        if f"del {container}[{key}]" in rest or f"{container}.pop({key}" in rest:
+            return container, key
+        return None
+    return None
+
+
+def find_remove_in_parts_loop(module: cst.Module) -> Iterator[Ctx]:
+    """A loop over a request's parts, whose entry the enclosing loop removes
+    after it (vLLM 0.9.2's NIXL ``_pop_done_transfers``)."""
+    for c in walk(module):
+        if _entry_loop(c) is not None:
+            yield c
+
+
+def rewrite_remove_in_parts_loop(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The entry is removed at the end of the loop over its parts too, at the
+    first part (vLLM 0.9.1's shape)."""
+    assert isinstance(node, cst.For)
+    found = _entry_loop(ctx)
+    assert found is not None
+    container, key = found
+    body = [*_stmts(node.body), _stmt(f"{container}.pop({key}, None)\n")]
+    return node.with_changes(body=cst.IndentedBlock(body=body))
+
+
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("drop-report", "an id is not put into its self container", find_drop_report,
              _to_pass),
@@ -1533,6 +1580,9 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              find_silence_notice, rewrite_silence_notice),
     Operator("unguard-result", "a future's result() is read with nothing catching it",
              find_unguard_result, rewrite_unguard_result),
+    Operator("remove-in-parts-loop", "an entry of several parts is removed in the loop over "
+             "them, at the first part", find_remove_in_parts_loop,
+             rewrite_remove_in_parts_loop),
     Operator("drop-none-test", "a read through a field no longer tests it for None first",
              find_drop_none_test, rewrite_drop_none_test),
 )}

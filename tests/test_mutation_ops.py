@@ -269,6 +269,34 @@ def test_drop_none_test_drops_a_none_test_that_guards_a_read_only() -> None:
     assert "if request.load is None" not in second and "            pass\n" in second
 
 
+PARTS = '''\
+class Worker:
+    def pop_done(self, transfers):
+        done = set()
+        for req_id, handles in list(transfers.items()):
+            busy = False
+            for handle in handles:
+                busy = busy or handle.busy
+            if not busy:
+                done.add(req_id)
+                del transfers[req_id]
+        for req_id, handles in transfers.items():
+            for handle in handles:
+                print(handle)
+        return done
+'''
+
+
+def test_remove_in_parts_loop_moves_the_removal_into_the_loop_over_parts_only() -> None:
+    sites = find_sites(["remove-in-parts-loop"], PARTS, "w.py", "w")["remove-in-parts-loop"]
+    # the second loop over parts has no removal after it: no site
+    assert [(s.function, s.line) for s in sites] == [("w.Worker.pop_done", 6)]
+    text = mutate(PARTS, sites[0])
+    compile(text, "w.py", "exec")
+    assert "                busy = busy or handle.busy\n" \
+        "                transfers.pop(req_id, None)\n" in text
+
+
 def test_verdicts_name_real_sites_and_mark_misses_read() -> None:
     """Every harmless verdict names a mutant the bench makes (an operator it
     has, a code base it runs) and has a reason; a read miss shows as such,

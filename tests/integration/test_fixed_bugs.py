@@ -698,8 +698,26 @@ BUGS = (
              "kvc-field-set-in-every-mode",
              "vllm.distributed.kv_transfer.kv_connector.v1.p2p.p2p_nccl_engine"
              ".P2pNcclEngine.__init__",
-             # GET mode's own send_store stays (accepted, see real_findings.json)
              detail="send_request_id_to_tensor_ids"),
+    # vLLM 0.9.1's NIXL request_finished never tested do_remote_prefill, which
+    # update_state_after_alloc clears once it has announced the request: a
+    # decode request aborted before it was scheduled left the prefill side's
+    # blocks held. 0.9.2 tests it and announces an empty entry.
+    FixedBug("vllm nixl request_finished never asks whether the commit hook ran",
+             _vllm("0.9.1"),
+             _vllm("0.9.2"),
+             "kvc-finish-tells-workers",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector"
+             ".NixlConnectorScheduler.request_finished"),
+    # vLLM 0.9.1's NIXL _pop_done_transfers reported a request, and deleted its
+    # entry, at the first of its handles that was done; the next done handle
+    # deleted it again. 0.9.2 removes it after the loop, when none is in progress.
+    FixedBug("vllm nixl request done at its first done handle",
+             _vllm("0.9.1"),
+             _vllm("0.9.2"),
+             "kvc-entry-removed-after-its-parts",
+             "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector"
+             ".NixlConnectorWorker._pop_done_transfers"),
     # vLLM 0.25.1's MoRIIO producer get_finished drained the decode's release
     # ACKs (pop_finished_req_ids empties its list) and dropped, with a
     # warning, an ACK whose transfer id was not mapped yet: the request was

@@ -40,10 +40,13 @@ class Unseen(Missed):
     key: str = ""
     reader: str = ""
     read_line: int = 0
+    # the delay-free hook never tests the flag: this return (its first that
+    # tells nothing) is where such a request ends
+    untested: bool = False
 
 
 def _unseeded(fns: dict[str, FnView], reach: Callable[[str], set[str]], builders: list[str],
-              commit: FnView, finish: FnView, line: int, keys: set[str]
+              commit: FnView, finish: FnView, line: int, keys: set[str], flag: str
               ) -> list[tuple[str, int, str, int]]:
     """``(key, commit line, reader, read line)`` for each request field among
     ``keys`` the commit hook sets (``params["remote_block_ids"] = ()``) that
@@ -56,7 +59,9 @@ def _unseeded(fns: dict[str, FnView], reach: Callable[[str], set[str]], builders
         return []
     set_here = {(op.key or "").strip("'\"") for st in walk(arm) for op in finish.containers(st)
                 if op.op == "setitem"}
-    at = _set_keys(commit)
+    # only what the commit hook sets on the request's own fields (where it
+    # clears the flag), not on a copy it keeps aside (MoRIIO's saved_params)
+    at = _set_keys(commit, _flag_mapping(commit, flag))
     out = []
     for key in sorted(keys - set_here):
         read = next((r for b in builders if (r := _subscript_reader(fns, reach, b, key))), None)
@@ -94,14 +99,33 @@ def _subscript_reader(fns: dict[str, FnView], reach: Callable[[str], set[str]], 
     return None
 
 
-def _set_keys(fn: FnView) -> dict[str, int]:
+def _set_keys(fn: FnView, within: str | None = None) -> dict[str, int]:
     """String keys ``fn`` stores under in a local mapping
-    (``params["do_remote_prefill"] = False``), with the first line of each."""
+    (``params["do_remote_prefill"] = False``), with the first line of each;
+    with ``within``, only those stored in that mapping."""
     out: dict[str, int] = {}
     for op in fn.all_containers:
-        if op.op == "setitem" and op.key and op.key[:1] in "'\"" and "." not in op.container:
+        if op.op == "setitem" and op.key and op.key[:1] in "'\"" and "." not in op.container \
+                and within in (None, op.container):
             out.setdefault(op.key.strip("'\""), op.line)
     return out
+
+
+def _flag_mapping(fn: FnView, flag: str) -> str | None:
+    """The local mapping ``fn`` clears ``flag`` in (``params``)."""
+    return next((op.container for op in fn.all_containers if op.op == "setitem"
+                 and (op.key or "").strip("'\"") == flag), None)
+
+
+def _mentions(fn: FnView, key: str) -> bool:
+    """``fn`` reads or writes the request field ``key`` anywhere (a test of
+    it, ``params.get("key")``, ``params["key"]``); the caller asks it of the
+    hook and of every subject function the hook makes run."""
+    quoted = re.compile(rf"['\"]{re.escape(key)}['\"]")
+    return any(quoted.search(s.text or "") or any(quoted.search(n) for n in s.names)
+               for s in walk(fn.fact.body)) or \
+        any(r.key == key for r in fn.facts.key_reads if r.scope == fn.fact.qualname) or \
+        any(quoted.search(a) for c in fn.all_calls for a in c.args if a)
 
 
 def _under_flag(fn: FnView, atom: str) -> set[int]:
@@ -158,10 +182,27 @@ def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_nam
                 full = expand(text, tests)
                 found = next(((a, k) for a in leaves(full) for k in sorted(cleared)
                               if re.search(rf"\(['\"]{re.escape(k)}['\"]", a)), None)
-                if found is None or evaluate(full, {found[0]: True}) is not arm:
-                    continue  # the announcement needs the flag set
+                # the announcement needs the flag set: with it clear the arm
+                # is not taken (``params is not None and params.get(flag)``)
+                if found is None or evaluate(full, {found[0]: False}) is not (not arm):
+                    continue
                 atom, flag = found
                 tested = _under_flag(fns[finish], atom)
+                if not any(_mentions(fns[f], flag) for f in {finish, *reach(finish)}
+                           if f in fns):
+                    # no test of the flag at all (vLLM 0.9.1's NIXL): a request
+                    # aborted before it was scheduled takes the hook's first
+                    # way out that tells nothing, whatever that tests
+                    ways = exits(fns[finish], eff, (atom,), element, attrs)
+                    silent = [e for e in ways
+                              if not e.told and not e.handed and e.first in FALSY]
+                    # a hook that never delays a free: no peer holds KV for the
+                    # request on this connector's word (vllm-ascend's layerwise
+                    # push, whose producer pushes only after the consumer allocated)
+                    if silent and any(e.first not in FALSY for e in ways):
+                        out.add(Unseen(finish, silent[0].line, commit, line, attr, builder,
+                                       flag, untested=True))
+                    continue
                 for e in exits(fns[finish], eff, (atom,), element, attrs):
                     if e.line in tested and not e.told and not e.handed and \
                             e.first in FALSY:
@@ -171,7 +212,7 @@ def unseen(fns: dict[str, FnView], classes: ClassIndex, eff: Effects, commit_nam
                         # hook sets for the consumer (``params["remote_block_ids"]``)
                         for key, at, reader, read_at in _unseeded(
                                 fns, reach, chains[builder], fns[commit], fns[finish],
-                                e.line, cleared - {flag}):
+                                e.line, cleared - {flag}, flag):
                             out.add(Unseen(finish, e.line, commit, at, attr, builder, flag,
                                            key, reader, read_at))
     return sorted(out, key=lambda u: (u.fqn, u.line, u.attr))

@@ -108,6 +108,22 @@ def _unseen(ctx: CheckContext, u: Unseen) -> Finding:
             + steps(ctx, u.fqn, [(u.line, f"announces without \"{u.key}\"")])
             + steps(ctx, u.reader, [(u.read_line, f"reads \"{u.key}\" with no default")]),
             anchor=f"unseen-key:{u.key}")
+    if u.untested:
+        return ctx.finding(
+            u.fqn, u.line,
+            f"{short(u.fqn)} never tests \"{u.flag}\", which {short(u.commit)} clears once "
+            f"it has announced the request into self.{u.attr} (line {u.commit_line}): a "
+            "request aborted before it was scheduled still has it set, and ends here, the "
+            "first way out that tells the workers nothing. The peer that holds KV for it "
+            "(the prefill side's blocks) is never told to free it. Test the flag and "
+            f"announce such a request here (an empty entry in self.{u.attr}).",
+            path=steps(ctx, u.commit, [(u.commit_line,
+                                        f"announces the request: self.{u.attr}")])
+            + (ctx.step(u.builder, ctx.function(u.builder).line,
+                        f"hands self.{u.attr} to the workers in the step's metadata"),)
+            + steps(ctx, u.fqn, [(u.line, f"\"{u.flag}\" may still be set here; nothing is "
+                                          "announced")]),
+            anchor=f"unseen:{u.attr}")
     return ctx.finding(
         u.fqn, u.line,
         f"{short(u.fqn)} ends here a request whose \"{u.flag}\" is still set: "
