@@ -699,6 +699,15 @@ BUGS = (
              "vllm.distributed.kv_transfer.kv_connector.v1.p2p.p2p_nccl_engine"
              ".P2pNcclEngine.__init__",
              detail="send_request_id_to_tensor_ids"),
+    # LMCache 0.3.9's start_load_kv only logged when the retrieve returned fewer
+    # tokens than the scheduler was promised, and the connector had no
+    # failed-blocks hook: the missing blocks were taken as loaded. 0.3.9.post2
+    # records them and the facade forwards get_block_ids_with_load_errors.
+    FixedBug("lmcache partial retrieve only logged",
+             _lmcache("0.3.9"),
+             _lmcache("0.3.9.post2"),
+             "kvc-failed-blocks-reported",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.start_load_kv"),
     # vLLM 0.9.1's NIXL request_finished never tested do_remote_prefill, which
     # update_state_after_alloc clears once it has announced the request: a
     # decode request aborted before it was scheduled left the prefill side's

@@ -72,6 +72,7 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
     out = []
     for fqn, fn, names in _working(fns, reached, request_names):
         in_saves = lines_in_loops(fn, save_walks)
+        outcomes = _derived(fn, _outcomes(fn, names))
         for branch, body in failure_branches(fn, names):
             if branch.line in in_saves:
                 continue
@@ -82,11 +83,14 @@ def load_failures(fns: dict[str, FnView], reached: set[str],
                 if logs(fn, body, LOUD + ("warning", "warn")) and not _runs_listeners(fn, branch):
                     out.append((fqn, branch.line))
                 continue
-            # a branch must name the request, and not be a bookkeeping
-            # test of whether the id is where it should be (``rid in self._x``)
+            # a branch must name the request, or test what a load given the
+            # request's data returned (``if num_retrieved < num_expected:``,
+            # LMCache 0.3.9), and not be a bookkeeping test of whether the id
+            # is where it should be (``rid in self._x``)
             made = {a.target for st in walk(body) for a in fn.assigns(st)}
-            if (names - made) & {n.partition(".")[0] for st in walk(body) for n in st.names} \
-                    and not _MEMBERSHIP.search(branch.text or ""):
+            named = (names - made) & {n.partition(".")[0] for st in walk(body) for n in st.names}
+            tested = outcomes & {n.partition(".")[0] for n in branch.names}
+            if (named or tested) and not _MEMBERSHIP.search(branch.text or ""):
                 out.append((fqn, branch.line))
     return list(dict.fromkeys(out))
 
@@ -157,6 +161,16 @@ def _outcomes(fn: FnView, names: set[str]) -> set[str]:
     for st in fn.stmts:
         if st.kind == "simple" and any(_transfer_call(c, names) for c in fn.calls(st)):
             out |= {a.target for a in fn.assigns(st) if "." not in a.target}
+    return out
+
+
+def _derived(fn: FnView, outcomes: set[str]) -> set[str]:
+    """``outcomes`` and the locals computed from them in ``fn`` (two steps:
+    ``num = mask.sum().item()`` of ``mask = engine.retrieve(tokens, ...)``)."""
+    out = set(outcomes)
+    for _ in range(2):
+        out |= {a.target for st in fn.stmts if st.kind == "simple" for a in fn.assigns(st)
+                if "." not in a.target and {n.partition(".")[0] for n in st.names} & out}
     return out
 
 

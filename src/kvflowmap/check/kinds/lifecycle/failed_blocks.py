@@ -128,7 +128,10 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         paths = load_paths(lc, ctx.classes, ctx.protocol.base_class, chan.methods, starters,
                            set(wanted))
         if "no-channel" in opts.hows:
-            out += _no_channel(ctx, lc, paths)
+            # functions that record failed blocks where some hook drains them
+            recording = {f.fqn for ch in channels for a, _, _ in ch.drained
+                         for f in sites.get(a, ())}
+            out += _no_channel(ctx, lc, paths, recording)
         if "raised" in opts.hows:
             out += _raised(ctx, lc, paths)
     if "dropped" in opts.hows:
@@ -207,12 +210,16 @@ def _raised(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Fin
     return out
 
 
-def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list[Finding]:
+def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath],
+                recording: set[str]) -> list[Finding]:
     """Per connector class whose failed-blocks hook (its own override or the
     protocol base's default) can only return nothing: each failure branch on
     its load path (a failed load vLLM never hears of) and, for an own
     override in a class whose probe may answer ``load_kv_async=True``, the
-    hook itself (the stub to fix, failure branches visible or not)."""
+    hook itself (the stub to fix, failure branches visible or not). A class
+    with no override whose failure branches record their blocks for another
+    connector's hook (``recording``: the functions that fill what a hook
+    drains) is reported once, at the class: the hook is what it lacks."""
     base = ctx.protocol.base_class
 
     def default(hook: str) -> bool:  # the protocol base's, no override
@@ -250,8 +257,16 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
         if parks is not None and hook not in stubs:
             stubs.add(hook)
             out.append(_stub(ctx, lc, cls, hook, parks, failures))
+        shared = [(fqn, line) for fqn, line in failures
+                  if fqn in reported and fqn in recording]
+        if default(hook) and shared:
+            # the branches record their blocks for another connector's hook:
+            # what this connector lacks is the hook (LMCache 0.3.9.post2's
+            # 0.8.5 facade beside the one that forwards it)
+            out.append(_unforwarded(ctx, lc, cls, hook, shared))
         for fqn, line in failures:
-            if (fqn, line) in seen or (fqn in reported and not default(hook)):
+            if (fqn, line) in seen or (fqn in reported and not default(hook)) or \
+                    (fqn, line) in shared:
                 continue
             seen.add((fqn, line))
             where = (f"the protocol base's default {short(hook)}" if hook.rpartition(".")[0] == base
@@ -270,6 +285,27 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath]) -> list
                         if hook in lc.functions else ())),
                 anchor=f"no-channel:{cls.rpartition('.')[2]}"))
     return out
+
+
+def _unforwarded(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
+                 shared: list[tuple[str, int]]) -> Finding:
+    """A connector with no failed-blocks hook of its own that loads through
+    code whose failure branches another connector's hook reports."""
+    d = ctx.model.defs[cls]
+    fqn, line = shared[0]
+    name = hook.rpartition(".")[2]
+    return ctx.finding(
+        cls, d.fact.line,
+        f"{cls.rpartition('.')[2]} has no {name} of its own, so the protocol base's default "
+        f"answers: it can only return an empty collection. The code it loads through fails "
+        f"loads in {len(shared)} place(s) ({short(fqn)}, line {line}) and records their "
+        f"blocks for another connector's {name}, which this one never asks: its failed "
+        "loads are taken as successes and the requests run on whatever the blocks held. "
+        f"Override {name} and return what the code it loads through recorded",
+        path=(ctx.step(fqn, line, "a load fails here; its blocks are recorded"),
+              ctx.step(cls, d.fact.line,
+                       f"no {name}: the base's default answers")),
+        anchor=f"no-channel-hook:{cls.rpartition('.')[2]}")
 
 
 def _stub(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
