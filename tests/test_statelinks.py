@@ -88,6 +88,26 @@ def test_writer_reaches_reader_of_same_object(graph) -> None:
     assert "puts ids into PullWorker._done" in first[0].note
 
 
+def test_the_scheduler_keeps_reported_ids_in_a_set_its_waiting_check_reads(graph) -> None:
+    """From the worker's state to vLLM taking the request out of
+    WAITING_FOR_REMOTE_KVS: through the carrier, then the scheduler's own
+    ``finished_recving_kv_req_ids``, which the carrier's consumer fills with
+    the ids it walks and ``_update_waiting_for_remote_kv`` reads."""
+    sched = "vllm.v1.core.sched.scheduler.Scheduler"
+    result = paths.find_paths(graph, "PullWorker._read",
+                              f"{sched}._update_waiting_for_remote_kv")
+    assert isinstance(result, paths.PathResult)
+    nodes = [s.dst for s in result.paths[0]]
+    assert nodes[-3:] == [f"{sched}._update_from_kv_xfer_finished",
+                          f"{sched}.finished_recving_kv_req_ids",
+                          f"{sched}._update_waiting_for_remote_kv"], nodes
+    fill, take = result.paths[0][-2:]
+    assert (fill.kind, fill.line, take.kind, take.line) == ("produces", 216, "consumes", 166)
+    # the set is filled only from the ids walked in the carrier: finish_requests,
+    # which discards from it, reads it and is no writer
+    assert not graph.has_edge(f"{sched}.finish_requests", f"{sched}.finished_recving_kv_req_ids")
+
+
 def test_sibling_subclass_and_constructor_are_not_readers(graph) -> None:
     found = where(graph, "PullWorker._done")
     assert isinstance(found, WhereResult)

@@ -24,6 +24,7 @@ defined where a constructor binds the attribute.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Iterator
 
 import networkx as nx
@@ -33,7 +34,8 @@ from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, RESET_OPS, swaps
 from kvflowmap.lifecycle.failures import block_channels, fill_sites
 from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 from kvflowmap.facts import AUG_TAKES, AssignFact
-from kvflowmap.lifecycle.view import FnView, bound_args, view
+from kvflowmap.lifecycle.ids import loop_targets
+from kvflowmap.lifecycle.view import FnView, bound_args, view, walk
 
 VIA = "state"  # the ``via`` of the edges added here (``where`` and ``path`` name it)
 FAILED_BLOCKS = "failed_blocks"  # the protocol's report channel of failed load blocks
@@ -47,8 +49,75 @@ def with_state_links(linker) -> nx.MultiDiGraph:
     add_state_links(g, lc, linker.where)
     add_store_deps(g, linker.model)
     add_returned_ids(g, lc, linker.where)
+    add_carrier_sets(g, linker.model, linker.where)
     call_literals(g, linker.model)
     return g
+
+
+def add_carrier_sets(g: nx.MultiDiGraph, model, where) -> None:
+    """A ``field`` node per ``self`` set that a function consuming a carrier
+    field fills with the ids it walks in that field, and that other methods
+    of the same class read: vLLM's scheduler keeps the ids of
+    ``KVConnectorOutput.finished_recving`` in ``finished_recving_kv_req_ids``
+    (``_update_from_kv_xfer_finished``), and ``_update_waiting_for_remote_kv``
+    takes the waiting request out of ``WAITING_FOR_REMOTE_KVS`` by it. The
+    lifecycle model follows the connector's own state only; this is the
+    step after the carrier, in whatever class reads it."""
+    fields = {u: u.rpartition(".")[2] for u, k in g.nodes(data="kind") if k == "field"}
+    for field, fqn in sorted({(u, v) for u, v, d in g.edges(data=True)
+                              if d.get("kind") == "consumes" and u in fields and
+                              g.nodes[v].get("kind") == "function"}):
+        fn = view(model, fqn)
+        owner = fqn.rpartition(".")[0]
+        if fn is None or fn.cls != owner:
+            continue
+        for loop in walk(fn.fact.body):
+            targets, iterable = loop_targets(loop.text) if loop.kind == "for" else ([], "")
+            if not targets or not re.search(rf"\.{re.escape(fields[field])}\b", iterable):
+                continue
+            for st in walk(loop.body):
+                for op in fn.containers(st):
+                    attr = op.container.partition("self.")[2]
+                    if op.op not in ADD_OPS or not attr.isidentifier() or \
+                            not op.container.startswith("self.") or \
+                            not set(targets) & _names_in(op.key):
+                        continue
+                    readers = _class_readers(model, owner, attr, fqn)
+                    if not readers:
+                        continue
+                    node = f"{owner}.{attr}"
+                    if node not in g:
+                        g.add_node(node, kind="field", line=op.line, flow=True,
+                                   package=node.split(".")[0],
+                                   subject=bool(g.nodes[fqn].get("subject")), **where(fn.module))
+                    label = f"{owner.rpartition('.')[2]}.{attr}"
+                    g.add_edge(fqn, node, kind="produces", line=op.line, via=VIA,
+                               carrier=f"puts ids into {label}", deps=_deps(fn, op.line),
+                               **where(fn.module))
+                    for reader, line in readers:
+                        g.add_edge(node, reader, kind="consumes", line=line, via=VIA,
+                                   carrier=f"reads ids from {label}",
+                                   **where(model.defs[reader].module))
+
+
+def _names_in(text: str | None) -> set[str]:
+    return set(re.findall(r"[A-Za-z_]\w*", text or ""))
+
+
+def _class_readers(model, owner: str, attr: str, writer: str) -> list[tuple[str, int]]:
+    """(method, first line) of each method of ``owner`` other than ``writer``
+    that reads ``self.<attr>``."""
+    d = model.defs.get(owner)
+    if d is None or not d.is_class:
+        return []
+    qual = owner[len(d.module) + 1:]
+    first: dict[str, int] = {}
+    for r in model.facts[d.module].reads:
+        if r.base == "self" and r.attr == attr and r.scope.rpartition(".")[0] == qual:
+            fqn = f"{d.module}.{r.scope}"
+            if fqn != writer:
+                first[fqn] = min(first.get(fqn, r.line), r.line)
+    return sorted(first.items())
 
 
 def _short(fqn: str) -> str:
