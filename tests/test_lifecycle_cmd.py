@@ -114,3 +114,74 @@ def test_ids_a_sub_connector_reports_are_ids(tree, monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     block = out[out.index("  Multi._extra_saves"):]
     assert "    remove   get_finished:" in block.split("\n\n")[0]
+
+
+SIBLINGS = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class BaseWorker:
+    def __init__(self):
+        self._recving = {}
+
+    def get_finished(self, finished_req_ids):
+        done = set()
+        for req_id in list(self._recving):
+            del self._recving[req_id]
+            done.add(req_id)
+        return None, done
+
+
+class PullWorker(BaseWorker):
+    def start_load_kv(self, metadata):
+        for request in metadata.requests:
+            self._recving[request.request_id] = request
+
+
+class PushWorker(BaseWorker):
+    def on_push(self, request):
+        self._recving[request.request_id] = request
+
+
+class Pull(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role):
+        self.worker = PullWorker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self.worker.start_load_kv(self._get_connector_metadata())
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+
+
+class Push(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role):
+        self.worker = PushWorker()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        for request in self._get_connector_metadata().requests:
+            self.worker.on_push(request)
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+'''
+
+
+def test_an_inherited_container_is_one_row_per_object_with_the_bases_sites(
+        tree, monkeypatch, capsys) -> None:
+    """The pull and the push worker each hold their own ``_recving``: a row
+    each, with its own adds and the removal the base's get_finished makes,
+    not the add under one class and the removal under the base."""
+    root = tree({"sib/__init__.py": "", "sib/conn.py": SIBLINGS})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["sib"]\ncontext = ["{stub_root()}"]\n')
+    monkeypatch.chdir(root)
+    assert main(["lifecycle", "-q"]) == 0
+    out = capsys.readouterr().out
+    pull = out[out.index("  PullWorker._recving   (sib.conn)"):]
+    assert pull.splitlines()[1:3] == ["    add      start_load_kv:19",
+                                      "    remove   BaseWorker.get_finished:11"], pull[:300]
+    push = out[out.index("  PushWorker._recving   (sib.conn)"):]
+    assert push.splitlines()[1:3] == ["    add      on_push:24",
+                                      "    remove   BaseWorker.get_finished:11"], push[:300]
+    assert "  BaseWorker._recving " not in out

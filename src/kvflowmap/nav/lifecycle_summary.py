@@ -136,15 +136,56 @@ def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
     return out
 
 
-def _container_row(lc: Lifecycle, c: Container, readers: tuple[str, ...]) -> ContainerRow:
-    info = lc.containers[c]
+def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
+                   readers: dict[Container, tuple[str, ...]]) -> ContainerRow:
+    """The row of ``owner``'s container ``parts[0].attr``, gathered from the
+    containers ``parts`` (those of ``owner`` and of its bases) with the sites
+    that act on an ``owner`` object (the methods its MRO runs)."""
+    mro = set(lc.classes.mro(owner)) if lc.classes.is_class(owner) else set()
+    attr = parts[0].attr
+
+    def acts(fqn: str) -> bool:
+        fn = lc.functions.get(fqn)
+        return not mro or fn is None or not fn.cls or fn.cls in mro
 
     def sites(kind: str) -> tuple[SiteRow, ...]:
-        return tuple(sorted({_site(lc, s.fqn, s.line) for s in info.of_kind(kind)},
+        return tuple(sorted({_site(lc, s.fqn, s.line) for c in parts
+                             for s in lc.containers[c].of_kind(kind) if acts(s.fqn)},
                             key=lambda r: (r.function, r.line, r.module)))
 
-    return ContainerRow(c.label, c.owner, c.attr, sites("add"), sites("remove"), sites("reset"),
-                        readers)
+    # a report function of a sibling class reads another object's container
+    names = {k.rpartition(".")[2] for k in mro}
+    read = {r for c in parts for r in readers.get(c, ())
+            if not names or "." not in r or r.rpartition(".")[0] in names}
+    return ContainerRow(f"{owner.rpartition('.')[2]}.{attr}", owner, attr, sites("add"),
+                        sites("remove"), sites("reset"), tuple(sorted(read)))
+
+
+def _per_object(lc: Lifecycle) -> list[tuple[str, list[Container]]]:
+    """(owner, its containers) per row: one per container, except for an
+    attribute that a class and its subclasses both touch (NIXL's
+    ``_recving_transfers``, added to by the pull worker and removed from by
+    the base): a row per subclass without subclasses, gathering the base's
+    sites and its own, since each such object holds its own container."""
+    classes = lc.classes
+    by_attr: dict[str, list[Container]] = {}
+    for c in lc.containers:
+        by_attr.setdefault(c.attr, []).append(c)
+    out: list[tuple[str, list[Container]]] = []
+    for c in sorted(lc.containers):
+        below = [o for o in by_attr[c.attr] if o != c and classes.is_class(c.owner)
+                 and classes.is_class(o.owner) and c.owner in classes.mro(o.owner)[1:]]
+        above = [o for o in by_attr[c.attr] if o != c and classes.is_class(c.owner)
+                 and classes.is_class(o.owner) and o.owner in classes.mro(c.owner)[1:]]
+        if not below and not above:
+            out.append((c.owner, [c]))
+        elif not above:  # the topmost: a row per leaf below it
+            for leaf in sorted(k for k in classes.all_subclasses(c.owner)
+                               if not classes.subclasses.get(k)):
+                mro = classes.mro(leaf)
+                out.append((leaf, [o for o in by_attr[c.attr]
+                                   if classes.is_class(o.owner) and o.owner in mro]))
+    return out
 
 
 def _function_row(lc: Lifecycle, fqn: str, readers: dict[Container, tuple[str, ...]]) \
@@ -173,9 +214,9 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     """One ``PackageLifecycle`` per top-level package with containers or hooks."""
     readers = _readers(lc)
     containers: dict[str, list[ContainerRow]] = {}
-    for c in sorted(lc.containers):
-        containers.setdefault(_package(c.owner), []).append(
-            _container_row(lc, c, readers[c]))
+    for owner, parts in _per_object(lc):
+        containers.setdefault(_package(owner), []).append(
+            _container_row(lc, owner, parts, readers))
     owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
     for fqn in sorted(lc.sides):
         fn = lc.functions.get(fqn)
