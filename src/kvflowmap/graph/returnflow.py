@@ -69,7 +69,7 @@ def add_return_producers(lk: Linker, stores: list[Store]) -> None:
         # (function, file, line) hops, the last the storing one (``path``
         # shows them, so that the facade and vLLM's caller are not skipped)
         extra: dict[str, object] = {"value": local} if local else {}
-        extra["up"] = tuple(sorted(chains[(fqn, field)], key=len))
+        extra["up"] = tuple(sorted(chains[(fqn, field)], key=lambda c: (len(c), c)))
         lk.add_edge(fqn, field, "produces", d.module, line, via="return", **extra)
 
 
@@ -155,7 +155,7 @@ def _returned_by(lk: Linker, target: str, want: Want, depth: int,
                  seen: Seen) -> list[Found]:
     """The returns of analysed function ``target`` that hand on the wanted
     part, and where that comes from in turn."""
-    out = []
+    out: list[Found] = []
     d = lk.model.defs[target]
     for r in lk.model.scope_returns(d.module, d.fact.qualname):
         nxt = _part(r, want)

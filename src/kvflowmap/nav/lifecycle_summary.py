@@ -214,9 +214,9 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     """One ``PackageLifecycle`` per top-level package with containers or hooks."""
     readers = _readers(lc)
     containers: dict[str, list[ContainerRow]] = {}
-    for owner, parts in _per_object(lc):
-        containers.setdefault(_package(owner), []).append(
-            _container_row(lc, owner, parts, readers))
+    for holder, parts in _per_object(lc):
+        containers.setdefault(_package(holder), []).append(
+            _container_row(lc, holder, parts, readers))
     owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
     for fqn in sorted(lc.sides):
         fn = lc.functions.get(fqn)
