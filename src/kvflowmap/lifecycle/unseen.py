@@ -10,7 +10,10 @@ must make the announcement itself (an empty entry, so the worker tells the
 prefill side to free its blocks), with the request fields the commit hook
 sets before announcing when the metadata builder reads them by subscript
 (vLLM 0.25.1's NIXL push scheduler announced without ``remote_block_ids``:
-``KeyError`` in the scheduler; fixed in 0.26.0).
+``KeyError`` in the scheduler; fixed in 0.26.0). A ``request_finished`` that
+never tests the flag at all (nor anything it runs), in a connector whose hook
+can delay a free, ends such a request at its first way out that tells the
+workers nothing (vLLM 0.9.1's NIXL; 0.9.2 added the test).
 """
 
 from __future__ import annotations
