@@ -373,3 +373,53 @@ def test_an_override_returning_its_bases_results_produces_too(tmp_path: Path) ->
     g = _graph(tmp_path, "extconn", EXTENDED)
     assert {"extconn.BaseWorker.get_transfer_results",
             "extconn.PushWorker.get_transfer_results"} <= _producers(g, SENDING)
+
+
+SUPER_RESULTS = '''
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class Worker:
+    def __init__(self):
+        self._done = set()
+        self._late = set()
+
+    def get_finished(self, finished_req_ids):
+        done, self._done = self._done, set()
+        return None, done
+
+    def take_late(self):
+        late, self._late = self._late, set()
+        return late
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self):
+        self.worker = Worker()
+
+    def get_finished(self, finished_req_ids):
+        return self.worker.get_finished(finished_req_ids)
+
+    def get_transfer_results(self, finished_req_ids):
+        results = super().get_transfer_results(finished_req_ids)
+        results.finished_sending = self.worker.take_late()
+        return results
+'''
+
+
+def test_an_override_that_calls_super_still_runs_the_bases_self_calls(tmp_path: Path) -> None:
+    """vLLM 0.34.0's offloading connector overrides get_transfer_results but
+    calls super(), whose self.get_finished() is then its own; and it writes
+    a field of the results it returns (results.failed_recving = ...)."""
+    g = _graph(tmp_path, "supconn", SUPER_RESULTS)
+    assert {"supconn.Worker.get_finished", "supconn.Conn.get_finished"} <= _producers(g, FIELD)
+    assert "supconn.Worker.take_late" in _producers(g, SENDING)
+    result = paths.find_paths(g, "supconn.Worker.get_finished", FIELD)
+    assert isinstance(result, paths.PathResult)
+    climbed = [f for f, _, _ in result.paths[0][0].up]
+    # back through the base's get_transfer_results into the override that
+    # called it, not from the base straight to the runner
+    assert climbed[:3] == [
+        "supconn.Conn.get_finished",
+        "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1.get_transfer_results",
+        "supconn.Conn.get_transfer_results"], climbed

@@ -120,7 +120,18 @@ def _trace_value(lk: Linker, module: str, scope: str, origin: str, want: Want,
     if attr:
         return []
     out = []
-    for a in lk.model.assigns.get((module, scope), {}).get(origin, ()):
+    scope_assigns = lk.model.assigns.get((module, scope), {})
+    if want.field is not None:
+        # ``results.failed_recving = self.worker.take_failed()`` before
+        # ``return results``: that field is what the write put there
+        written = [a for a in scope_assigns.get(f"{origin}.{want.field}", ()) if not a.aug]
+        for a in written:
+            src = a.origin or a.value
+            if src:
+                out += _trace(lk, module, scope, src, Want(want.slot), depth + 1, seen)
+        if written:
+            return out
+    for a in scope_assigns.get(origin, ()):
         # ``done |= t.take_done()`` puts what the call returns in; ``-=`` takes out
         if a.aug and a.op not in AUG_MERGES:
             continue
@@ -274,7 +285,20 @@ def _targets(lk: Linker, module: str, scope: str, call: CallFact) -> list[str]:
         out.add(t.fqn)
         for o in lk.classes.overrides(t.fqn):
             sub = o.rpartition(".")[0]
-            if not on_self or caller is None or \
-                    lk.classes.find_member(sub, caller.fact.name) == caller.fqn:
+            if not on_self or caller is None or _still_runs(lk, sub, caller.fqn):
                 out.add(o)
     return sorted(out)
+
+
+def _still_runs(lk: Linker, sub: str, method: str) -> bool:
+    """Objects of ``sub`` run ``method`` (a base class's): ``sub`` inherits
+    it, or its override calls ``super().<name>()`` (vLLM 0.34.0's
+    ``OffloadingConnector.get_transfer_results`` runs the base one, whose
+    ``self.get_finished()`` is then the offloading connector's)."""
+    name = method.rpartition(".")[2]
+    found = lk.classes.find_member(sub, name)
+    if found == method:
+        return True
+    d = lk.model.defs.get(found or "")
+    return d is not None and any((c.callee or "") == f"super().{name}"
+                                 for c in lk.model.scope_calls(d.module, d.fact.qualname))

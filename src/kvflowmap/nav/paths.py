@@ -655,11 +655,36 @@ def _step(g: nx.MultiDiGraph, u: str, v: str, kinds: tuple[str, ...],
             f" (line {first.get('test_line')})"
     ways = [tuple((str(f), str(file), int(line)) for f, file, line in way)
             for way in first.get("up") or ()]
-    # the way back through the caller the path came from, else the shortest
+    # the way back through the caller the path came from, else the one that
+    # skips no override on the way (then the shortest)
+    ways.sort(key=lambda w: (_skipped_overrides(g, u, w), len(w)))
     up = next((w for w in ways if came_from and w[0][0] == came_from), ways[0] if ways else ())
     return Step(u, v, str(first["kind"]), str(first.get("file") or ""),
                 int(first.get("line") or 0), str(first.get("root") or ""), note,
                 tuple(same) if len(same) > 1 else (), up)
+
+
+def _skipped_overrides(g: nx.MultiDiGraph, start: str,
+                       way: tuple[tuple[str, str, int], ...]) -> int:
+    """Hops of ``way`` (after ``start``) from a method of class A to a base
+    class's method that A (or a class between them) overrides: for an A
+    object the override runs there, reaching the base one through
+    ``super()``, so the way skips it. vLLM 0.34.0's offloading connector
+    returns through its own ``get_transfer_results``, not straight through
+    the base one."""
+    mro: dict[str, tuple[str, ...]] = g.graph.get("mro", {})
+    skipped = 0
+    fns = [start, *(f for f, _, _ in way)]
+    for i, (a, b) in enumerate(zip(fns, fns[1:], strict=False)):
+        owner, _, name = b.rpartition(".")
+        chain = mro.get(a.rpartition(".")[0], ())
+        overrides = {f"{k}.{name}" for k in chain[:chain.index(owner)]} & set(g) \
+            if owner in chain[1:] else set()
+        # returning from the base method into the override that called it
+        # through ``super()`` is the way, not a skip
+        if overrides and (i + 2 >= len(fns) or fns[i + 2] not in overrides):
+            skipped += 1
+    return skipped
 
 
 def _no_path(simple: nx.DiGraph, a: str, b: str, sources: list[str],
