@@ -108,6 +108,16 @@ def test_the_scheduler_keeps_reported_ids_in_a_set_its_waiting_check_reads(graph
     assert not graph.has_edge(f"{sched}.finish_requests", f"{sched}.finished_recving_kv_req_ids")
 
 
+def test_where_a_field_names_the_functions_that_first_put_its_ids_in_state(graph) -> None:
+    """``where finished_recving`` lists, beside the functions that return the
+    set, the one that first puts the id in the state they return."""
+    found = where(graph, "vllm.v1.outputs.KVConnectorOutput.finished_recving")
+    assert isinstance(found, WhereResult)
+    fed = found.get("fed")
+    assert [(s.node, s.line) for s in fed] == [(f"{MOD}.PullWorker._read", 21)], fed
+    assert "PullWorker._done, which BaseWorker.get_finished reads" in fed[0].note
+
+
 def test_sibling_subclass_and_constructor_are_not_readers(graph) -> None:
     found = where(graph, "PullWorker._done")
     assert isinstance(found, WhereResult)

@@ -260,6 +260,8 @@ def describe(g: nx.MultiDiGraph, node: str, name: str = "") -> WhereResult:
     d = g.nodes[node]
     relations = _decisions(g, node, tuple((rel, sites) for rel, direction, kinds in RELATIONS
                                     if (sites := edge_sites(g, node, direction, kinds))))
+    if fed := _fed_by(g, node):
+        relations += (("fed", fed),)
     aliases = tuple(Site(str(a["id"]), "alias", str(a.get("file") or ""), int(a.get("line") or 0),
                          str(a.get("root") or ""))
                     for a in select.aliases_named(g, node, name)) if name else ()
@@ -292,6 +294,39 @@ def _decisions(g: nx.MultiDiGraph, node: str,
         if states:
             out.append(("deciders" if rel == "producers" else "decides", states))
     return tuple(out)
+
+
+def _fed_by(g: nx.MultiDiGraph, node: str) -> tuple[Site, ...]:
+    """For a carrier field: where the ids it is given by return value first
+    enter the connector's state. A producer through its return value
+    (``get_finished``) hands on a request-keyed container it reads; the
+    functions that put ids into that container (``_complete_pull_task``) are
+    where a request is first marked done."""
+    if g.nodes[node].get("kind") != "field":
+        return ()
+    # producer -> the names its returned value is made of (None: not known)
+    producers: dict[str, set[str] | None] = {}
+    for u, _, e in g.in_edges(node, data=True):
+        if e.get("kind") == "produces" and e.get("via") == "return":
+            deps = e.get("deps")
+            known = producers.get(u, set())
+            producers[u] = None if not deps or known is None else \
+                known | {d.rpartition(".")[2] for d in deps}
+    sites: set[Site] = set()
+    for p, made_of in producers.items():
+        for state, _, e in g.in_edges(p, data=True):
+            if e.get("kind") != "consumes" or e.get("via") != "state" or (
+                    made_of is not None and state.rpartition(".")[2] not in made_of):
+                continue
+            for q, _, f in g.in_edges(state, data=True):
+                if f.get("kind") == "produces" and q not in producers:
+                    sites.add(Site(node=q, kind="produces", file=str(f.get("file") or ""),
+                                   line=int(f.get("line") or 0), root=str(f.get("root") or ""),
+                                   note=f"puts ids into {state.rpartition('.')[0].rpartition('.')[2]}"
+                                        f".{state.rpartition('.')[2]}, which "
+                                        f"{p.rpartition('.')[0].rpartition('.')[2]}."
+                                        f"{p.rpartition('.')[2]} reads"))
+    return tuple(sorted(sites, key=lambda s: (s.root, s.file, s.line, s.node, s.note)))
 
 
 def _attribute(c: Candidate) -> WhereResult:

@@ -16,6 +16,7 @@ TITLES = {
     "members": "methods",
     "writers": "written by (assignments, puts)",
     "removers": "taken out of by",
+    "fed": "fed by (puts the ids into state that a producer above returns)",
 }
 
 
