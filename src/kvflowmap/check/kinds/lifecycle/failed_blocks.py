@@ -263,7 +263,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath],
             # the branches record their blocks for another connector's hook:
             # what this connector lacks is the hook (LMCache 0.3.9.post2's
             # 0.8.5 facade beside the one that forwards it)
-            out.append(_unforwarded(ctx, lc, cls, hook, shared))
+            out.append(_unforwarded(ctx, cls, hook, shared))
         for fqn, line in failures:
             if (fqn, line) in seen or (fqn in reported and not default(hook)) or \
                     (fqn, line) in shared:
@@ -287,7 +287,7 @@ def _no_channel(ctx: CheckContext, lc: Lifecycle, paths: list[LoadPath],
     return out
 
 
-def _unforwarded(ctx: CheckContext, lc: Lifecycle, cls: str, hook: str,
+def _unforwarded(ctx: CheckContext, cls: str, hook: str,
                  shared: list[tuple[str, int]]) -> Finding:
     """A connector with no failed-blocks hook of its own that loads through
     code whose failure branches another connector's hook reports."""
