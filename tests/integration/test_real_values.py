@@ -183,11 +183,16 @@ def test_nixl_failed_transfer_reaches_the_invalid_blocks_handler_through_the_blo
     result = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker._handle_failed_transfer",
                               f"{SCHED}._handle_invalid_blocks", max_paths=3)
     assert isinstance(result, paths.PathResult)
+    # the shortest ways go through the blocks; a longer one may go through
+    # finished_recving (NIXL reports a failed request finished too) and the
+    # scheduler's own set of those ids, never through failed_recving
+    shortest = min(len(p) for p in result.paths)
     for p in result.paths:
         fields = [s.dst for s in p if s.kind == "produces"]
-        assert "vllm.v1.outputs.KVConnectorOutput.invalid_block_ids" in fields
         assert "vllm.v1.outputs.KVConnectorOutput.failed_recving" not in fields
-        assert any(s.dst.endswith("._invalid_block_ids") for s in p)
+        if len(p) == shortest:
+            assert "vllm.v1.outputs.KVConnectorOutput.invalid_block_ids" in fields
+            assert any(s.dst.endswith("._invalid_block_ids") for s in p)
     failed = paths.find_paths(g, f"{NIXL}.base_worker.NixlBaseConnectorWorker.get_transfer_results",
                               f"{SCHED}._handle_failed_recving", max_paths=5)
     assert isinstance(failed, paths.PathResult)
