@@ -171,20 +171,23 @@ def _per_object(lc: Lifecycle) -> list[tuple[str, list[Container]]]:
     by_attr: dict[str, list[Container]] = {}
     for c in lc.containers:
         by_attr.setdefault(c.attr, []).append(c)
+
+    def derives(sub: Container, base: Container) -> bool:
+        return classes.is_class(sub.owner) and classes.is_class(base.owner) and \
+            base.owner in classes.mro(sub.owner)[1:]
+
     out: list[tuple[str, list[Container]]] = []
     for c in sorted(lc.containers):
-        below = [o for o in by_attr[c.attr] if o != c and classes.is_class(c.owner)
-                 and classes.is_class(o.owner) and c.owner in classes.mro(o.owner)[1:]]
-        above = [o for o in by_attr[c.attr] if o != c and classes.is_class(c.owner)
-                 and classes.is_class(o.owner) and o.owner in classes.mro(c.owner)[1:]]
-        if not below and not above:
+        kin = by_attr[c.attr]
+        if any(derives(c, o) for o in kin):
+            continue  # the row of a class below the topmost one holds it
+        if not any(derives(o, c) for o in kin):
             out.append((c.owner, [c]))
-        elif not above:  # the topmost: a row per leaf below it
-            for leaf in sorted(k for k in classes.all_subclasses(c.owner)
-                               if not classes.subclasses.get(k)):
-                mro = classes.mro(leaf)
-                out.append((leaf, [o for o in by_attr[c.attr]
-                                   if classes.is_class(o.owner) and o.owner in mro]))
+            continue
+        for leaf in sorted(k for k in classes.all_subclasses(c.owner)
+                           if not classes.subclasses.get(k)):
+            mro = classes.mro(leaf)
+            out.append((leaf, [o for o in kin if o.owner in mro]))
     return out
 
 

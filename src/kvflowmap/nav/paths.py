@@ -678,8 +678,8 @@ def _skipped_overrides(g: nx.MultiDiGraph, start: str,
     for i, (a, b) in enumerate(zip(fns, fns[1:], strict=False)):
         owner, _, name = b.rpartition(".")
         chain = mro.get(a.rpartition(".")[0], ())
-        overrides = {f"{k}.{name}" for k in chain[:chain.index(owner)]} & set(g) \
-            if owner in chain[1:] else set()
+        overrides = {f"{k}.{name}" for k in chain[:chain.index(owner)]
+                     if f"{k}.{name}" in g} if owner in chain[1:] else set()
         # returning from the base method into the override that called it
         # through ``super()`` is the way, not a skip
         if overrides and (i + 2 >= len(fns) or fns[i + 2] not in overrides):

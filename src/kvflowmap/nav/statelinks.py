@@ -64,6 +64,7 @@ def add_carrier_sets(g: nx.MultiDiGraph, model, where) -> None:
     lifecycle model follows the connector's own state only; this is the
     step after the carrier, in whatever class reads it."""
     fields = {u: u.rpartition(".")[2] for u, k in g.nodes(data="kind") if k == "field"}
+    linked: set[str] = set()  # the set nodes whose readers are linked
     for field, fqn in sorted({(u, v) for u, v, d in g.edges(data=True)
                               if d.get("kind") == "consumes" and u in fields and
                               g.nodes[v].get("kind") == "function"}):
@@ -86,17 +87,20 @@ def add_carrier_sets(g: nx.MultiDiGraph, model, where) -> None:
                     if not readers:
                         continue
                     node = f"{owner}.{attr}"
-                    if node not in g:
+                    fresh = node not in g
+                    g.add_edge(fqn, node, kind="produces", line=op.line, via=VIA,
+                               carrier=f"puts ids into {_short(node)}", deps=_deps(fn, op.line),
+                               **where(fn.module))
+                    if node in linked:
+                        continue  # its readers are linked already
+                    linked.add(node)
+                    if fresh:
                         g.add_node(node, kind="field", line=op.line, flow=True,
                                    package=node.split(".")[0],
                                    subject=bool(g.nodes[fqn].get("subject")), **where(fn.module))
-                    label = f"{owner.rpartition('.')[2]}.{attr}"
-                    g.add_edge(fqn, node, kind="produces", line=op.line, via=VIA,
-                               carrier=f"puts ids into {label}", deps=_deps(fn, op.line),
-                               **where(fn.module))
                     for reader, line in readers:
                         g.add_edge(node, reader, kind="consumes", line=line, via=VIA,
-                                   carrier=f"reads ids from {label}",
+                                   carrier=f"reads ids from {_short(node)}",
                                    **where(model.defs[reader].module))
 
 

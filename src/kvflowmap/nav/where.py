@@ -322,11 +322,13 @@ def _fed_by(g: nx.MultiDiGraph, node: str) -> tuple[Site, ...]:
                 if f.get("kind") == "produces" and q not in producers:
                     sites.add(Site(node=q, kind="produces", file=str(f.get("file") or ""),
                                    line=int(f.get("line") or 0), root=str(f.get("root") or ""),
-                                   note=f"puts ids into {state.rpartition('.')[0].rpartition('.')[2]}"
-                                        f".{state.rpartition('.')[2]}, which "
-                                        f"{p.rpartition('.')[0].rpartition('.')[2]}."
-                                        f"{p.rpartition('.')[2]} reads"))
+                                   note=f"puts ids into {_last_two(state)}, which "
+                                        f"{_last_two(p)} reads"))
     return tuple(sorted(sites, key=lambda s: (s.root, s.file, s.line, s.node, s.note)))
+
+
+def _last_two(fqn: str) -> str:
+    return ".".join(fqn.split(".")[-2:])
 
 
 def _attribute(c: Candidate) -> WhereResult:

@@ -109,21 +109,30 @@ def _unseen(ctx: CheckContext, u: Unseen) -> Finding:
             + steps(ctx, u.reader, [(u.read_line, f"reads \"{u.key}\" with no default")]),
             anchor=f"unseen-key:{u.key}")
     if u.untested:
-        return ctx.finding(
-            u.fqn, u.line,
+        message = (
             f"{short(u.fqn)} never tests \"{u.flag}\", which {short(u.commit)} clears once "
             f"it has announced the request into self.{u.attr} (line {u.commit_line}): a "
             "request aborted before it was scheduled still has it set, and ends here, the "
             "first way out that tells the workers nothing. The peer that holds KV for it "
             "(the prefill side's blocks) is never told to free it. Test the flag and "
-            f"announce such a request here (an empty entry in self.{u.attr}).",
-            path=steps(ctx, u.commit, [(u.commit_line,
-                                        f"announces the request: self.{u.attr}")])
-            + (ctx.step(u.builder, ctx.function(u.builder).line,
-                        f"hands self.{u.attr} to the workers in the step's metadata"),)
-            + steps(ctx, u.fqn, [(u.line, f"\"{u.flag}\" may still be set here; nothing is "
-                                          "announced")]),
-            anchor=f"unseen:{u.attr}")
+            f"announce such a request here (an empty entry in self.{u.attr}).")
+        here = f"\"{u.flag}\" may still be set here; nothing is announced"
+    else:
+        message = (
+            f"{short(u.fqn)} ends here a request whose \"{u.flag}\" is still set: "
+            f"{short(u.commit)} clears it, so it never ran for this request (aborted before it "
+            f"was scheduled), and the announcement it makes into self.{u.attr} (line "
+            f"{u.commit_line}) never happened. Nothing tells the workers, so the peer that "
+            "holds KV for this request (the prefill side's blocks) is never told to free it. "
+            f"Announce it here too (an empty entry in self.{u.attr}).")
+        here = f"\"{u.flag}\" is still set here; nothing is announced"
+    return ctx.finding(
+        u.fqn, u.line, message,
+        path=steps(ctx, u.commit, [(u.commit_line, f"announces the request: self.{u.attr}")])
+        + (ctx.step(u.builder, ctx.function(u.builder).line,
+                    f"hands self.{u.attr} to the workers in the step's metadata"),)
+        + steps(ctx, u.fqn, [(u.line, here)]),
+        anchor=f"unseen:{u.attr}")
     return ctx.finding(
         u.fqn, u.line,
         f"{short(u.fqn)} ends here a request whose \"{u.flag}\" is still set: "
