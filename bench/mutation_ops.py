@@ -1385,6 +1385,59 @@ def rewrite_drop_none_test(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(test=cst.Name("True"))
 
 
+# -- the commit hook blind to whether it was chosen ------------------------------
+
+COMMIT = "update_state_after_alloc"
+
+
+def _count_param(func: cst.FunctionDef) -> str | None:
+    """The commit hook's count of external tokens (its third parameter after
+    ``self``), when it is one."""
+    ps = _params(func)
+    return ps[2] if func.name.value == COMMIT and len(ps) >= 3 else None
+
+
+def find_ignore_count(module: cst.Module) -> Iterator[Ctx]:
+    """A commit hook that compares its count of external tokens
+    (``if num_external_tokens > 0``): it tells a connector not chosen to load
+    apart."""
+    for c in walk(module):
+        if not isinstance(c.node, cst.FunctionDef):
+            continue
+        count = _count_param(c.node)
+        if count and any(isinstance(x.node, cst.Comparison) and any(
+                isinstance(n.node, cst.Name) and n.node.value == count for n in walk(x.node))
+                for x in walk(c.node.body)):
+            yield c
+
+
+class _AsChosen(cst.CSTTransformer):
+    """Every read of ``name`` becomes ``1``: the count of a chosen load."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return cst.Integer("1") if updated.value == self.name else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute
+                        ) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)  # ``x.name`` is no read
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def rewrite_ignore_count(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The hook's body reads its count as ``1``: every call is taken as the
+    chosen load."""
+    assert isinstance(node, cst.FunctionDef)
+    count = _count_param(node)
+    assert count is not None
+    return node.with_changes(body=node.body.visit(_AsChosen(count)))
+
+
 # -- a remote-load trigger left set ----------------------------------------------
 
 _TRIGGER_RE = re.compile(r"\b(\w+)\s*=\s*[\w.]*\.kv_transfer_params\b")
@@ -1585,6 +1638,9 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              rewrite_remove_in_parts_loop),
     Operator("drop-none-test", "a read through a field no longer tests it for None first",
              find_drop_none_test, rewrite_drop_none_test),
+    Operator("ignore-count", "the commit hook takes every call as the load it was chosen "
+             "for (its count of external tokens read as 1)", find_ignore_count,
+             rewrite_ignore_count),
 )}
 
 

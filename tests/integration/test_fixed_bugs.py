@@ -727,6 +727,36 @@ BUGS = (
              "kvc-entry-removed-after-its-parts",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector"
              ".NixlConnectorWorker._pop_done_transfers"),
+    # vLLM 0.29.0's LMCacheMPConnectorUpstream moved the request's tracker to
+    # WAITING_FOR_LOAD whenever the lookup had found chunks, also when
+    # MultiConnector had chosen another connector (num_external_tokens == 0):
+    # the lookup's locks stayed held. 0.30.0 tests num_external_tokens > 0.
+    FixedBug("vllm lmcache-mp tracker waits for a load it was not chosen for",
+             _vllm("0.29.0"),
+             _vllm("0.30.0"),
+             "kvc-load-recorded-only-when-chosen",
+             "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_mp_connector"
+             ".LMCacheMPConnectorUpstream.update_state_after_alloc"),
+    # vLLM 0.25.1's MoRIIO scheduler, in READ mode, kept every remote-prefill
+    # request for a read of its blocks whatever num_external_tokens said: with
+    # a full local prefix hit (0) it read the producer's blocks over blocks
+    # vLLM had itself. 0.26.0 sends an empty block list then (the producer is
+    # only told to free). Found by the rule, after it was written.
+    FixedBug("vllm moriio reads remote blocks for a full local prefix hit",
+             _vllm("0.25.1"),
+             _vllm("0.26.0"),
+             "kvc-load-recorded-only-when-chosen",
+             "vllm.distributed.kv_transfer.kv_connector.v1.moriio.moriio_connector"
+             ".MoRIIOConnectorScheduler.update_state_after_alloc"),
+    # LMCache's own copy of the MP connector had the same blind commit hook
+    # until 0.5.4; 0.5.5 tests num_external_tokens > 0 (its legacy copies for
+    # older vLLMs keep it). Found by the rule, after it was written.
+    FixedBug("lmcache mp connector waits for a load it was not chosen for",
+             _lmcache("0.5.4"),
+             _lmcache("0.5.5"),
+             "kvc-load-recorded-only-when-chosen",
+             "lmcache.integration.vllm.lmcache_mp_connector.LMCacheMPConnector"
+             ".update_state_after_alloc"),
     # vLLM 0.25.1's MoRIIO producer get_finished drained the decode's release
     # ACKs (pop_finished_req_ids empties its list) and dropped, with a
     # warning, an ACK whose transfer id was not mapped yet: the request was

@@ -59,6 +59,9 @@ class LifecycleSpec:
     # is not loaded twice
     load_trigger: str = "kv_transfer_params"
     commit: str = "update_state_after_alloc"
+    # the commit hook's parameter (``self`` included) that counts the tokens
+    # vLLM lets this connector load: 0 when it is not to load the request
+    commit_count: int = 3
     metadata_builder: str = "build_connector_meta"
     releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
     # the hook that ends a connector's life, and the calls that give back a
@@ -135,6 +138,7 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         async_element=int(probe.get("async_element", 1)),
         load_trigger=str(probe.get("trigger", LifecycleSpec.load_trigger)),
         commit=str(raw.get("commit", "update_state_after_alloc")),
+        commit_count=int(raw.get("commit_count", LifecycleSpec.commit_count)),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
         done_tests=tuple(raw.get("done_tests") or LifecycleSpec.done_tests),

@@ -32,13 +32,14 @@
 - ``trigger_consumed``: the commit hook consumes the request's remote-load trigger;
 - ``outcome_raised``: a report hook survives a failed transfer's re-raised exception;
 - ``notice_sent``: an arm that only logs sends the peer notice its sibling arm sends;
-- ``parts_done``: an entry of several parts is removed once all are done, not in the loop over them.
+- ``parts_done``: an entry of several parts is removed once all are done, not in the loop over them;
+- ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
-                                             failed_blocks, failed_init, notice_sent, outcome_raised, parts_done,
+                                             failed_blocks, failed_init, load_chosen, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
@@ -87,6 +88,7 @@ MODES: dict[str, KindSpec] = {
     "trigger_consumed": KindSpec(trigger_consumed.Options, trigger_consumed.check,
                                  trigger_consumed.READS),
     "parts_done": KindSpec(parts_done.Options, parts_done.check, parts_done.READS),
+    "load_chosen": KindSpec(load_chosen.Options, load_chosen.check, load_chosen.READS),
 }
 
 __all__ = ["MODES"]
