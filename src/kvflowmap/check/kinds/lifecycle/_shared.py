@@ -96,3 +96,20 @@ def async_returns(lc: Lifecycle, probe: str, idx: int, never: tuple[str, ...]) -
         if r.elements[idx].strip() not in never or count not in ("0", "None", ""):
             lines.append(r.line)
     return lines
+
+
+def asking_returns(lc: Lifecycle, probe: str, idx: int, never: tuple[str, ...],
+                   depth: int = 2) -> list[int]:
+    """``async_returns`` of ``probe``, and the lines of its returns of a call
+    to an analysed function whose own returns ask for a load
+    (``return self._complete_lookup(...)``), ``depth`` calls deep."""
+    lines = set(async_returns(lc, probe, idx, never))
+    fn = lc.functions[probe]
+    if depth > 0:
+        for s in fn.stmts:
+            if s.kind != "return" or any(r.elements for r in fn.returns(s)):
+                continue
+            if any(asking_returns(lc, t, idx, never, depth - 1)
+                   for c in fn.calls(s) for t in lc.subject_callees(fn, c) if t != probe):
+                lines.add(s.line)
+    return sorted(lines)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import (async_returns, functions, lifecycle,
+from kvflowmap.check.kinds.lifecycle._shared import (asking_returns, functions, lifecycle,
                                                      probe_commit_pairs, record_lines, short)
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
@@ -22,9 +22,10 @@ from kvflowmap.lifecycle.load_chosen import unchosen
 from kvflowmap.lifecycle.view import FnView
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
-         "(`lifecycle.commit`) its MRO resolves to; the probe's returns (does any ask "
-         "for a load?); the commit hook's parameter at `lifecycle.commit_count`, followed "
-         "into the analysed functions it is passed to; and the statements of the hook and "
+         "(`lifecycle.commit`) its MRO resolves to; the probe's returns, and those of "
+         "the analysed functions it returns the result of (does any ask for a load?); "
+         "the commit hook's parameter at `lifecycle.commit_count`, followed into the "
+         "analysed functions it is passed to; and the statements of the hook and "
          "of the analysed functions it runs (three calls deep) that keep the request id.")
 
 
@@ -44,7 +45,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     spec = lc.spec
     out = []
     for probe, commit in probe_commit_pairs(ctx, lc, wanted):
-        asks = async_returns(lc, probe, spec.async_element, opts.never_async)
+        asks = asking_returns(lc, probe, spec.async_element, opts.never_async)
         if not asks:
             continue  # the probe never asks for a load: nothing to tell apart
 
