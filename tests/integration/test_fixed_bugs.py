@@ -727,6 +727,17 @@ BUGS = (
              "kvc-entry-removed-after-its-parts",
              "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector"
              ".NixlConnectorWorker._pop_done_transfers"),
+    # PegaFlow 0.23.0's probe recorded when a prefetch started (for a
+    # request whose lookup was still loading) and popped it only when a later
+    # probe call saw the lookup ready: a request aborted meanwhile was never
+    # probed again and its entry stayed. 0.23.1 pops it when request_finished
+    # releases the request's probe state.
+    FixedBug("pegaflow prefetch start time left by an aborted request",
+             _pegaflow("0.23.0"),
+             _pegaflow("0.23.1"),
+             "kvc-request-state-balanced",
+             "pegaflow.connector.scheduler.SchedulerConnector.request_finished",
+             detail="_prefetch_start_times"),
     # vLLM 0.29.0's LMCacheMPConnectorUpstream moved the request's tracker to
     # WAITING_FOR_LOAD whenever the lookup had found chunks, also when
     # MultiConnector had chosen another connector (num_external_tokens == 0):

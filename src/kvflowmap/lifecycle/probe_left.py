@@ -7,12 +7,15 @@ it goes from the waiting queue straight to the ending hook
 (``request_finished``). An entry the probe adds for the request (which child
 connector answered, a lookup result, a pinned prefix) that only the commit
 hook, or what it runs, removes stays behind for every such request: it leaks,
-and whatever reads the container later finds a request that is gone.
+and whatever reads the container later finds a request that is gone. So does
+one that only a later call of the probe removes (a lookup still running when
+the probe answered "ask again"): an aborted request is never probed again
+(PegaFlow 0.23.0's prefetch start times; 0.23.1 pops them on release).
 
 Structure only: per leaf class (``balance.leaf_uses``) and request-keyed
 ``self`` attribute, every add is in code the probe runs and not the commit or
-ending hooks, at least one removal is in code the commit hook runs, and every
-removal is in code only the probe or the commit hook runs. A container also
+ending hooks, and every removal is in code only the probe or the commit hook
+runs. A container also
 emptied wholesale (a per-step buffer), handed to other code, or forwarded in
 the metadata is left out, as is one removed anywhere else (an expiry sweep,
 a report): another way out exists.
@@ -33,8 +36,10 @@ class ProbeLeft:
     cls: str
     attr: str
     add: Use  # the probe's first add
-    removes: tuple[Use, ...]  # every removal (all on the commit hook's way)
+    removes: tuple[Use, ...]  # every removal (all on the probe's or the commit hook's way)
     end: str | None  # the class's ending hook, when the subject defines it
+    # some removal is on the commit hook's way; else only a later probe call removes it
+    on_commit: bool = True
 
 
 def probe_leftovers(per_leaf: Mapping[str, LeafUses],
@@ -57,7 +62,8 @@ def probe_leftovers(per_leaf: Mapping[str, LeafUses],
                        for u in adds):
                 continue
             if any(u.fqn in end or (u.fqn not in commit and u.fqn not in probe)
-                   for u in removes) or not any(u.fqn in commit for u in removes):
+                   for u in removes):
                 continue
-            out.append(ProbeLeft(leaf, attr, adds[0], tuple(removes), ending))
+            out.append(ProbeLeft(leaf, attr, adds[0], tuple(removes), ending,
+                                 any(u.fqn in commit for u in removes)))
     return out

@@ -73,18 +73,24 @@ def _commit_only(ctx: CheckContext, lc, ps: list[ProbeLeft], opts: Options) -> F
     line = ctx.function(at).line if at != p.add.fqn else p.add.line
     first = p.removes[0]
     attrs = ", ".join(f"self.{q.attr}" for q in ps)
+    if p.on_commit:
+        how = (f"only {spec.commit} takes it out ({short(first.fqn)}, line {first.line}). "
+               f"vLLM calls {spec.commit} only once it allocates blocks: a request aborted "
+               f"while it waits")
+    else:
+        how = (f"only a later call of the probe takes it out ({short(first.fqn)}, line "
+               f"{first.line}), once what it waits for is ready. A request aborted while "
+               f"it waits is never probed again: it")
     msg = (f"the probe ({short(p.add.fqn)}, line {p.add.line}) adds an entry for the request to "
-           f"{attrs} of {cls}, and only {spec.commit} takes it out "
-           f"({short(first.fqn)}, line {first.line}). vLLM calls {spec.commit} only once it "
-           f"allocates blocks: a request aborted while it waits goes from the waiting queue "
-           f"straight to {spec.delay_free}, which leaves the entry behind, one per such "
-           f"request, and a later request with the same id finds it. Remove it in "
-           f"{spec.delay_free} too.")
+           f"{attrs} of {cls}, and {how} goes from the waiting queue straight to "
+           f"{spec.delay_free}, which leaves the entry behind, one per such request, and a "
+           f"later request with the same id finds it. Remove it in {spec.delay_free} too.")
     path: tuple[Step, ...] = ()
     for q in ps:
         path += (ctx.step(q.add.fqn, q.add.line, f"self.{q.attr}: the probe adds the request"),)
         path += tuple(ctx.step(r.fqn, r.line, f"self.{q.attr}: removed once the request is "
-                               "allocated") for r in q.removes[:opts.max_steps])
+                               + ("allocated" if q.on_commit else "probed again, and ready"))
+                      for r in q.removes[:opts.max_steps])
     if p.end:
         path += (ctx.step(p.end, ctx.function(p.end).line,
                           f"the request ends here; {attrs} keep{'s' if len(ps) == 1 else ''} "
