@@ -738,6 +738,17 @@ BUGS = (
              "kvc-request-state-balanced",
              "pegaflow.connector.scheduler.SchedulerConnector.request_finished",
              detail="_prefetch_start_times"),
+    # vllm-ascend 0.18.0's Mooncake worker queued each pull to its receiving
+    # thread before it registered the request ids with the thread's task
+    # tracker, whose completion path drops (with an error log) an id it does
+    # not know: a pull that ended first was never reported. 0.23.0 registers
+    # the ids first (its hybrid connector's copy still queues first).
+    FixedBug("vllm-ascend mooncake pulls queued before their ids are registered",
+             _ascend("0.18.0"),
+             _ascend("0.23.0"),
+             "kvc-registered-before-handoff",
+             "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
+             ".MooncakeConnectorWorker.start_load_kv"),
     # vLLM 0.29.0's LMCacheMPConnectorUpstream moved the request's tracker to
     # WAITING_FOR_LOAD whenever the lookup had found chunks, also when
     # MultiConnector had chosen another connector (num_external_tokens == 0):

@@ -33,13 +33,14 @@
 - ``outcome_raised``: a report hook survives a failed transfer's re-raised exception;
 - ``notice_sent``: an arm that only logs sends the peer notice its sibling arm sends;
 - ``parts_done``: an entry of several parts is removed once all are done, not in the loop over them;
-- ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load.
+- ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load;
+- ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
-                                             failed_blocks, failed_init, load_chosen, notice_sent, outcome_raised, parts_done,
+                                             failed_blocks, failed_init, handoff_order, load_chosen, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, shutdown_closes, stalled,
                                              step_released,
@@ -89,6 +90,8 @@ MODES: dict[str, KindSpec] = {
                                  trigger_consumed.READS),
     "parts_done": KindSpec(parts_done.Options, parts_done.check, parts_done.READS),
     "load_chosen": KindSpec(load_chosen.Options, load_chosen.check, load_chosen.READS),
+    "handoff_order": KindSpec(handoff_order.Options, handoff_order.check,
+                              handoff_order.READS),
 }
 
 __all__ = ["MODES"]

@@ -1,0 +1,78 @@
+"""``lifecycle`` mode ``handoff_order``: a request is registered where the
+background worker looks it up before it is handed to that worker
+(``kvflowmap.lifecycle.handoff_order``).
+
+vllm-ascend 0.18.0's Mooncake worker queued each pull to its receiving thread
+in ``start_load_kv`` and registered the request ids with the task tracker
+after the loop: a pull that finished first (no blocks to read, a fast
+failure) was looked up in the tracker, not found, logged and dropped. 0.23.0
+registers the ids before it queues the pulls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvflowmap.check.context import CheckContext
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.model import Finding
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.handoff_order import gates, late_registrations
+from kvflowmap.lifecycle.handoffs import queue_handoffs
+from kvflowmap.lifecycle.view import FnView
+
+READS = ("Reads: the functions run in the background (threads, executors, callbacks the "
+         "connector starts, loops taking from its queues) and their `if` tests of "
+         "membership (`in`/`not in`) in a `self` container; per connected function, in source order with the arms of each `if` "
+         "and `try`, the statements that hand a request id to background work (a queue "
+         "`put`, a spawn, or a call that does so, two deep) and those that add an id to "
+         "one of those containers (here or in a call, two deep).")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parameters of ``lifecycle`` mode ``handoff_order`` (none: the shape is
+    structural)."""
+
+
+def check(ctx: CheckContext, opts: Options) -> list[Finding]:
+    """One finding per container a function registers an id in only after
+    handing the id to the background worker that looks it up there."""
+    lc = lifecycle(ctx)
+    background = lc.background_code()
+    gated = gates(lc.functions, background)
+    if not gated:
+        return []
+
+    def callees(fn: FnView, s: Stmt) -> list[FnView]:
+        return [lc.functions[t] for c in fn.calls(s) for t in lc.subject_callees(fn, c)]
+
+    def work(fn: FnView, s: Stmt, via: list[str]) -> set[str]:
+        # what the hand-off starts: the spawned targets of the statement, and
+        # the loops taking from the queues the functions it goes through put on
+        starts = [sp.target for sp in lc.spawned if sp.spawner == fn.fqn and sp.line == s.line]
+        starts += [t for f in via for t in handed.get(f, ())]
+        return lc.runs_from(starts) & background
+
+    handed = queue_handoffs(lc.functions)
+    out = []
+    for f in functions(ctx, lc):
+        if f in background:
+            continue  # the worker's own loop: it hands on to itself
+        for r in late_registrations(lc.functions[f], gated, lc.effects.of, callees,
+                                    lambda fn, n: lc.state.is_id(fn, n), work):
+            g = r.gate
+            out.append(ctx.finding(
+                f, r.line,
+                f"{short(f)} hands `{r.id}` to background work (line {r.handoff_line}, "
+                f"{r.how}) before it registers it in {g.container.label} here, and "
+                f"{short(g.fqn)}, which runs in the background, looks it up there (line "
+                f"{g.line}): a transfer that ends before this line runs (nothing to read, a "
+                "fast failure, a peer that answers at once) finds no entry, and the request "
+                "is never reported and waits forever. Register the id before handing it on",
+                path=(ctx.step(f, r.handoff_line, f"hands `{r.id}` on ({r.how})"),
+                      ctx.step(g.fqn, g.line, f"the background worker looks it up in "
+                                              f"{g.container.label}"),
+                      ctx.step(f, r.line, "only now registered there")),
+                anchor=f"handoff-order:{g.container.attr}"))
+    return out

@@ -1,0 +1,199 @@
+"""A request handed to a background worker before it is registered where
+the worker looks it up.
+
+A hook often does two things with a request id: it hands the request to a
+background worker (a queue a transfer thread takes from, a thread or executor
+task) and it registers the id in the container the worker's completion path
+looks it up in (``if request_id in self.reqs_to_process: report it``, else
+log and drop it). When the hand-off comes first, a transfer that finishes
+before the hook reaches the registration (nothing to read, a fast failure, a
+peer that answers at once) is looked up, not found and dropped: the request
+is never reported and waits forever. vllm-ascend 0.18.0's Mooncake worker
+queued each pull to its receiving thread in ``start_load_kv`` and registered
+the ids with the task tracker after the loop; 0.23.0 registers them first.
+
+By structure: in a connected function, a statement that hands an id on (a
+``put`` into a queue, directly or in an analysed function it calls, two calls
+deep, or a thread, executor or callback started with it) and a later
+statement, not in another arm of the same ``if`` or ``try``, that adds an id
+named in both to a request-keyed container which the handed-on work tests
+membership of (``in``/``not in`` in an ``if`` test whose arm for a missing
+id only logs and leaves, or is empty): the work is what the thread, task or
+callback runs, or what the loops that take from the queue run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kvflowmap.facts import Stmt
+from kvflowmap.lifecycle.containers import Container, self_attr
+from kvflowmap.lifecycle.effects import Effect, is_logging
+from kvflowmap.lifecycle.ids import QUEUE_PUTS
+from kvflowmap.lifecycle.view import FnView, walk
+
+_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Background code ``fqn`` tests whether an id is in ``container`` at ``line``."""
+
+    fqn: str
+    line: int
+    container: Container
+
+
+@dataclass(frozen=True)
+class LateRegistration:
+    """``fqn`` hands ``id`` on at ``handoff_line`` (``how``) and registers it
+    in ``gate.container`` only at ``line``."""
+
+    fqn: str
+    id: str
+    handoff_line: int
+    how: str
+    line: int
+    gate: Gate
+
+
+def gates(fns: dict[str, FnView], background: set[str]) -> dict[Container, list[Gate]]:
+    """Per container, the membership tests background code makes of it in an
+    ``if`` (the first per function)."""
+    out: dict[Container, list[Gate]] = {}
+    for f in sorted(background):
+        fn = fns.get(f)
+        if fn is None or fn.cls is None:
+            continue
+        for s in fn.stmts:
+            if s.kind != "if":
+                continue
+            for c in fn.compares.get(s.line, ()):
+                if not {"In", "NotIn"} & set(c.ops):
+                    continue
+                if not _drops(fn, s.body if "NotIn" in c.ops else s.orelse):
+                    continue  # a miss does something: another way to find the request
+                for o in c.operands:
+                    attr = self_attr(o)
+                    found = out.setdefault(Container(fn.cls, attr), []) if attr else None
+                    if found is not None and all(g.fqn != f for g in found):
+                        found.append(Gate(f, s.line, Container(fn.cls, attr or "")))
+    return out
+
+
+def _drops(fn: FnView, arm: tuple[Stmt, ...]) -> bool:
+    """The arm only logs and leaves (or is empty): an id not found is dropped."""
+    for s in walk(arm):
+        if s.kind in ("continue", "break", "pass"):
+            continue
+        if s.kind not in ("simple", "return") or not all(
+                is_logging(c.callee or "") for c in fn.calls(s)) or fn.containers(s):
+            return False
+    return True
+
+
+def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
+                       effects: Callable[[FnView, Stmt], list[Effect]],
+                       callees: Callable[[FnView, Stmt], list[FnView]],
+                       is_id: Callable[[FnView, str], bool],
+                       work: Callable[[FnView, Stmt, list[str]], set[str]]
+                       ) -> list[LateRegistration]:
+    """Each registration in ``fn`` that comes after a hand-off of the same id
+    to work that looks the id up where it is registered (see the module
+    docstring); the first per registered container. ``work(fn, s, starts)``
+    is what the hand-off at ``s`` makes run in the background, given the
+    functions it hands on through."""
+    handed: list[tuple[Stmt, str, tuple[int, ...], set[str]]] = []
+    out: dict[Container, LateRegistration] = {}
+    for s, where in _positions(fn.fact.body):
+        ids = {n for n in s.names if is_id(fn, n)}
+        if not ids:
+            continue
+        for c in sorted(_registers(fn, s, effects, callees, set(gated)),
+                        key=lambda c: (c.owner, c.attr)):
+            for h, h_how, h_where, runs in handed:
+                common = sorted(ids & {n for n in h.names if is_id(fn, n)})
+                gate = next((g for g in gated[c] if g.fqn in runs), None)
+                if gate and common and c not in out and \
+                        not _exclusive(h_where, where, fn.fact.body):
+                    out[c] = LateRegistration(fn.fqn, common[0], h.line, h_how, s.line, gate)
+        how, starts = _hands_on(fn, s, effects, callees)
+        if how:
+            handed.append((s, how, where, work(fn, s, starts)))
+    return sorted(out.values(), key=lambda r: r.line)
+
+
+def _hands_on(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
+              callees: Callable[[FnView, Stmt], list[FnView]], depth: int = 0
+              ) -> tuple[str, list[str]]:
+    """How ``s`` hands an id to background work (a spawn, a ``put`` into a
+    queue here or in a function it calls), and the functions it hands on
+    through (``fn`` itself for a put or spawn of its own); empty when it
+    does not."""
+    for e in effects(fn, s):
+        if e.kind == "spawn":
+            return e.target or "a background task", [fn.fqn]
+    for c in fn.calls(s):
+        if c.callee and c.callee.rpartition(".")[2] in QUEUE_PUTS and any(
+                e.kind == "add" and e.container is not None for e in effects(fn, s)):
+            return c.callee, [fn.fqn]
+    if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
+        for t in callees(fn, s):
+            for ts in t.stmts:
+                how, via = _hands_on(t, ts, effects, callees, depth + 1)
+                if how:
+                    return f"{t.fqn.rpartition('.')[0].rpartition('.')[2]}.{t.name}", via
+    return "", []
+
+
+def _registers(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
+               callees: Callable[[FnView, Stmt], list[FnView]], wanted: set[Container],
+               depth: int = 0) -> set[Container]:
+    """The gated containers ``s`` adds an id to, here or in what it calls."""
+    out = {e.container for e in effects(fn, s)
+           if e.kind == "add" and e.container is not None and e.container in wanted}
+    if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
+        for t in callees(fn, s):
+            for ts in t.stmts:
+                out |= _registers(t, ts, effects, callees, wanted, depth + 1)
+    return out
+
+
+def _positions(body: tuple[Stmt, ...], where: tuple[int, ...] = ()
+               ) -> Iterator[tuple[Stmt, tuple[int, ...]]]:
+    """Every statement with its place: per enclosing compound statement, the
+    index in its list and which part (0 body, 1 handlers, 2 orelse, 3 final)."""
+    for i, s in enumerate(body):
+        here = (*where, i)
+        yield s, here
+        for k, part in enumerate((s.body, s.handlers, s.orelse, s.final)):
+            yield from _positions(part, (*here, k))
+
+
+def _exclusive(a: tuple[int, ...], b: tuple[int, ...], body: tuple[Stmt, ...]) -> bool:
+    """``b`` cannot run after ``a`` in one call: it comes first in the
+    source, or the two are in different arms of one ``if``, or in parts of
+    one ``try`` that do not run in that order."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    if n >= min(len(a), len(b)):
+        return False
+    if n % 2 == 0:
+        return a[n] > b[n]  # siblings in one list: ``b`` must come after ``a``
+    compound = _at(body, a[:n])
+    if compound.kind == "if":
+        return True  # its body and its else
+    if compound.kind != "try":
+        return False  # a loop's body and its else: the else runs after
+    order = {0: 0, 1: 1, 2: 1, 3: 2}  # body, then a handler or the else, then finally
+    return {a[n], b[n]} == {1, 2} or order[b[n]] <= order[a[n]]
+
+
+def _at(body: tuple[Stmt, ...], path: tuple[int, ...]) -> Stmt:
+    """The statement at ``path`` (as ``_positions`` numbers it)."""
+    s = body[path[0]]
+    for k, i in zip(path[1::2], path[2::2]):
+        s = (s.body, s.handlers, s.orelse, s.final)[k][i]
+    return s
