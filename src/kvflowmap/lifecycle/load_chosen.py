@@ -98,7 +98,8 @@ def _passes(c: CallFact, name: str) -> bool:
 
 
 def _logs(c: CallFact) -> bool:
-    return bool(c.callee) and c.callee.rpartition(".")[2] in _LOGS and "." in c.callee
+    callee = c.callee or ""
+    return callee.rpartition(".")[2] in _LOGS and "." in callee
 
 
 def _bound(c: CallFact, target: FnView, name: str) -> str:

@@ -18,7 +18,7 @@ from kvflowmap.check.kinds.lifecycle._shared import (asking_returns, functions, 
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.load_chosen import unchosen
+from kvflowmap.lifecycle.load_chosen import Unchosen, unchosen
 from kvflowmap.lifecycle.view import FnView
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
@@ -43,27 +43,38 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
     spec = lc.spec
-    out = []
+
+    def records(fn: FnView) -> set[int]:
+        # what keeps the request, not the calls into analysed code the walk follows anyway
+        lines = record_lines(lc, fn.fqn)
+        followed = {s.line for s in fn.stmts if s.line in lines and fn.calls(s) and all(
+            lc.subject_callees(fn, c) for c in fn.calls(s))}
+        return lines - followed
+
+    found: dict[str, tuple[str, str, list[int], Unchosen]] = {}
     for probe, commit in probe_commit_pairs(ctx, lc, wanted):
         asks = asking_returns(lc, probe, spec.async_element, opts.never_async)
         if not asks:
             continue  # the probe never asks for a load: nothing to tell apart
+        if len([p for p in ctx.function(commit).params if p.kind in ("posonly", "pos")]) \
+                <= spec.commit_count:
+            continue  # not the hook vLLM calls (a half's helper): its caller is judged
 
         def callees(fn: FnView, c: CallFact, hooks: tuple[str, str] = (probe, commit)
                     ) -> list[FnView]:
             return [lc.functions[t] for t in lc.subject_callees(fn, c) if t not in hooks]
 
-        u = unchosen(lc.functions[commit], spec.commit_count, callees,
-                     lambda fn: record_lines(lc, fn.fqn))
-        if u is None:
-            continue
-        count = f"`{u.count}`" if u.count else "the count of tokens to load"
-        held = u.holder if u.count else commit
+        u = unchosen(lc.functions[commit], spec.commit_count, callees, records)
+        if u is not None and (u.holder not in found or commit == u.holder):
+            found[u.holder] = (probe, commit, asks, u)  # a half's own hook explains it best
+    out = []
+    for probe, commit, asks, u in (found[h] for h in sorted(found)):
+        count = f"`{u.count}`"
+        held = u.holder
         line = u.line if u.record == held else u.drop_line
         path = [ctx.step(probe, asks[0], "the probe asks vLLM for a load"),
-                ctx.step(held, u.drop_line,
-                         f"takes {count} and never reads it" if u.count
-                         else "takes no count of tokens to load")]
+                ctx.step(held, u.drop_line, f"takes {count} and never reads it" if
+                         held == commit else f"is handed {count} and never reads it")]
         path.append(ctx.step(u.record, u.line, "keeps the request for a load all the same"))
         out.append(ctx.finding(
             held, line,
@@ -74,7 +85,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
             "found nothing, or the load is over and the request gets its next blocks). "
             "The load is kept all the same: it fills blocks vLLM computes itself, or holds "
             "what the probe locked or reserved for a load that never comes. Record it only "
-            f"when {u.count or 'the count'} > 0, and release what the probe took otherwise",
+            f"when {u.count} > 0, and release what the probe took otherwise",
             path=tuple(path),
             anchor=f"load-chosen:{spec.commit}"))
     return out
