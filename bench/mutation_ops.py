@@ -1438,6 +1438,73 @@ def rewrite_ignore_count(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
     return node.with_changes(body=node.body.visit(_AsChosen(count)))
 
 
+# -- a request registered only after it is handed to background work -----------
+
+_PUT_RE = re.compile(r"\.(put|put_nowait|submit)\(")
+_REGISTER_RE = re.compile(r"self\.\w+\.add\(")
+
+
+def _methods_doing(module: cst.Module, pattern: re.Pattern[str], unless: re.Pattern[str]
+                   ) -> set[str]:
+    """Names of the module's methods whose body matches ``pattern`` and not ``unless``."""
+    def compute() -> set[str]:
+        out = set()
+        for c in walk(module):
+            if isinstance(c.node, cst.FunctionDef) and c.cls is not None:
+                text = code(c.node.body)
+                if pattern.search(text) and not unless.search(text):
+                    out.add(c.node.name.value)
+        return out
+    return _memo(f"doing:{pattern.pattern}:{unless.pattern}", module, compute)
+
+
+def _calls_any(stmt: cst.CSTNode, names: set[str]) -> bool:
+    return any(isinstance(x.node, cst.Call) and isinstance(x.node.func, cst.Attribute)
+               and x.node.func.attr.value in names for x in walk(stmt))
+
+
+def _register_then_handoff(func: cst.FunctionDef, module: cst.Module) -> tuple[int, int] | None:
+    """Indexes (registration, last hand-off after it) among the top-level
+    statements of ``func``: a statement registering ids (``self.X.add(id)``,
+    or a call to a method of the module that does so) and a later one handing
+    ids to background work (a queue ``put``/``submit``, or a call to a method
+    that does)."""
+    putters = _methods_doing(module, _PUT_RE, re.compile(r"(?!)"))
+    registrars = _methods_doing(module, _REGISTER_RE, _PUT_RE)
+    body = _stmts(func.body)
+    regs = [i for i, st in enumerate(body) if mentions_id(st) and (
+        _REGISTER_RE.search(code(st)) or _calls_any(st, registrars))
+        and not _PUT_RE.search(code(st)) and not _calls_any(st, putters)]
+    hands = [i for i, st in enumerate(body) if mentions_id(st) and (
+        _PUT_RE.search(code(st)) or _calls_any(st, putters))]
+    for r in regs:
+        later = [h for h in hands if h > r]
+        if later:
+            return r, later[-1]
+    return None
+
+
+def find_register_after_handoff(module: cst.Module) -> Iterator[Ctx]:
+    """A method that registers request ids and later hands ids to background
+    work (vllm-ascend 0.23.0's Mooncake ``start_load_kv``)."""
+    for c in walk(module):
+        if isinstance(c.node, cst.FunctionDef) and c.cls is not None and \
+                _register_then_handoff(c.node, module) is not None:
+            yield c
+
+
+def rewrite_register_after_handoff(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
+    """The registration moves after the last hand-off (vllm-ascend 0.18.0's
+    order)."""
+    assert isinstance(node, cst.FunctionDef)
+    found = _register_then_handoff(node, module)
+    assert found is not None
+    r, h = found
+    body = _stmts(node.body)
+    moved = [*body[:r], *body[r + 1:h + 1], body[r], *body[h + 1:]]
+    return node.with_changes(body=cst.IndentedBlock(body=moved))
+
+
 # -- a remote-load trigger left set ----------------------------------------------
 
 _TRIGGER_RE = re.compile(r"\b(\w+)\s*=\s*[\w.]*\.kv_transfer_params\b")
@@ -1641,6 +1708,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("ignore-count", "the commit hook takes every call as the load it was chosen "
              "for (its count of external tokens read as 1)", find_ignore_count,
              rewrite_ignore_count),
+    Operator("register-after-handoff", "ids are registered only after they are handed to "
+             "background work", find_register_after_handoff, rewrite_register_after_handoff),
 )}
 
 

@@ -38,12 +38,47 @@ _SAFE_METHODS = ADD_OPS | RESET_OPS | frozenset({"discard", "difference_update",
 
 
 def _safe_call(c: CallFact) -> bool:
-    """Logging, a pure builtin, a clock read or a container update: nothing a
-    caller has to survive. ``d.pop(k, default)`` cannot raise ``KeyError``."""
+    """Logging, a pure builtin, a clock read, a container update or lookup:
+    nothing a caller has to survive. ``d.pop(k, default)`` cannot raise
+    ``KeyError``."""
     callee = c.callee or ""
     meth = callee.rpartition(".")[2]
     return (is_logging(callee) or callee in PURE or callee in _NO_RAISE
-            or meth in _SAFE_METHODS or (meth == "pop" and len(c.args) >= 2))
+            or meth in _SAFE_METHODS or (meth == "pop" and len(c.args) >= 2)
+            # ``d.get(k)``, ``d.get(k, default)``, a blocking ``q.get()``: no
+            # timeout, nothing to raise
+            or (meth == "get" and "." in callee and len(c.args) <= 2 and not c.kwargs))
+
+
+_LEAVES = frozenset({"return", "continue", "break", "raise"})
+
+
+def _nonempty_pop(fn: FnView, s: Stmt, c: CallFact) -> bool:
+    """``q.popleft()`` / ``q.pop()`` after ``if not q: return`` (or
+    ``continue``, ``break``) earlier in the same statement list: ``q`` is not
+    empty there, and the pop cannot raise."""
+    base, _, meth = (c.callee or "").rpartition(".")
+    if meth not in ("pop", "popleft", "popitem") or c.args or not base:
+        return False
+    for block in _blocks_of(fn.fact.body, s):
+        for x in block[:block.index(s)]:
+            if x.kind == "if" and (x.text or "").replace(" ", "") in (
+                    f"not{base}", f"{base}isNoneornot{base}") and x.body and \
+                    x.body[-1].kind in _LEAVES:
+                return True
+    return False
+
+
+def _blocks_of(body: tuple[Stmt, ...], s: Stmt) -> list[tuple[Stmt, ...]]:
+    """The statement list holding ``s`` (by identity), if any."""
+    if any(x is s for x in body):
+        return [body]
+    for x in body:
+        for part in (x.body, x.handlers, x.orelse, x.final):
+            found = _blocks_of(part, s)
+            if found:
+                return found
+    return []
 
 
 @dataclass(frozen=True)
@@ -146,7 +181,8 @@ class Effects:
         """A statement whose calls may raise: logging and container updates
         are taken not to (an ``except`` that logs is not itself a failure)."""
         calls = fn.calls(s)
-        return bool(calls) and not all(_safe_call(c) for c in calls)
+        return bool(calls) and not all(_safe_call(c) or _nonempty_pop(fn, s, c)
+                                       for c in calls)
 
     def of(self, fn: FnView, s: Stmt) -> list[Effect]:
         """What ``s`` does with the ids it mentions (resets need no id)."""

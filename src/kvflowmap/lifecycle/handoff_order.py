@@ -97,13 +97,12 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
                        effects: Callable[[FnView, Stmt], list[Effect]],
                        callees: Callable[[FnView, Stmt], list[FnView]],
                        is_id: Callable[[FnView, str], bool],
-                       work: Callable[[FnView, Stmt, list[str]], set[str]]
+                       work: Callable[[list[tuple[str, int]]], set[str]]
                        ) -> list[LateRegistration]:
     """Each registration in ``fn`` that comes after a hand-off of the same id
     to work that looks the id up where it is registered (see the module
-    docstring); the first per registered container. ``work(fn, s, starts)``
-    is what the hand-off at ``s`` makes run in the background, given the
-    functions it hands on through."""
+    docstring); the first per registered container. ``work(at)`` is what
+    the hand-offs at ``at`` (``(function, line)``) make run in the background."""
     handed: list[tuple[Stmt, str, tuple[int, ...], set[str]]] = []
     out: dict[Container, LateRegistration] = {}
     for s, where in _positions(fn.fact.body):
@@ -118,32 +117,31 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
                 if gate and common and c not in out and \
                         not _exclusive(h_where, where, fn.fact.body):
                     out[c] = LateRegistration(fn.fqn, common[0], h.line, h_how, s.line, gate)
-        how, starts = _hands_on(fn, s, effects, callees)
+        how, at = _hands_on(fn, s, effects, callees)
         if how:
-            handed.append((s, how, where, work(fn, s, starts)))
+            handed.append((s, how, where, work(at)))
     return sorted(out.values(), key=lambda r: r.line)
 
 
 def _hands_on(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
               callees: Callable[[FnView, Stmt], list[FnView]], depth: int = 0
-              ) -> tuple[str, list[str]]:
+              ) -> tuple[str, list[tuple[str, int]]]:
     """How ``s`` hands an id to background work (a spawn, a ``put`` into a
-    queue here or in a function it calls), and the functions it hands on
-    through (``fn`` itself for a put or spawn of its own); empty when it
-    does not."""
+    queue, here or in a function it calls), and where that happens
+    (``(function, line)``); empty when it does not."""
     for e in effects(fn, s):
         if e.kind == "spawn":
-            return e.target or "a background task", [fn.fqn]
+            return e.target or "a background task", [(fn.fqn, s.line)]
     for c in fn.calls(s):
         if c.callee and c.callee.rpartition(".")[2] in QUEUE_PUTS and any(
                 e.kind == "add" and e.container is not None for e in effects(fn, s)):
-            return c.callee, [fn.fqn]
+            return c.callee, [(fn.fqn, s.line)]
     if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
         for t in callees(fn, s):
             for ts in t.stmts:
-                how, via = _hands_on(t, ts, effects, callees, depth + 1)
+                how, at = _hands_on(t, ts, effects, callees, depth + 1)
                 if how:
-                    return f"{t.fqn.rpartition('.')[0].rpartition('.')[2]}.{t.name}", via
+                    return f"{t.fqn.rpartition('.')[0].rpartition('.')[2]}.{t.name}", at
     return "", []
 
 
@@ -194,6 +192,6 @@ def _exclusive(a: tuple[int, ...], b: tuple[int, ...], body: tuple[Stmt, ...]) -
 def _at(body: tuple[Stmt, ...], path: tuple[int, ...]) -> Stmt:
     """The statement at ``path`` (as ``_positions`` numbers it)."""
     s = body[path[0]]
-    for k, i in zip(path[1::2], path[2::2]):
+    for k, i in zip(path[1::2], path[2::2], strict=False):
         s = (s.body, s.handlers, s.orelse, s.final)[k][i]
     return s

@@ -383,6 +383,7 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
                     for n in s.names):
                 mine.records.add(a.target)  # ``spec = request.load_spec``: per-request data
     _lookup_keys(state, fn, mine)
+    _envelopes(state, fn, mine)
     for s in fn.stmts:
         for op in fn.containers(s):
             # ``request_ids.append(req_id)``: a local collection of ids
@@ -428,6 +429,21 @@ def flow_locals(state: IdState, fn: FnView) -> bool:
 
 
 _LOOKUPS = frozenset({"get", "pop", "setdefault", "__contains__"})
+
+
+def _envelopes(state: IdState, fn: FnView, mine: FnIds) -> None:
+    """``info = {"request_id": rid, "blocks": blocks}``: a display bound to a
+    plain name with an id among its values carries the id, as the tuple
+    ``(rid, blocks)`` does where it is put on a queue or handed on."""
+    displays = {(e.line, e.group) for e in fn.facts.elements
+                if e.scope == fn.fact.qualname and state.is_id(fn, e.value)}
+    if not displays:
+        return
+    for s in fn.stmts:
+        for a in fn.assigns(s):
+            if a.value is None and not a.aug and a.target.isidentifier() and \
+                    (a.line, a.target) in displays:
+                mine.ids.add(a.target)
 
 
 def _lookup_keys(state: IdState, fn: FnView, mine: FnIds) -> None:

@@ -47,12 +47,15 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     def callees(fn: FnView, s: Stmt) -> list[FnView]:
         return [lc.functions[t] for c in fn.calls(s) for t in lc.subject_callees(fn, c)]
 
-    def work(fn: FnView, s: Stmt, via: list[str]) -> set[str]:
-        # what the hand-off starts: the spawned targets of the statement, and
-        # the loops taking from the queues the functions it goes through put on
-        starts = [sp.target for sp in lc.spawned if sp.spawner == fn.fqn and sp.line == s.line]
-        starts += [t for f in via for t in handed.get(f, ())]
-        return lc.runs_from(starts) & background
+    roots = lc.background()
+
+    def work(at: list[tuple[str, int]]) -> set[str]:
+        # what a hand-off starts: the targets spawned there, and the
+        # background loops that take from the queues put on there
+        starts = [sp.target for f, line in at for sp in lc.spawned
+                  if sp.spawner == f and sp.line == line]
+        starts += [t for f, _ in at for t in handed.get(f, ()) if t in roots]
+        return lc.runs_from(starts)
 
     handed = queue_handoffs(lc.functions)
     out = []
