@@ -76,9 +76,12 @@ def gates(fns: dict[str, FnView], background: set[str]) -> dict[Container, list[
                     continue  # a miss does something: another way to find the request
                 for o in c.operands:
                     attr = self_attr(o)
-                    found = out.setdefault(Container(fn.cls, attr), []) if attr else None
-                    if found is not None and all(g.fqn != f for g in found):
-                        found.append(Gate(f, s.line, Container(fn.cls, attr or "")))
+                    if not attr:
+                        continue
+                    box = Container(fn.cls, attr)
+                    found = out.setdefault(box, [])
+                    if all(g.fqn != f for g in found):
+                        found.append(Gate(f, s.line, box))
     return out
 
 
