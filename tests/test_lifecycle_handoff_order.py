@@ -1,0 +1,112 @@
+"""Registration after hand-off (``lifecycle.handoff_order``): the order of a
+hook's hand-off to background work and its registration of the same ids,
+with the arms of an ``if`` and a display carrying the id."""
+
+from __future__ import annotations
+
+from kvflowmap.api import Request, analyse
+from kvflowmap.check.stubs import stub_root
+from kvflowmap.lifecycle.handoff_order import gates, late_registrations
+from kvflowmap.lifecycle.handoffs import queue_handoffs
+from kvflowmap.lifecycle.model import build_lifecycle
+
+HEAD = """import queue
+import threading
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
+                                                               KVConnectorMetadata)
+
+ReqId = str
+
+
+class Meta(KVConnectorMetadata):
+    def __init__(self):
+        self.requests: dict[ReqId, list[int]] = {}
+
+
+class Receiver(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.requests: queue.Queue = queue.Queue()
+        self.to_process: set[str] = set()
+        self.finished: set[str] = set()
+
+    def add_request(self, request_id, blocks):
+        info = {"request_id": request_id, "blocks": blocks}
+        self.requests.put(info)
+
+    def register(self, request_id):
+        self.to_process.add(request_id)
+
+    def done(self, request_id):
+        if request_id in self.to_process:
+            self.to_process.discard(request_id)
+            self.finished.add(request_id)
+
+    def run(self):
+        while True:
+            info = self.requests.get()
+            self.done(info["request_id"])
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self.receiver = Receiver()
+        self.receiver.start()
+
+    def get_finished(self, finished_req_ids):
+        done, self.receiver.finished = self.receiver.finished, set()
+        return None, done
+
+    def start_load_kv(self, forward_context, **kwargs):
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, Meta)
+"""
+
+
+def late(tree, body: str) -> list[int]:
+    text = HEAD + body
+    root = tree({"conn/__init__.py": text})
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    lc = build_lifecycle(a.linker)
+    background = lc.background_code()
+    gated = gates(lc.functions, background)
+    handed = queue_handoffs(lc.functions)
+    roots = lc.background()
+
+    def work(at: list[tuple[str, int]]) -> set[str]:
+        starts = [t for f, _ in at for t in handed.get(f, ()) if t in roots]
+        return lc.runs_from(starts)
+
+    fn = lc.functions["conn.Conn.start_load_kv"]
+    out = late_registrations(
+        fn, gated, lc.effects.of,
+        lambda f, s: [lc.functions[t] for c in f.calls(s) for t in lc.subject_callees(f, c)],
+        lambda f, n: lc.state.is_id(f, n), work)
+    return [r.line - len(HEAD.splitlines()) for r in out]
+
+
+def test_a_registration_after_the_hand_off_is_late(tree) -> None:
+    # the queued dict display carries the id: the thread looks it up in to_process
+    assert late(tree, """        for req_id, blocks in meta.requests.items():
+            self.receiver.add_request(req_id, blocks)
+        for req_id in meta.requests:
+            self.receiver.register(req_id)
+""") == [4]
+
+
+def test_a_registration_before_the_hand_off_is_not(tree) -> None:
+    assert late(tree, """        for req_id in meta.requests:
+            self.receiver.register(req_id)
+        for req_id, blocks in meta.requests.items():
+            self.receiver.add_request(req_id, blocks)
+""") == []
+
+
+def test_the_other_arm_of_an_if_is_not_after(tree) -> None:
+    assert late(tree, """        for req_id, blocks in meta.requests.items():
+            if blocks:
+                self.receiver.add_request(req_id, blocks)
+            else:
+                self.receiver.register(req_id)
+""") == []
