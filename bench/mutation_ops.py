@@ -321,8 +321,9 @@ REPORT_METHODS = frozenset({
     "build_connector_meta", "request_finished"})
 REPORT_NAME_RE = re.compile(r"^get_\w*(finished|_requests|_reqs)$")
 PROBE = "get_num_new_matched_tokens"
+COMMIT = "update_state_after_alloc"
 HOOKS = frozenset({
-    PROBE, "update_state_after_alloc", "build_connector_meta", "request_finished",
+    PROBE, COMMIT, "build_connector_meta", "request_finished",
     "update_connector_output", "get_finished", "get_transfer_results", "start_load_kv",
     "wait_for_layer_load", "save_kv_layer", "wait_for_save", "bind_connector_metadata",
     "handle_preemptions"})
@@ -1387,9 +1388,6 @@ def rewrite_drop_none_test(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
 
 # -- the commit hook blind to whether it was chosen ------------------------------
 
-COMMIT = "update_state_after_alloc"
-
-
 def _count_param(func: cst.FunctionDef) -> str | None:
     """The commit hook's count of external tokens (its third parameter after
     ``self``), when it is one."""
@@ -1444,18 +1442,18 @@ _PUT_RE = re.compile(r"\.(put|put_nowait|submit)\(")
 _REGISTER_RE = re.compile(r"self\.\w+\.add\(")
 
 
-def _methods_doing(module: cst.Module, pattern: re.Pattern[str], unless: re.Pattern[str]
-                   ) -> set[str]:
+def _methods_doing(module: cst.Module, pattern: re.Pattern[str],
+                   unless: re.Pattern[str] | None = None) -> set[str]:
     """Names of the module's methods whose body matches ``pattern`` and not ``unless``."""
     def compute() -> set[str]:
         out = set()
         for c in walk(module):
             if isinstance(c.node, cst.FunctionDef) and c.cls is not None:
                 text = code(c.node.body)
-                if pattern.search(text) and not unless.search(text):
+                if pattern.search(text) and not (unless and unless.search(text)):
                     out.add(c.node.name.value)
         return out
-    return _memo(f"doing:{pattern.pattern}:{unless.pattern}", module, compute)
+    return _memo(f"doing:{pattern.pattern}:{unless and unless.pattern}", module, compute)
 
 
 def _calls_any(stmt: cst.CSTNode, names: set[str]) -> bool:
@@ -1469,7 +1467,7 @@ def _register_then_handoff(func: cst.FunctionDef, module: cst.Module) -> tuple[i
     or a call to a method of the module that does so) and a later one handing
     ids to background work (a queue ``put``/``submit``, or a call to a method
     that does)."""
-    putters = _methods_doing(module, _PUT_RE, re.compile(r"(?!)"))
+    putters = _methods_doing(module, _PUT_RE)
     registrars = _methods_doing(module, _REGISTER_RE, _PUT_RE)
     body = _stmts(func.body)
     regs = [i for i, st in enumerate(body) if mentions_id(st) and (

@@ -21,7 +21,7 @@ from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, READ_METHODS, REMOVE_OPS, RESET_OPS,
                                            Container, assigns_empty, container_of, self_attr)
 from kvflowmap.lifecycle.ids import IDENT, QUEUE_PUTS, IdState, unwrap
-from kvflowmap.lifecycle.view import FnView, view
+from kvflowmap.lifecycle.view import FnView, siblings, view
 from kvflowmap.model.calls import CallResolver
 from kvflowmap.model.values import Evaluator
 
@@ -60,25 +60,11 @@ def _nonempty_pop(fn: FnView, s: Stmt, c: CallFact) -> bool:
     base, _, meth = (c.callee or "").rpartition(".")
     if meth not in ("pop", "popleft", "popitem") or c.args or not base:
         return False
-    for block in _blocks_of(fn.fact.body, s):
-        for x in block[:block.index(s)]:
-            if x.kind == "if" and (x.text or "").replace(" ", "") in (
-                    f"not{base}", f"{base}isNoneornot{base}") and x.body and \
-                    x.body[-1].kind in _LEAVES:
-                return True
-    return False
-
-
-def _blocks_of(body: tuple[Stmt, ...], s: Stmt) -> list[tuple[Stmt, ...]]:
-    """The statement list holding ``s`` (by identity), if any."""
-    if any(x is s for x in body):
-        return [body]
-    for x in body:
-        for part in (x.body, x.handlers, x.orelse, x.final):
-            found = _blocks_of(part, s)
-            if found:
-                return found
-    return []
+    block = siblings(fn.fact.body, s)
+    before = block[:next((i for i, x in enumerate(block) if x is s), 0)]
+    return any(x.kind == "if" and x.body and x.body[-1].kind in _LEAVES and
+               (x.text or "").replace(" ", "") in (f"not{base}", f"{base}isNoneornot{base}")
+               for x in before)
 
 
 @dataclass(frozen=True)

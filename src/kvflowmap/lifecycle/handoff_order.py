@@ -106,59 +106,75 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
     to work that looks the id up where it is registered (see the module
     docstring); the first per registered container. ``work(at)`` is what
     the hand-offs at ``at`` (``(function, line)``) make run in the background."""
-    handed: list[tuple[Stmt, str, tuple[int, ...], set[str]]] = []
+    handed: list[tuple[Stmt, set[str], str, tuple[int, ...], set[str]]] = []
     out: dict[Container, LateRegistration] = {}
+    wanted = set(gated)
     for s, where in _positions(fn.fact.body):
         ids = {n for n in s.names if is_id(fn, n)}
         if not ids:
             continue
-        for c in sorted(_registers(fn, s, effects, callees, set(gated)),
+        for c in sorted(_registers(fn, s, effects, callees, wanted),
                         key=lambda c: (c.owner, c.attr)):
-            for h, h_how, h_where, runs in handed:
-                common = sorted(ids & {n for n in h.names if is_id(fn, n)})
+            for h, h_ids, h_how, h_where, runs in handed:
+                common = sorted(ids & h_ids)
                 gate = next((g for g in gated[c] if g.fqn in runs), None)
                 if gate and common and c not in out and \
                         not _exclusive(h_where, where, fn.fact.body):
                     out[c] = LateRegistration(fn.fqn, common[0], h.line, h_how, s.line, gate)
         how, at = _hands_on(fn, s, effects, callees)
         if how:
-            handed.append((s, how, where, work(at)))
+            handed.append((s, ids, how, where, work(at)))
     return sorted(out.values(), key=lambda r: r.line)
 
 
+def _reached(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
+             callees: Callable[[FnView, Stmt], list[FnView]], depth: int = 0
+             ) -> Iterator[tuple[FnView, Stmt, FnView | None]]:
+    """``s`` and, where it hands an id to analysed code, the statements of the
+    functions it calls, ``_DEPTH`` calls deep: ``(function, statement, the
+    function ``fn`` called to get there, or None for ``s`` itself)``."""
+    yield fn, s, None
+    if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
+        for t in callees(fn, s):
+            for ts in t.stmts:
+                for g, x, _ in _reached(t, ts, effects, callees, depth + 1):
+                    yield g, x, t
+
+
 def _hands_on(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
-              callees: Callable[[FnView, Stmt], list[FnView]], depth: int = 0
+              callees: Callable[[FnView, Stmt], list[FnView]]
               ) -> tuple[str, list[tuple[str, int]]]:
     """How ``s`` hands an id to background work (a spawn, a ``put`` into a
     queue, here or in a function it calls), and where that happens
     (``(function, line)``); empty when it does not."""
-    for e in effects(fn, s):
-        if e.kind == "spawn":
-            return e.target or "a background task", [(fn.fqn, s.line)]
-    for c in fn.calls(s):
-        if c.callee and c.callee.rpartition(".")[2] in QUEUE_PUTS and any(
-                e.kind == "add" and e.container is not None for e in effects(fn, s)):
-            return c.callee, [(fn.fqn, s.line)]
-    if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
-        for t in callees(fn, s):
-            for ts in t.stmts:
-                how, at = _hands_on(t, ts, effects, callees, depth + 1)
-                if how:
-                    return f"{t.fqn.rpartition('.')[0].rpartition('.')[2]}.{t.name}", at
+    for g, x, via in _reached(fn, s, effects, callees):
+        how = _hand_off(g, x, effects)
+        if how:
+            return (how if via is None else
+                    f"{via.fqn.rpartition('.')[0].rpartition('.')[2]}.{via.name}",
+                    [(g.fqn, x.line)])
     return "", []
 
 
+def _hand_off(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]]) -> str:
+    """The spawn or queue ``put`` of ``s`` itself, if it makes one."""
+    for e in effects(fn, s):
+        if e.kind == "spawn":
+            return e.target or "a background task"
+    for c in fn.calls(s):
+        if c.callee and c.callee.rpartition(".")[2] in QUEUE_PUTS and any(
+                e.kind == "add" and e.container is not None for e in effects(fn, s)):
+            return c.callee
+    return ""
+
+
 def _registers(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
-               callees: Callable[[FnView, Stmt], list[FnView]], wanted: set[Container],
-               depth: int = 0) -> set[Container]:
+               callees: Callable[[FnView, Stmt], list[FnView]], wanted: set[Container]
+               ) -> set[Container]:
     """The gated containers ``s`` adds an id to, here or in what it calls."""
-    out = {e.container for e in effects(fn, s)
-           if e.kind == "add" and e.container is not None and e.container in wanted}
-    if depth < _DEPTH and any(e.kind == "handover" for e in effects(fn, s)):
-        for t in callees(fn, s):
-            for ts in t.stmts:
-                out |= _registers(t, ts, effects, callees, wanted, depth + 1)
-    return out
+    return {e.container for g, x, _ in _reached(fn, s, effects, callees)
+            for e in effects(g, x)
+            if e.kind == "add" and e.container is not None and e.container in wanted}
 
 
 def _positions(body: tuple[Stmt, ...], where: tuple[int, ...] = ()

@@ -26,21 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.view import FnView
+from kvflowmap.lifecycle.effects import is_logging
+from kvflowmap.lifecycle.view import FnView, bound_args
 
-_LOGS = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
 _DEPTH = 3
 
 
 @dataclass(frozen=True)
 class Unchosen:
-    """``hook`` never reads its count of external tokens (``count``; empty
-    when ``holder`` takes none) and ``record`` keeps the request at
-    ``line``. ``holder`` is the last function that had the count, and
-    ``drop_line`` where it stopped following it (its def line when it never
-    passed it on)."""
+    """The commit hook never reads its count of external tokens (``count``)
+    and ``record`` keeps the request at ``line``. ``holder`` is the last
+    function that had the count, and ``drop_line`` its def line."""
 
-    hook: str
     count: str
     holder: str
     drop_line: int
@@ -54,7 +51,7 @@ def unchosen(commit: FnView, index: int,
     """The load ``commit`` records without reading its count (parameter
     ``index``, ``self`` included), or None when it reads it or records
     nothing (see the module docstring)."""
-    start = _param(commit, index)
+    start = count_param(commit, index)
     todo: list[tuple[FnView, str, int]] = [(commit, start, 0)]
     seen: set[str] = set()
     holder, drop = commit.fqn, commit.fact.line
@@ -70,7 +67,8 @@ def unchosen(commit: FnView, index: int,
         if lines and first is None:
             first = (fn.fqn, lines[0])
         for s in fn.stmts:
-            passing = [c for c in fn.calls(s) if count and _passes(c, count) and not _logs(c)]
+            passing = [c for c in fn.calls(s)
+                       if count and _passes(c, count) and not is_logging(c.callee or "")]
             handed = s.kind in ("simple", "return") and any(
                 _passes(c, count) for c in fn.calls(s))
             if count and count in s.names and not handed:
@@ -85,10 +83,12 @@ def unchosen(commit: FnView, index: int,
                     todo.append((t, _bound(c, t, count) if c in passing else "", depth + 1))
     if first is None:
         return None
-    return Unchosen(commit.fqn, start, holder, drop, first[0], first[1])
+    return Unchosen(start, holder, drop, first[0], first[1])
 
 
-def _param(fn: FnView, index: int) -> str:
+def count_param(fn: FnView, index: int) -> str:
+    """The name of ``fn``'s positional parameter ``index`` (``self``
+    included); empty when it has none there."""
     ps = [p for p in fn.fact.params if p.kind in ("posonly", "pos")]
     return ps[index].name if index < len(ps) else ""
 
@@ -97,18 +97,6 @@ def _passes(c: CallFact, name: str) -> bool:
     return name in c.args or any(v == name for _, v in c.kwargs)
 
 
-def _logs(c: CallFact) -> bool:
-    callee = c.callee or ""
-    return callee.rpartition(".")[2] in _LOGS and "." in callee
-
-
 def _bound(c: CallFact, target: FnView, name: str) -> str:
     """The parameter of ``target`` that call ``c`` binds ``name`` to."""
-    for k, v in c.kwargs:
-        if v == name:
-            return k
-    ps = [p for p in target.fact.params if p.kind in ("posonly", "pos")]
-    if ps and ps[0].name in ("self", "cls") and target.cls:
-        ps = ps[1:]
-    i = c.args.index(name)
-    return ps[i].name if i < len(ps) else ""
+    return next((p for a, p in bound_args(target.fact, c) if a == name), "")

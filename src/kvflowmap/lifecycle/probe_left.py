@@ -15,10 +15,9 @@ the probe answered "ask again"): an aborted request is never probed again
 Structure only: per leaf class (``balance.leaf_uses``) and request-keyed
 ``self`` attribute, every add is in code the probe runs and not the commit or
 ending hooks, and every removal is in code only the probe or the commit hook
-runs. A container also
-emptied wholesale (a per-step buffer), handed to other code, or forwarded in
-the metadata is left out, as is one removed anywhere else (an expiry sweep,
-a report): another way out exists.
+runs. A container also emptied wholesale (a per-step buffer), handed to other
+code, or forwarded in the metadata is left out, as is one removed anywhere
+else (an expiry sweep, a report): another way out exists.
 """
 
 from __future__ import annotations

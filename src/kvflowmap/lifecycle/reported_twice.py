@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.containers import ADD_OPS, REMOVE_OPS, Container, container_of
 from kvflowmap.lifecycle.effects import Effects
-from kvflowmap.lifecycle.view import FnView, walk
+from kvflowmap.lifecycle.view import FnView, siblings, walk
 
 _MEMBER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+in\s+(self(?:\.\w+)+)\s*$")
 
@@ -62,7 +62,7 @@ def reported_twice(fns: dict[str, FnView], eff: Effects, owed: Collection[Contai
             if not others:
                 continue
             inside = {id(x) for x in walk(test.body)}
-            for s in _siblings(fn.fact.body, test):
+            for s in siblings(fn.fact.body, test):
                 if id(s) in inside:
                     continue
                 for op in fn.containers(s):
@@ -99,18 +99,6 @@ def _pending_tests(fn: FnView, eff: Effects, fns: dict[str, FnView]
             for x in walk(s.body) for c in fn.calls(x))
         if takes:
             yield s, key, pending
-
-
-def _siblings(body: tuple[Stmt, ...], target: Stmt) -> list[Stmt]:
-    """The statements of the block that holds ``target`` (it included)."""
-    for s in body:
-        if s is target:
-            return list(body)
-        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-            found = _siblings(part, target)
-            if found:
-                return found
-    return []
 
 
 def _reporting_removers(fns: dict[str, FnView], eff: Effects, owed: Collection[Container],

@@ -25,6 +25,19 @@ def walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
             yield from walk(part)
 
 
+def siblings(body: tuple[Stmt, ...], target: Stmt) -> tuple[Stmt, ...]:
+    """The statement list that holds ``target`` (by identity, it included);
+    empty when ``body`` does not."""
+    for s in body:
+        if s is target:
+            return body
+        for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+            found = siblings(part, target)
+            if found:
+                return found
+    return ()
+
+
 @dataclass(frozen=True)
 class FnView:
     """An analysed function and the facts of its own scope."""

@@ -18,7 +18,7 @@ from kvflowmap.check.kinds.lifecycle._shared import (asking_returns, functions, 
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.load_chosen import Unchosen, unchosen
+from kvflowmap.lifecycle.load_chosen import Unchosen, count_param, unchosen
 from kvflowmap.lifecycle.view import FnView
 
 READS = ("Reads: per class, the probe (`lifecycle.probe`) and commit hook "
@@ -56,8 +56,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         asks = asking_returns(lc, probe, spec.async_element, opts.never_async)
         if not asks:
             continue  # the probe never asks for a load: nothing to tell apart
-        if len([p for p in ctx.function(commit).params if p.kind in ("posonly", "pos")]) \
-                <= spec.commit_count:
+        if not count_param(lc.functions[commit], spec.commit_count):
             continue  # not the hook vLLM calls (a half's helper): its caller is judged
 
         def callees(fn: FnView, c: CallFact, hooks: tuple[str, str] = (probe, commit)
