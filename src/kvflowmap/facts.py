@@ -272,6 +272,8 @@ class ImportFact(NamedTuple):
     type_checking: bool = False
     # inside a ``try`` or an ``if``: a fallback or a gate decides whether it runs
     guarded: bool = False
+    # the ``if``/``case`` tests that must hold for it to run (``StmtTreeMixin._gates``)
+    gates: tuple[str, ...] = ()
 
 
 class ProblemFact(NamedTuple):

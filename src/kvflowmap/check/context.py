@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kvflowmap.lifecycle.model import Lifecycle
 
 _LIFECYCLE = "_kvflowmap_lifecycle"
+_GATED = "_kvflowmap_gated_off"
 
 
 @dataclass
@@ -61,6 +62,17 @@ class CheckContext:
         if found is None or found[0] is not self.linker:
             found = (self.linker, build_lifecycle(self.linker))
             setattr(self.analysis, _LIFECYCLE, found)
+        return found[1]
+
+    def gated_off(self) -> dict[str, str]:
+        """Subject modules that do not load on the analysed vLLM, and why
+        (``check.gated_modules``); computed once per analysis."""
+        from kvflowmap.check.gated_modules import gated_off
+
+        found = getattr(self.analysis, _GATED, None)
+        if found is None or found[0] is not self.linker:
+            found = (self.linker, gated_off(self.model, self.analysis.vllm_version))
+            setattr(self.analysis, _GATED, found)
         return found[1]
 
     def other_release(self, ref: str) -> tuple[Analysis, str]:

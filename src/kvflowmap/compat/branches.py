@@ -13,7 +13,8 @@ parsed as text with ``ast``, never run):
   says is never None (``kv_cache_config`` once it became required);
 - ``if <vLLM version> <op> <literal>``: ``vllm.__version__`` (or a name that
   holds it) against a string, a ``Version(...)`` or a tuple, evaluated as Python
-  would (strings compare as strings);
+  would (strings compare as strings); ``if vllm_version_is("0.9.1")``: the
+  release is that one (versions compared as versions);
 - ``try: ... except TypeError`` (or ``AttributeError``, ``Exception``, a bare
   ``except``): the handler runs when the try body fails on the release in a
   way it catches, else the body runs and the handler is not checked.
@@ -181,6 +182,8 @@ def _eval(node: ast.expr, oracle: Oracle, kinds: list[str]) -> bool | None:
         if isinstance(node.op, ast.And):
             return False if False in values else (True if all(values) else None)
         return True if True in values else (False if all(v is False for v in values) else None)
+    if isinstance(node, ast.Call) and _is_version_predicate(node):
+        return _version_is(node, oracle, kinds)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, oracle, kinds)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
@@ -208,6 +211,29 @@ def _call(node: ast.Call, oracle: Oracle, kinds: list[str]) -> bool | None:
         has = oracle.hasattr_of(ast.unparse(args[0]), args[1].value)
         return has if name == "hasattr" else (False if has is False else None)
     return None
+
+
+_PREDICATE_WORDS = {"vllm", "version", "is", "eq", "equals", "matches"}
+
+
+def _is_version_predicate(node: ast.Call) -> bool:
+    """``vllm_version_is("0.9.1")`` (vllm-ascend's helper, bare or as
+    ``utils.vllm_version_is``): a test that vLLM is that release."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else ""
+    words = {w for w in name.lower().split("_") if w}
+    return {"vllm", "version"} <= words and words <= _PREDICATE_WORDS and len(node.args) == 1 \
+        and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+
+
+def _version_is(node: ast.Call, oracle: Oracle, kinds: list[str]) -> bool | None:
+    literal = node.args[0].value  # type: ignore[attr-defined]
+    here, there = version_key(oracle.version), version_key(literal)
+    if not here or not there:
+        return None
+    kinds.append("version")
+    return _padded(here) == _padded(there)
 
 
 _OPS: dict[type, Callable[[object, object], bool]] = {

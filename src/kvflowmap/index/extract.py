@@ -281,7 +281,8 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
             name = chain(alias.name) or ""
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, name, None, asname, 0, line,
-                                                 self.type_checking > 0, self.guards > 0))
+                                                 self.type_checking > 0, self.guards > 0,
+                                                 self._gates()))
         return self._skip(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -290,13 +291,15 @@ class _FactVisitor(DataFactsMixin, StmtTreeMixin, LineTracker, cst.CSTVisitor):
         level = len(node.relative)
         if isinstance(node.names, cst.ImportStar):
             self.facts.imports.append(ImportFact(self._scope, module or "", "*", None, level,
-                                                 line, self.type_checking > 0, self.guards > 0))
+                                                 line, self.type_checking > 0, self.guards > 0,
+                                                 self._gates()))
             return self._skip(node)
         for alias in node.names:
             name = chain(alias.name) or ""
             asname = chain(alias.asname.name) if alias.asname else None
             self.facts.imports.append(ImportFact(self._scope, module or "", name, asname, level,
-                                                 line, self.type_checking > 0, self.guards > 0))
+                                                 line, self.type_checking > 0, self.guards > 0,
+                                                 self._gates()))
         return self._skip(node)
 
     def _skip(self, node: cst.CSTNode) -> bool:

@@ -80,7 +80,31 @@ class StmtTreeMixin:
             return ", ".join(self._code(i) or "" for i in node.items)
         if isinstance(node, cst.MatchCase):
             return self._code(node.pattern)
+        if isinstance(node, cst.Match):
+            return self._code(node.subject)
         return None
+
+    def _gates(self) -> tuple[str, ...]:
+        """The tests that decide whether the current statement runs, innermost
+        last, each as a Python expression (``not (t)`` for an ``else`` arm,
+        ``(subject) == (pattern)`` for a ``case``); used for version-gated imports."""
+        out: list[str] = []
+        stack = self._frames[-1]["stack"]
+        for n, entry in enumerate(stack):
+            text = entry["text"]
+            if entry["kind"] == "if" and text and entry["field"] in ("body", "orelse"):
+                out.append(f"({text})" if entry["field"] == "body" else f"not ({text})")
+            elif entry["kind"] == "case" and n and stack[n - 1]["kind"] == "match":
+                subject = stack[n - 1]["text"]
+                if not subject or not text:
+                    continue
+                if text.strip() != "_":
+                    out.append(_case_test(subject, text))
+                    continue
+                for earlier in stack[n - 1]["body"]:  # ``case _``: no earlier case matched
+                    if earlier is not entry and earlier["text"] and earlier["text"].strip() != "_":
+                        out.append(f"not {_case_test(subject, earlier['text'])}")
+        return tuple(out)
 
     def _straight(self) -> bool:
         """The walk is in a simple statement directly in its scope's body (no
@@ -118,6 +142,13 @@ class StmtTreeMixin:
         stack = self._frames[-1]["stack"]
         if stack and stack[-1]["node"] is node:
             stack[-1]["field"] = _FIELDS.get(attribute)
+
+
+def _case_test(subject: str, pattern: str) -> str:
+    """``case "a" | "b":`` of ``match s:`` as the test ``((s) == ("a") or (s) == ("b"))``."""
+    alternatives = [p.strip() for p in pattern.split("|")] if pattern.count('"') + \
+        pattern.count("'") >= 2 * (pattern.count("|") + 1) else [pattern]
+    return "(" + " or ".join(f"({subject}) == ({a})" for a in alternatives) + ")"
 
 
 def _freeze(entry: dict) -> Stmt:

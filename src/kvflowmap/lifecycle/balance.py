@@ -107,8 +107,9 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, per_leaf: Mapping[st
         # dead code takes nothing out, but only where the class runs at all
         # for the connector (code outside its reach is judged as written)
         alive = any(live(m.fqn) for m in members)
+        exported = {m.fqn for m in members if _is_property(m)}
         uses = {attr: [u for u in us if not alive or u.what not in ("remove", "clear", "escape")
-                       or live(u.fqn)]
+                       or live(u.fqn) or (u.what == "escape" and u.fqn in exported)]
                 for attr, us in all_uses.items()}
         judged[leaf] = (members, uses)
         for attr, us in uses.items():
@@ -329,6 +330,13 @@ def _uses(members: list[FnView], builder: str = "") -> dict[str, list[Use]]:
             for attr in sorted(attrs - handled):
                 use(attr, fn, s.line, "read")
     return out
+
+
+def _is_property(fn: FnView) -> bool:
+    """A ``@property``: read as an attribute, so no call edge shows who uses
+    what it returns (a container it returns is handed out though it looks dead)."""
+    return any(d.rpartition(".")[2] in ("property", "cached_property")
+               for d in fn.fact.decorators)
 
 
 def _empty(a: AssignFact) -> bool:

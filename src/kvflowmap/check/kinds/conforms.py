@@ -43,7 +43,10 @@ on its own, once per process (a spec is fetched into the fact cache).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kvflowmap.check.context import CheckContext
+from kvflowmap.check.gated_modules import live_only
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.conforms_base_state import check_base_state
 from kvflowmap.check.kinds.conforms_called import calling_modules, check_called_members
@@ -69,29 +72,34 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     if opts.compare_with:
         return two_release(ctx, opts, contract, opts.compare_with)
     out: list[Finding] = []
+    gated = ctx.gated_off()  # what vLLM drift cannot reach: code for other releases
+
+    def live(fqns: Iterable[str]) -> list[str]:
+        return live_only(fqns, gated)
+
     if opts.signatures:
         callers = Callers(ctx)
-        out += each_function(ctx, overrides(ctx, contract, opts.ignore_methods),
+        out += each_function(ctx, live(overrides(ctx, contract, opts.ignore_methods)),
                              lambda f: check_override(ctx, opts, contract, callers, f))
     if opts.base_state:
-        out += each_function(ctx, overrides(ctx, contract, opts.ignore_methods),
+        out += each_function(ctx, live(overrides(ctx, contract, opts.ignore_methods)),
                              lambda f: check_base_state(ctx, f, contract))
     if opts.abstract:
-        out += each_function(ctx, ctx.target_classes, lambda c: check_abstract(ctx, c))
+        out += each_function(ctx, live(ctx.target_classes), lambda c: check_abstract(ctx, c))
     if opts.missing_members:
-        out += each_function(ctx, target_methods(ctx), lambda f: check_members(ctx, f))
+        out += each_function(ctx, live(target_methods(ctx)), lambda f: check_members(ctx, f))
     if opts.imports:
         package = ctx.protocol.package
         envs = declared_envs(ctx.model.facts.get(f"{package}.envs"))
-        out += each_function(ctx, import_modules(ctx, package),
+        out += each_function(ctx, live(import_modules(ctx, package)),
                              lambda m: check_imports(ctx, m, package)
                              + check_envs(ctx, m, package, envs))
     if opts.typed_members:
         package = ctx.protocol.package
-        out += each_function(ctx, import_modules(ctx, package),
+        out += each_function(ctx, live(import_modules(ctx, package)),
                              lambda m: check_typed_members(ctx, m, package))
     if opts.field_members:
-        out += each_function(ctx, subject_modules(ctx),
+        out += each_function(ctx, live(subject_modules(ctx)),
                              lambda m: check_field_members(ctx, m))
     if opts.mode_fields:
         out += each_function(ctx, subject_modules(ctx),
@@ -102,7 +110,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                              lambda m: check_optional_fields(ctx, m, names)
                              + check_optional_returns(ctx, m))
     if opts.called_members:
-        out += each_function(ctx, calling_modules(ctx),
+        out += each_function(ctx, live(calling_modules(ctx)),
                              lambda m: check_called_members(ctx, m))
     if opts.forwards:
         hooks = tuple(h for side in ctx.protocol.methods.values() for h in side)

@@ -47,8 +47,14 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     """One finding per unbalanced container of a leaf class in the rule's modules."""
     lc = lifecycle(ctx)
     wanted = set(functions(ctx, lc))
-    out = [_finding(ctx, u, opts, _ends(ctx, lc, u.cls), _commit(ctx, lc, u.cls))
-           for u in lc.unbalanced() if u.how in opts.hows and u.site.fqn in wanted]
+    # leaf classes that share the code of the site (a mixin's subclasses) are one finding
+    same: dict[tuple[str, str, str, int, str], list[Unbalanced]] = {}
+    for u in lc.unbalanced():
+        if u.how in opts.hows and u.site.fqn in wanted:
+            same.setdefault((u.how, u.attr, u.site.fqn, u.site.line, u.side), []).append(u)
+    out = [_finding(ctx, us[0], opts, _ends(ctx, lc, us[0].cls), _commit(ctx, lc, us[0].cls),
+                    [x.cls for x in us[1:]])
+           for us in same.values()]
     if "commit-only" in opts.hows:
         # one finding per ending hook that owes removals (a lookup client's
         # several containers are one missing cleanup), else per add
@@ -118,7 +124,7 @@ def _ends(ctx: CheckContext, lc, cls: str) -> list[str]:
 
 
 def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
-             commit: str | None) -> Finding:
+             commit: str | None, others: list[str]) -> Finding:
     cls = u.cls.rpartition(".")[2]
     where = f"{short(u.site.fqn)} (line {u.site.line})"
     if u.how == "never-removed" and u.side:
@@ -146,6 +152,11 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
                f"{cls} ever puts a request id into it: the hook that should record the "
                "request does not, so whatever waits on this container (a report, a load, "
                "a release) never happens for it.")
+    if others:
+        names = sorted(o.rpartition(".")[2] for o in others)
+        msg += (f" The same holds for {len(names)} more class{'es' if len(names) > 1 else ''} "
+                f"built on this code: {', '.join(names[:5])}"
+                + (f" and {len(names) - 5} more." if len(names) > 5 else "."))
     path = tuple(ctx.step(x.fqn, x.line, f"self.{u.attr}: {_WHAT.get(x.what, x.what)}")
                  for x in u.uses[:opts.max_steps])
     if u.how == "never-removed":

@@ -1,0 +1,153 @@
+"""Subject modules that load only on other vLLM releases.
+
+A plugin that supports several vLLM releases keeps the code for each in
+modules it imports only under a test of vLLM's version::
+
+    match get_vllm_version():
+        case "0.11.0":
+            import ucm.integration.vllm.patch.v0110.vllm.pc_patch
+        case "0.18.0":
+            import ucm.integration.vllm.patch.v0180.vllm.pc_patch
+
+    if vllm_version_is("0.9.1"):
+        from vllm_ascend.patch import patch_0_9_1
+
+Such a module never runs with another release, so judging its imports,
+signatures and members against that release reports drift that cannot
+happen. A module is *gated off* the analysed vLLM when it is imported
+(directly, or as the package of what is imported) only by imports whose
+``if``/``case`` tests are false on that release, or by modules that are
+gated off themselves; a module nothing in the subject imports is loaded from
+outside (vLLM's connector factory, an entry point) and always counts. A
+test that cannot be decided (a name not known to hold vLLM's version, a
+platform's own version) leaves the import live: never a false pass by
+guessing.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kvflowmap.compat.branches import Oracle, evaluate
+from kvflowmap.facts import FileFacts, ImportFact
+from kvflowmap.model.core import Model
+
+_VERSION_NAMES = ("vllm.__version__", "vllm.version.__version__", "vllm.__version_tuple__",
+                  "vllm.version.__version_tuple__")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import of ``target`` written in ``importer`` at ``line``."""
+
+    importer: str
+    target: str
+    line: int
+    off: str | None  # the gate that is false on the analysed release, if one is
+
+
+def gated_off(model: Model, version: str | None) -> dict[str, str]:
+    """Subject module -> why it does not load on vLLM ``version`` (the import
+    and the gate that keeps it off); empty when the version is unknown."""
+    if not version:
+        return {}
+    subject = sorted(m for m, sf in model.table.files.items() if sf.subject and m in model.facts)
+    edges = [e for m in subject for e in _edges(model, m, version)]
+    into: dict[str, list[Edge]] = {}
+    for e in edges:
+        into.setdefault(e.target, []).append(e)
+    # live: loaded from outside (nothing imports it), or by a live module past its gates
+    live = {m for m in subject if m not in into}
+    todo = sorted(live)
+    while todo:
+        m = todo.pop()
+        for e in edges:
+            if e.importer == m and e.off is None and e.target not in live:
+                live.add(e.target)
+                todo.append(e.target)
+    # only what a false gate cuts off: an import cycle nothing loads is not judged here
+    why: dict[str, str] = {}
+    todo = []
+    for e in edges:
+        if e.off is not None and e.target not in live and e.target not in why:
+            why[e.target] = f"imported only under `{e.off}` ({e.importer}, line {e.line})"
+            todo.append(e.target)
+    while todo:
+        m = todo.pop()
+        for e in edges:
+            if e.importer == m and e.target not in live and e.target not in why:
+                why[e.target] = why[m]
+                todo.append(e.target)
+    return why
+
+
+def is_gated(module_of_fqn: str, gated: dict[str, str]) -> bool:
+    """``fqn`` (a module, or a def in one) lies in a gated-off module."""
+    parts = module_of_fqn.split(".")
+    return any(".".join(parts[:i]) in gated for i in range(len(parts), 0, -1))
+
+
+def live_only(fqns: Iterable[str], gated: dict[str, str]) -> list[str]:
+    """``fqns`` without those in gated-off modules."""
+    return [f for f in fqns if not is_gated(f, gated)] if gated else list(fqns)
+
+
+def _edges(model: Model, module: str, version: str) -> list[Edge]:
+    ff = model.facts[module]
+    out: list[Edge] = []
+    for imp in ff.imports:
+        if imp.type_checking or imp.name == "*":
+            continue
+        off = _false_gate(ff, imp, version)
+        for target in _targets(model, module, imp):
+            if target != module:
+                out.append(Edge(module, target, imp.line, off))
+    return out
+
+
+def _targets(model: Model, module: str, imp: ImportFact) -> list[str]:
+    """The subject modules an import runs: the module named, its packages, and
+    ``from P import m`` of a submodule ``m``."""
+    name = model.absolute(module, imp)
+    if imp.name:
+        name = f"{name}.{imp.name}" if f"{name}.{imp.name}" in model.facts else name
+    parts = name.split(".")
+    mods = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return [m for m in mods if m in model.facts and model.table.files[m].subject]
+
+
+def _false_gate(ff: FileFacts, imp: ImportFact, version: str) -> str | None:
+    """The first gate of ``imp`` that is false on ``version``, or None."""
+    holders = _version_locals(ff, imp.scope)
+    oracle = Oracle(version, lambda p, t: None, lambda o, n: None,
+                    lambda dotted: dotted in _VERSION_NAMES or dotted in holders
+                    or _reads_vllm_version(dotted))
+    for gate in imp.gates:
+        taken, kind = evaluate(gate, oracle)
+        if taken is False and kind is not None:
+            return gate
+    return None
+
+
+def _version_locals(ff: FileFacts, scope: str) -> set[str]:
+    """Names of ``scope`` bound to vLLM's version (``v = get_vllm_version()``,
+    ``v = vllm.__version__``)."""
+    return {a.target for a in ff.assigns if a.scope == scope and a.value
+            and (a.value in _VERSION_NAMES or _reads_vllm_version(a.value.removesuffix("()")))}
+
+
+def _reads_vllm_version(dotted: str) -> bool:
+    """A name or call that reads vLLM's own version (``get_vllm_version``,
+    ``vllm_version``), not another package's (``get_vllm_ascend_version``)."""
+    try:
+        node = ast.parse(dotted, mode="eval").body
+    except (SyntaxError, ValueError):
+        return False
+    if isinstance(node, ast.Call):
+        node = node.func
+    last = dotted.rpartition(".")[2].split("(")[0].lower()
+    words = {w for w in last.split("_") if w}
+    return isinstance(node, (ast.Name, ast.Attribute)) and {"vllm", "version"} <= words \
+        and words <= {"vllm", "version", "get", "current", "installed", "detected", "ver"}
