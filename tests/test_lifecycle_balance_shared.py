@@ -49,3 +49,32 @@ def test_one_finding_for_the_classes_that_share_the_leak(tree):
     assert findings[0].line == 1 + next(n for n, t in enumerate(lines) if "self._pending[" in t)
     assert "self._pending of GpuRunner" in findings[0].message
     assert "2 more classes built on this code: NpuRunner, XpuRunner." in findings[0].message
+
+
+ADAPTER = '''
+class ChunkAdapter:
+    def __init__(self):
+        self._pending_prefills: dict[str, dict] = {}
+        self._done: set[str] = set()
+
+    def get_finished(self, finished_req_ids):
+        for req_id in finished_req_ids:
+            self._pending_prefills.pop(req_id, None)
+        done, self._done = self._done, set()
+        return done, None
+'''
+PROCESSOR = '''
+def stage_input(transfer_manager, request_id, payload):
+    transfer_manager._pending_prefills[request_id] = payload
+'''
+
+
+def test_private_state_another_module_fills_through_a_parameter(tree):
+    rule = next(r for r in load_rules(default_rule_dirs())[0]
+                if r.id == "kvc-request-state-balanced")
+    files = {"conn/__init__.py": "", "conn/adapter.py": ADAPTER}
+    alone = analyse(Request(sources=[str(tree(files))]))
+    assert [f for f in run_rules(alone, [rule]) if "_pending_prefills" in f.message]
+    files["conn/processor.py"] = PROCESSOR  # imports nothing of the adapter
+    filled = analyse(Request(sources=[str(tree(files))]))
+    assert not [f for f in run_rules(filled, [rule]) if "_pending_prefills" in f.message]

@@ -98,6 +98,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, per_leaf: Mapping[st
     its own)."""
     foreign = _foreign_attrs(fns)
     importers = _importers(fns)
+    duck = _duck_typed_private(fns)
     out: list[Unbalanced] = []
     leaves = sorted(per_leaf)
     judged: dict[str, LeafUses] = {}
@@ -117,7 +118,7 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, per_leaf: Mapping[st
                 adders.setdefault(attr, set()).add(leaf)
     for leaf in leaves:
         members, uses = judged[leaf]
-        reached = _foreign_to(members, foreign, importers) if uses else set()
+        reached = (_foreign_to(members, foreign, importers) | duck) if uses else set()
         for attr, us in sorted(uses.items()):
             if attr in reached or "escape" in {u.what for u in us}:
                 continue
@@ -399,6 +400,22 @@ def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
                     mine.update(parts[2:])
                 elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
                     mine.update(parts[1:])
+    return out
+
+
+def _duck_typed_private(fns: dict[str, FnView]) -> set[str]:
+    """Private attribute names reached through a parameter or local anywhere
+    (``transfer_manager._cached_ic[rid] = ...`` in a helper handed the object):
+    code that fills another class's private state without importing it."""
+    out: set[str] = set()
+    for fn in fns.values():
+        for s in fn.stmts:
+            for n in s.names:
+                head, _, rest = n.partition(".")
+                attr = rest.partition(".")[0]
+                if head not in ("self", "cls") and attr.startswith("_") \
+                        and not attr.startswith("__"):
+                    out.add(attr)
     return out
 
 
