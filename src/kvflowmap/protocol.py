@@ -85,6 +85,9 @@ class Protocol:
     until: dict[str, str] = field(default_factory=dict)
     # the stories ``graph --view`` draws, by name
     views: dict[str, View] = field(default_factory=dict)
+    # platform plugins released in step with vLLM (vllm-ascend X.Y for vLLM
+    # X.Y): a test of their version gates code to that vLLM release
+    aligned_plugins: tuple[str, ...] = ()
 
     def expected_in(self, name: str, version: str | None) -> bool:
         """Whether ``name`` should exist in vLLM ``version``: False when the
@@ -179,6 +182,7 @@ def load_protocol(path: Path = DEFAULT_PROTOCOL) -> Protocol:
         kv_states=tuple(str(x) for x in need("kv_states", list, [])),
         until={str(k): str(v) for k, v in (need("until", dict, {}) or {}).items()},
         views=_views(path, need("views", dict, {}), errors),
+        aligned_plugins=tuple(str(x) for x in need("aligned_plugins", list, [])),
     )
     if errors:
         raise SourceError("\n".join(errors))

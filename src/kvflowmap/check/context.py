@@ -71,7 +71,8 @@ class CheckContext:
 
         found = getattr(self.analysis, _GATED, None)
         if found is None or found[0] is not self.linker:
-            found = (self.linker, gated_off(self.model, self.analysis.vllm_version))
+            found = (self.linker, gated_off(self.model, self.analysis.vllm_version,
+                                            self.protocol.aligned_plugins))
             setattr(self.analysis, _GATED, found)
         return found[1]
 

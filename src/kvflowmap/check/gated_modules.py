@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from kvflowmap.compat.branches import Oracle, evaluate
 from kvflowmap.facts import FileFacts, ImportFact
 from kvflowmap.model.core import Model
+from kvflowmap.protocol import version_key
 
 _VERSION_NAMES = ("vllm.__version__", "vllm.version.__version__", "vllm.__version_tuple__",
                   "vllm.version.__version_tuple__")
@@ -48,13 +49,16 @@ class Edge:
     off: str | None  # the gate that is false on the analysed release, if one is
 
 
-def gated_off(model: Model, version: str | None) -> dict[str, str]:
+def gated_off(model: Model, version: str | None,
+              aligned: tuple[str, ...] = ()) -> dict[str, str]:
     """Subject module -> why it does not load on vLLM ``version`` (the import
-    and the gate that keeps it off); empty when the version is unknown."""
+    and the gate that keeps it off); empty when the version is unknown.
+    ``aligned``: platform plugins released in step with vLLM (the protocol's
+    ``aligned_plugins``), whose version gates name a vLLM major.minor."""
     if not version:
         return {}
     subject = sorted(m for m, sf in model.table.files.items() if sf.subject and m in model.facts)
-    edges = [e for m in subject for e in _edges(model, m, version)]
+    edges = [e for m in subject for e in _edges(model, m, version, aligned)]
     into: dict[str, list[Edge]] = {}
     for e in edges:
         into.setdefault(e.target, []).append(e)
@@ -94,13 +98,13 @@ def live_only(fqns: Iterable[str], gated: dict[str, str]) -> list[str]:
     return [f for f in fqns if not is_gated(f, gated)] if gated else list(fqns)
 
 
-def _edges(model: Model, module: str, version: str) -> list[Edge]:
+def _edges(model: Model, module: str, version: str, aligned: tuple[str, ...]) -> list[Edge]:
     ff = model.facts[module]
     out: list[Edge] = []
     for imp in ff.imports:
         if imp.type_checking or imp.name == "*":
             continue
-        off = _false_gate(ff, imp, version)
+        off = _false_gate(ff, imp, version) or _other_plugin_release(ff, imp, version, aligned)
         for target in _targets(model, module, imp):
             if target != module:
                 out.append(Edge(module, target, imp.line, off))
@@ -129,6 +133,53 @@ def _false_gate(ff: FileFacts, imp: ImportFact, version: str) -> str | None:
         if taken is False and kind is not None:
             return gate
     return None
+
+
+def _other_plugin_release(ff: FileFacts, imp: ImportFact, version: str,
+                          aligned: tuple[str, ...]) -> str | None:
+    """The gate of ``imp`` that tests an aligned plugin's version for releases
+    of another vLLM major.minor only (``case "0.11.0" | "0.11.1":`` of
+    ``get_vllm_ascend_version()`` on vLLM 0.18), or None."""
+    if not aligned:
+        return None
+    words = [set(p.lower().split("_")) for p in aligned]
+    holders = {a.target for a in ff.assigns if a.scope == imp.scope and a.value and any(
+        w | {"version"} <= _words(a.value) for w in words)}
+    here = version_key(version)[:2]
+    for gate in imp.gates:
+        try:
+            node = ast.parse(gate, mode="eval").body
+        except (SyntaxError, ValueError):
+            continue
+        tests = node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) \
+            else [node]
+        literals = [_plugin_literal(t, holders, words) for t in tests]
+        if literals and all(lit is not None and len(lit) >= 2 and lit[:2] != here
+                            for lit in literals):
+            return gate
+    return None
+
+
+def _plugin_literal(node: ast.expr, holders: set[str],
+                    words: list[set[str]]) -> tuple[int, ...] | None:
+    """The release of ``holder == "0.11.0"`` where holder is a plugin's version."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Eq)):
+        return None
+    left, right = node.left, node.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    text = ast.unparse(left)
+    if not (text in holders or any(w | {"version"} <= _words(text) for w in words)):
+        return None
+    if isinstance(right, ast.Constant) and isinstance(right.value, str):
+        return version_key(right.value) or None
+    return None
+
+
+def _words(dotted: str) -> set[str]:
+    return {w for w in dotted.lower().replace(".", "_").replace("(", "_").replace(")", "_")
+            .split("_") if w}
 
 
 def _version_locals(ff: FileFacts, scope: str) -> set[str]:
