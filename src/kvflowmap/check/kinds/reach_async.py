@@ -14,6 +14,8 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.model import Finding
 from kvflowmap.check.options import option
+from kvflowmap.facts import ReturnFact
+from kvflowmap.lifecycle.containers import ADD_OPS, EMPTY_CONTAINERS
 
 READS = ("Reads: the return statements of the probe method and of the same-named "
          "methods it delegates to, which report methods the connector overrides, and "
@@ -55,17 +57,66 @@ def async_reporter(ctx: CheckContext, opts: Options, cls: str) -> list[Finding]:
                             f"finished_recving, so the request waits in WAITING_FOR_REMOTE_KVS "
                             f"forever", path=tuple(steps), anchor=f"no-reporter:{cls}")]
     idx = opts.report_element
+    shown: list[tuple[str, ReturnFact]] = []
     for r in own:
-        rets = [(d, x) for d in ff.delegates(ctx, r) for x in ff.returns_of(ctx, d)]
-        if any(ff.element(x, idx) not in ("None", "set()", "frozenset()") for _, x in rets):
+        chain = ff.delegates(ctx, r)
+        rets = [(d, x) for d in chain for x in ff.returns_of(ctx, d)
+                if not (len(chain) > 1 and _forwards(x, r.rpartition(".")[2]))]
+        if any(not _empty(ctx, d, x, idx) for d, x in rets):
             return []
         if not rets:
             return []
+        shown = shown or rets
     r = own[0]
     steps.append(ctx.step(r, ctx.function(r).line, "every return reports no finished_recving"))
+    steps += [ctx.step(d, x.line, f"returns {ff.element(x, idx)} as finished_recving: "
+                       + ("nothing ever adds to it" if never_filled(ctx, d, ff.element(x, idx))
+                          else "empty")) for d, x in shown if d != r]
     return [ctx.finding(fqn, line, f"{cls.rpartition('.')[2]} may answer load_kv_async=True but "
                         f"{r.rpartition('.')[2]} never returns finished_recving ids",
                         path=tuple(steps), anchor=f"empty-reporter:{cls}")]
+
+
+def _forwards(ret: ReturnFact, name: str) -> bool:
+    """``return self._worker.get_finished(...)``: the facade hands back what a
+    delegate (checked in its own right) returns."""
+    return ff.element(ret, 0) is None and f".{name}(" in (ret.value or "")
+
+
+def _empty(ctx: CheckContext, fqn: str, ret: ReturnFact, idx: int) -> bool:
+    """Item ``idx`` of the return is always empty: ``None``, ``set()``, or a
+    local (or a copy of one: ``set(done)``) that nothing fills."""
+    text = ff.element(ret, idx)
+    if text in ("None", "set()", "frozenset()"):
+        return True
+    origin = ret.origins[idx] if idx < len(ret.origins) else None
+    return never_filled(ctx, fqn, text) or never_filled(ctx, fqn, origin)
+
+
+def never_filled(ctx: CheckContext, fqn: str, name: str | None) -> bool:
+    """``name`` is a local of ``fqn`` bound only to a fresh empty container
+    (``done_recving: set[str] = set()``) that nothing fills: no add, update or
+    augmented assignment, no alias, and it is never passed to a call (which
+    could fill it), here or in a def nested here."""
+    if not name or not name.isidentifier():
+        return False
+    q = ctx.definition(fqn).fact.qualname
+    facts = ctx.facts(fqn)
+
+    def mine(scope: str) -> bool:
+        return scope == q or scope.startswith(q + ".")
+
+    binds = [a for a in facts.assigns if mine(a.scope) and a.target == name]
+    if not binds or any(a.aug or a.position is not None
+                        or (a.value or a.literal) not in EMPTY_CONTAINERS for a in binds):
+        return False
+    if any(mine(c.scope) and c.container == name and c.op in ADD_OPS for c in facts.containers):
+        return False
+    if any(mine(a.scope) and name in (a.value, a.origin) for a in facts.assigns):
+        return False
+    return not any(mine(c.scope) and (name in c.args or name in (v for _, v in c.kwargs)
+                                      or (c.callee or "").startswith(name + "."))
+                   for c in facts.calls)
 
 
 def _is_own(ctx: CheckContext, method: str) -> bool:
