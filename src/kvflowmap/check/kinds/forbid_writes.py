@@ -44,13 +44,25 @@ def _self_reach(ctx: CheckContext, opts: Options, start: str) -> dict[str, Chain
                 continue
             if len(parts) > 2 and parts[-1] != fn.name and not attrs:
                 continue
-            for t in ctx.resolve_call(fqn, call):
-                if t.fqn in chains or not followable(ctx, opts, t.fqn) or \
-                        not _is_method(ctx, t.fqn):
+            for t in _with_overrides(ctx, [t.fqn for t in ctx.resolve_call(fqn, call)]):
+                if t in chains or not followable(ctx, opts, t) or not _is_method(ctx, t):
                     continue
-                chains[t.fqn] = (*chains[fqn], ctx.step(fqn, call.line, f"calls {call.callee}"))
-                todo.append((t.fqn, hops + 1))
+                chains[t] = (*chains[fqn], ctx.step(fqn, call.line, f"calls {call.callee}"))
+                todo.append((t, hops + 1))
     return chains
+
+
+def _with_overrides(ctx: CheckContext, fqns: list[str]) -> list[str]:
+    """``fqns`` and the overrides of each in subclasses (the graph's dispatch
+    edges): ``self.half.m()`` typed as the base half runs a subclass's ``m``
+    when a connector subclass builds that half (``TPUConnectorHMAScheduler``)."""
+    g = ctx.graph
+    out = list(fqns)
+    for f in fqns:
+        if f in g:
+            out += sorted(v for _, v, k in g.out_edges(f, data="kind")
+                          if k == "dispatch" and v not in out)
+    return out
 
 
 def _writes(ctx: CheckContext, fqn: str) -> list[tuple[str, int, int, str, str | None]]:
