@@ -830,13 +830,16 @@ def _entries(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> list[str]:
     # as SupportsHMA.request_finished_all_groups, not the base class's)
     hooks = {*spec.hooks, *spec.delay_free_instead}
     # every method of the analysed connector base class is called by vLLM
-    # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not
+    # (``set_xfer_handshake_metadata`` starts NIXL's listener), listed or not;
+    # but names as common as ``shutdown`` make no class a connector: they
+    # count on classes that derive from the base or have a listed hook
     base = linker.protocol.base_class
-    hooks |= {d.rpartition(".")[2] for d in linker.model.defs
-              if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
-    hooked = {v.cls for v in fns.values() if v.cls and v.name in hooks}
+    members = {d.rpartition(".")[2] for d in linker.model.defs
+               if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
+    hooked = {v.cls for v in fns.values() if v.cls and (
+        v.name in hooks or base in linker.classes.mro(v.cls))}
     return [f for f, v in fns.items() if v.name in hooks or (
-        v.name == "__init__" and v.cls in hooked)]
+        v.cls in hooked and (v.name in members or v.name == "__init__"))]
 
 
 def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]
