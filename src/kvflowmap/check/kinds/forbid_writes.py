@@ -171,12 +171,15 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
         wide = _self_reach(ctx, replace(opts, follow_attrs=True), start)
         helpers = set(wide) - set(reach)
         reach = {**wide, **reach}
+    drained = _drained(ctx, reach)
     for fqn, chain in sorted(reach.items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
             attr = target.split(".", 1)[1]
             if _allowed(opts, attr) or (ignore_removals and op in REMOVALS):
                 continue
+            if op == "add" and (cls, _attr(target)) in drained:
+                continue  # a set the probe's own calls prune of what is done
             if fqn in helpers and not (op in KEYED and _request_key(ctx, fqn, key)):
                 continue  # a helper object's own bookkeeping, not the request's state
             if op == "=" and _lazy_init(ctx.function(fqn).body, target, line):
@@ -190,9 +193,11 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
                 (by for (k, a), by in (committed or {}).items()
                  if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
-            if clobbers and (op == "setdefault" or _fills_missing(ctx, fqn, target, key or "",
-                                                                  line)):
-                clobbers = ""  # only a key nothing recorded yet is filled
+            if clobbers and (op in ("setdefault", "add") or _fills_missing(
+                    ctx, fqn, target, key or "", line)):
+                # only a key nothing recorded yet is filled; adding an id a
+                # set holds already changes nothing
+                clobbers = ""
             if not sent and not clobbers and any(
                     a == _attr(target) and how in ok and ctx.classes.related(cls, k)
                     for k, a, how in released):
@@ -206,6 +211,23 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             out.append(ctx.finding(fqn, line, f"the probe {short(start)} writes {what} in "
                                    f"{short(fqn)}: {why}", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
+    return out
+
+
+_DRAINS = ("difference_update", "intersection_update", "clear")
+
+
+def _drained(ctx: CheckContext, reach: dict[str, Chain]) -> set[tuple[str, str]]:
+    """(class, attribute) of the sets what the probe reaches prunes wholesale
+    (``self.aborted.difference_update(done)``): kept by the probe itself, a
+    later call of it cleans up, whichever request it is asked about."""
+    out: set[tuple[str, str]] = set()
+    for fqn in reach:
+        me = f"{ctx.function(fqn).params[0].name}."
+        for c in ctx.calls_in(fqn):
+            callee = c.callee or ""
+            if callee.startswith(me) and callee.rpartition(".")[2] in _DRAINS:
+                out.add((fqn.rpartition(".")[0], _attr(callee.rpartition(".")[0])))
     return out
 
 
