@@ -61,6 +61,13 @@ def _mooncake(version: str, vllm: str = "vllm==0.11.1") -> Corpus:
                   f"mooncake-transfer-engine=={version}", "mooncake", vllm)
 
 
+def _ucm(version: str, vllm: str = "vllm==0.11.0") -> Corpus:
+    # Huawei's Unified Cache Management (uc-manager): first checked 2026-12-07,
+    # after every rule here was written
+    return Corpus(f"uc-manager {version}", f"uc-manager=={version}", "ucm/integration/vllm",
+                  vllm)
+
+
 BUGS = (
     # The same bug in vLLM's MoRIIO connector, found by the rule after it was
     # written from NIXL's: 0.22.1 recorded a deadline per delayed request but
@@ -897,6 +904,17 @@ BUGS = (
              _tpu("0.32.0", "vllm==0.31.0"),
              "kvc-skipped-arm-sends-notice",
              "tpu_inference.distributed.tpu_connector.TPUConnectorWorker.process_send_load"),
+    # uc-manager 0.3.0's wait_for_save logged a failed wait for its dump tasks
+    # and went on to read save_end_time, bound only inside that try; 0.4.0
+    # returns from the handler. Found on a connector no rule was written from.
+    FixedBug("uc-manager save timing read past the handler",
+             _ucm("0.3.0"), _ucm("0.4.0"), "kvc-bound-past-handler",
+             "ucm.integration.vllm.ucm_connector.UCMDirectConnector.wait_for_save"),
+    # 0.3.0 set self.device only for local_rank >= 0, and bind_connector_metadata
+    # read it unconditionally; 0.4.0 always builds the device.
+    FixedBug("uc-manager device set in one mode only",
+             _ucm("0.3.0"), _ucm("0.4.0"), "kvc-field-set-in-every-mode",
+             "ucm.integration.vllm.ucm_connector.UCMDirectConnector.__init__"),
 )
 
 
