@@ -59,37 +59,36 @@ def gated_off(model: Model, version: str | None,
         return {}
     subject = sorted(m for m, sf in model.table.files.items() if sf.subject and m in model.facts)
     edges = [e for m in subject for e in _edges(model, m, version, aligned)]
-    into: dict[str, list[Edge]] = {}
+    out_of: dict[str, list[Edge]] = {}
     for e in edges:
-        into.setdefault(e.target, []).append(e)
+        out_of.setdefault(e.importer, []).append(e)
+    imported = {e.target for e in edges}
     # live: loaded from outside (nothing imports it), or by a live module past its gates
-    live = {m for m in subject if m not in into}
+    live = {m for m in subject if m not in imported}
     todo = sorted(live)
     while todo:
-        m = todo.pop()
-        for e in edges:
-            if e.importer == m and e.off is None and e.target not in live:
+        for e in out_of.get(todo.pop(), ()):
+            if e.off is None and e.target not in live:
                 live.add(e.target)
                 todo.append(e.target)
     # only what a false gate cuts off: an import cycle nothing loads is not judged here
     why: dict[str, str] = {}
-    todo = []
     for e in edges:
         if e.off is not None and e.target not in live and e.target not in why:
             why[e.target] = f"imported only under `{e.off}` ({e.importer}, line {e.line})"
             todo.append(e.target)
     while todo:
         m = todo.pop()
-        for e in edges:
-            if e.importer == m and e.target not in live and e.target not in why:
+        for e in out_of.get(m, ()):
+            if e.target not in live and e.target not in why:
                 why[e.target] = why[m]
                 todo.append(e.target)
     return why
 
 
-def is_gated(module_of_fqn: str, gated: dict[str, str]) -> bool:
+def is_gated(fqn: str, gated: dict[str, str]) -> bool:
     """``fqn`` (a module, or a def in one) lies in a gated-off module."""
-    parts = module_of_fqn.split(".")
+    parts = fqn.split(".")
     return any(".".join(parts[:i]) in gated for i in range(len(parts), 0, -1))
 
 
