@@ -15,7 +15,9 @@ from where:
 A local bound from what the function pops out of ``self`` state (``lease =
 self._leases.pop(rid)``) was stored for the request by an earlier hook: it is
 *held on entry*, and its raising exits count whatever the rule's failure
-options (``Resource.held_on_entry``).
+options (``Resource.held_on_entry``). One only looked up there (``task =
+self._tasks.get(tid)``) stays the container's: releasing it on one path is no
+sign the function owns it.
 
 A parameter a function run in the background releases (a thread or executor
 target given a file descriptor or a lock) was handed over by the spawner, who
@@ -52,6 +54,8 @@ _COMPUTED = frozenset({"len", "sorted", "list", "tuple", "set", "dict", "frozens
                        "enumerate", "zip", "reversed", "iter", "next", "id", "hash", "abs"})
 # ``self._leases.pop()``, ``self._q.popleft()``: taken out of state (a ``get`` leaves it there)
 _FROM_STATE = re.compile(r"^self(\.\w+)+\.(pop|popleft|popitem|get_nowait)\(\)$")
+# ``self._tasks.get(tid)``: a look at state, which keeps owning what it holds
+_READ_OF_STATE = re.compile(r"^self(\.\w+)+\.get\(\)$")
 _CHAIN = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -87,6 +91,7 @@ def inferred_acquires(sites: FunctionSites) -> list[Resource]:
                 a = sites.ff.assigns[i]
                 if a.target in names and "." not in a.target \
                         and (a.value or "").endswith(")") \
+                        and not _READ_OF_STATE.match(a.value or "") \
                         and not any(_acquire_named(sites, j) for j in calls):
                     out.append(Resource(node.id, "call", a.value or "?", None,
                                         aliases(sites, frozenset({a.target})), a.line, a.col,
