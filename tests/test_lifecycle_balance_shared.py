@@ -78,3 +78,17 @@ def test_private_state_another_module_fills_through_a_parameter(tree):
     files["conn/processor.py"] = PROCESSOR  # imports nothing of the adapter
     filled = analyse(Request(sources=[str(tree(files))]))
     assert not [f for f in run_rules(filled, [rule]) if "_pending_prefills" in f.message]
+
+
+def test_a_removal_from_the_wrong_container_is_named_in_both_findings(tree):
+    rule = next(r for r in load_rules(default_rule_dirs())[0]
+                if r.id == "kvc-request-state-balanced")
+    example = next(e for e in rule.examples if "requests_blend_meta" in e.files["example.py"])
+    analysis = analyse(Request(sources=[str(tree({"conn/__init__.py": "",
+                                                  "conn/blend.py": example.files["example.py"]}))]))
+    hints = sorted(f.message.rpartition(". ")[2] for f in run_rules(analysis, [rule]))
+    assert hints == ["BlendConnector.build_connector_meta also reads self.requests_blend_meta, "
+                     "which ids enter and nothing empties: the removal may name the wrong "
+                     "container.",
+                     "BlendConnector.build_connector_meta takes ids out of self.requests_meta "
+                     "instead, which nothing fills: the removal may name the wrong container."]

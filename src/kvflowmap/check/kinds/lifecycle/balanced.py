@@ -49,11 +49,13 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     wanted = set(functions(ctx, lc))
     # leaf classes that share the code of the site (a mixin's subclasses) are one finding
     same: dict[tuple[str, str, str, int, str], list[Unbalanced]] = {}
-    for u in lc.unbalanced():
+    found = lc.unbalanced()
+    for u in found:
         if u.how in opts.hows and u.site.fqn in wanted:
             same.setdefault((u.how, u.attr, u.site.fqn, u.site.line, u.side), []).append(u)
+    hints = _swapped(found)
     out = [_finding(ctx, us[0], opts, _ends(ctx, lc, us[0].cls), _commit(ctx, lc, us[0].cls),
-                    [x.cls for x in us[1:]])
+                    [x.cls for x in us[1:]], hints.get((us[0].cls, us[0].attr), ""))
            for us in same.values()]
     if "commit-only" in opts.hows:
         # one finding per ending hook that owes removals (a lookup client's
@@ -123,8 +125,33 @@ def _ends(ctx: CheckContext, lc, cls: str) -> list[str]:
     return out
 
 
+def _swapped(found: list[Unbalanced]) -> dict[tuple[str, str], str]:
+    """Per (class, attribute), a hint when a removal names the wrong container:
+    a function takes ids out of a container nothing fills (``never-filled``)
+    and reads another, of the same class, that ids enter and nothing empties
+    (``never-removed``): ``self.requests_meta.pop(rid)`` where the probe filled
+    ``self.requests_blend_meta``."""
+    out: dict[tuple[str, str], str] = {}
+    for b in found:
+        if b.how != "never-filled":
+            continue
+        takes = {x.fqn for x in b.uses if x.what in ("remove", "clear")}
+        for a in found:
+            if a.how != "never-removed" or a.cls != b.cls or a.side or b.side:
+                continue
+            where = sorted(takes & {x.fqn for x in a.uses})
+            if not where:
+                continue
+            fn = short(where[0])
+            out[(a.cls, a.attr)] = (f" {fn} takes ids out of self.{b.attr} instead, which "
+                                    f"nothing fills: the removal may name the wrong container.")
+            out[(b.cls, b.attr)] = (f" {fn} also reads self.{a.attr}, which ids enter and "
+                                    "nothing empties: the removal may name the wrong container.")
+    return out
+
+
 def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
-             commit: str | None, others: list[str]) -> Finding:
+             commit: str | None, others: list[str], hint: str = "") -> Finding:
     cls = u.cls.rpartition(".")[2]
     where = f"{short(u.site.fqn)} (line {u.site.line})"
     if u.how == "never-removed" and u.side:
@@ -152,6 +179,7 @@ def _finding(ctx: CheckContext, u: Unbalanced, opts: Options, ends: list[str],
                f"{cls} ever puts a request id into it: the hook that should record the "
                "request does not, so whatever waits on this container (a report, a load, "
                "a release) never happens for it.")
+    msg += hint
     if others:
         names = sorted(o.rpartition(".")[2] for o in others)
         msg += (f" The same holds for {len(names)} more class{'es' if len(names) > 1 else ''} "
