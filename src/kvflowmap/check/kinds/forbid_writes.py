@@ -193,11 +193,9 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
                 (by for (k, a), by in (committed or {}).items()
                  if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
-            if clobbers and (op in ("setdefault", "add") or _fills_missing(
-                    ctx, fqn, target, key or "", line)):
-                # only a key nothing recorded yet is filled; adding an id a
-                # set holds already changes nothing
-                clobbers = ""
+            if clobbers and (op == "setdefault" or _fills_missing(ctx, fqn, target, key or "",
+                                                                  line)):
+                clobbers = ""  # only a key nothing recorded yet is filled
             if not sent and not clobbers and any(
                     a == _attr(target) and how in ok and ctx.classes.related(cls, k)
                     for k, a, how in released):
