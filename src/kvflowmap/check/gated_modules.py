@@ -30,9 +30,9 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvflowmap.compat.branches import Oracle, evaluate
 from kvflowmap.facts import FileFacts, ImportFact
 from kvflowmap.model.core import Model
+from kvflowmap.model.version_tests import Oracle, evaluate
 from kvflowmap.protocol import version_key
 
 _VERSION_NAMES = ("vllm.__version__", "vllm.version.__version__", "vllm.__version_tuple__",
