@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import networkx as nx
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 _LIFECYCLE = "_kvflowmap_lifecycle"
 _GATED = "_kvflowmap_gated_off"
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,22 +60,22 @@ class CheckContext:
         it (it depends only on the analysis: every rule sees the same model)."""
         from kvflowmap.lifecycle.model import build_lifecycle
 
-        found = getattr(self.analysis, _LIFECYCLE, None)
-        if found is None or found[0] is not self.linker:
-            found = (self.linker, build_lifecycle(self.linker))
-            setattr(self.analysis, _LIFECYCLE, found)
-        return found[1]
+        return self._once(_LIFECYCLE, lambda: build_lifecycle(self.linker))
 
     def gated_off(self) -> dict[str, str]:
         """Subject modules that do not load on the analysed vLLM, and why
         (``check.gated_modules``); computed once per analysis."""
         from kvflowmap.check.gated_modules import gated_off
 
-        found = getattr(self.analysis, _GATED, None)
+        return self._once(_GATED, lambda: gated_off(self.model, self.analysis.vllm_version,
+                                                    self.protocol.aligned_plugins))
+
+    def _once(self, key: str, build: Callable[[], T]) -> T:
+        """``build()`` kept on the analysis under ``key`` for its linker."""
+        found = getattr(self.analysis, key, None)
         if found is None or found[0] is not self.linker:
-            found = (self.linker, gated_off(self.model, self.analysis.vllm_version,
-                                            self.protocol.aligned_plugins))
-            setattr(self.analysis, _GATED, found)
+            found = (self.linker, build())
+            setattr(self.analysis, key, found)
         return found[1]
 
     def other_release(self, ref: str) -> tuple[Analysis, str]:

@@ -32,12 +32,8 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import FileFacts, ImportFact
 from kvflowmap.model.core import Model
-from kvflowmap.model.version_tests import Oracle, evaluate
+from kvflowmap.model.version_tests import VLLM_VERSION_NAMES, Oracle, evaluate
 from kvflowmap.protocol import version_key
-
-_VERSION_NAMES = ("vllm.__version__", "vllm.version.__version__", "vllm.__version_tuple__",
-                  "vllm.version.__version_tuple__")
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -103,7 +99,8 @@ def _edges(model: Model, module: str, version: str, aligned: tuple[str, ...]) ->
     for imp in ff.imports:
         if imp.type_checking or imp.name == "*":
             continue
-        off = _false_gate(ff, imp, version) or _other_plugin_release(ff, imp, version, aligned)
+        off = (_false_gate(ff, imp, version) or _other_plugin_release(ff, imp, version, aligned)
+               ) if imp.gates else None
         for target in _targets(model, module, imp):
             if target != module:
                 out.append(Edge(module, target, imp.line, off))
@@ -125,7 +122,7 @@ def _false_gate(ff: FileFacts, imp: ImportFact, version: str) -> str | None:
     """The first gate of ``imp`` that is false on ``version``, or None."""
     holders = _version_locals(ff, imp.scope)
     oracle = Oracle(version, lambda p, t: None, lambda o, n: None,
-                    lambda dotted: dotted in _VERSION_NAMES or dotted in holders
+                    lambda dotted: dotted in VLLM_VERSION_NAMES or dotted in holders
                     or _reads_vllm_version(dotted))
     for gate in imp.gates:
         taken, kind = evaluate(gate, oracle)
@@ -185,7 +182,7 @@ def _version_locals(ff: FileFacts, scope: str) -> set[str]:
     """Names of ``scope`` bound to vLLM's version (``v = get_vllm_version()``,
     ``v = vllm.__version__``)."""
     return {a.target for a in ff.assigns if a.scope == scope and a.value
-            and (a.value in _VERSION_NAMES or _reads_vllm_version(a.value.removesuffix("()")))}
+            and (a.value in VLLM_VERSION_NAMES or _reads_vllm_version(a.value.removesuffix("()")))}
 
 
 def _reads_vllm_version(dotted: str) -> bool:

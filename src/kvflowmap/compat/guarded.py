@@ -15,10 +15,7 @@ from kvflowmap.compat.context import Run
 from kvflowmap.compat.findings import Finding
 from kvflowmap.compat.model import Method, Surface
 from kvflowmap.facts import FunctionFact
-
-_VLLM_VERSIONS = {"vllm.__version__", "vllm.version.__version__", "vllm.__version_tuple__",
-                  "vllm.version.__version_tuple__"}
-
+from kvflowmap.model.version_tests import VLLM_VERSION_NAMES
 
 def contract_method(run: Run, surface: Surface, name: str) -> Method | None:
     """Base method ``name`` of the class's contract in ``surface`` (any release of the run)."""
@@ -113,7 +110,7 @@ def oracle(run: Run, surface: Surface, module: str, fn: FunctionFact) -> Oracle:
 
     def is_vllm_version(dotted: str) -> bool:
         fqn = names.fqn(dotted)
-        if fqn in _VLLM_VERSIONS:
+        if fqn in VLLM_VERSION_NAMES:
             return True
         low = dotted.lower()
         return "vllm" in low and "version" in low and not fqn.startswith(

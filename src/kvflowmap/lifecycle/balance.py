@@ -96,9 +96,8 @@ def unbalanced(fns: dict[str, FnView], classes: ClassIndex, per_leaf: Mapping[st
     sides (``scheduler``, ``worker``) whose hooks reach it (a class that
     serves both has one instance per process, so each side must balance on
     its own)."""
-    foreign = _foreign_attrs(fns)
+    foreign, duck = _foreign_attrs(fns)
     importers = _importers(fns)
-    duck = _duck_typed_private(fns)
     out: list[Unbalanced] = []
     leaves = sorted(per_leaf)
     judged: dict[str, LeafUses] = {}
@@ -384,11 +383,15 @@ def _empty_builtin(members: list[FnView], attr: str) -> bool:
     return found
 
 
-def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
+def _foreign_attrs(fns: dict[str, FnView]) -> tuple[dict[str, set[str]], set[str]]:
     """Per module, attribute names it reaches through another object
     (``self._tracker._done``, ``worker._done``): who else fills or drains
-    them is not known here."""
+    them is not known here. And, over all modules, the private names reached
+    through a parameter or local (``transfer_manager._cached_ic[rid] = ...``
+    in a helper handed the object): code that fills another class's private
+    state without importing it."""
     out: dict[str, set[str]] = {}
+    duck: set[str] = set()
     for fn in fns.values():
         mine = out.setdefault(fn.module, set())
         for s in fn.stmts:
@@ -400,23 +403,9 @@ def _foreign_attrs(fns: dict[str, FnView]) -> dict[str, set[str]]:
                     mine.update(parts[2:])
                 elif len(parts) >= 2 and parts[0] not in ("self", "cls"):
                     mine.update(parts[1:])
-    return out
-
-
-def _duck_typed_private(fns: dict[str, FnView]) -> set[str]:
-    """Private attribute names reached through a parameter or local anywhere
-    (``transfer_manager._cached_ic[rid] = ...`` in a helper handed the object):
-    code that fills another class's private state without importing it."""
-    out: set[str] = set()
-    for fn in fns.values():
-        for s in fn.stmts:
-            for n in s.names:
-                head, _, rest = n.partition(".")
-                attr = rest.partition(".")[0]
-                if head not in ("self", "cls") and attr.startswith("_") \
-                        and not attr.startswith("__"):
-                    out.add(attr)
-    return out
+                    if parts[1].startswith("_") and not parts[1].startswith("__"):
+                        duck.add(parts[1])
+    return out, duck
 
 
 def _importers(fns: dict[str, FnView]) -> dict[str, set[str]]:

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from kvflowmap.protocol import version_key
 
 
+# Where vLLM keeps its version: what a test of the release reads.
+VLLM_VERSION_NAMES = frozenset({"vllm.__version__", "vllm.version.__version__",
+                                "vllm.__version_tuple__", "vllm.version.__version_tuple__"})
+
+
 @dataclass(frozen=True)
 class Oracle:
     """What a release answers to a guard's tests (None: cannot tell)."""
