@@ -110,3 +110,54 @@ def test_the_other_arm_of_an_if_is_not_after(tree) -> None:
             else:
                 self.receiver.register(req_id)
 """) == []
+
+
+def _late_with_done(tree, done: str, body: str) -> list[int]:
+    """``late`` with the thread's lookup written as ``done``."""
+    old = HEAD[HEAD.index("    def done("):HEAD.index("    def run(")]
+    text = HEAD.replace(old, done) + body
+    root = tree({"conn/__init__.py": text})
+    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
+    lc = build_lifecycle(a.linker)
+    gated = gates(lc.functions, lc.background_code(), lambda f, n: lc.state.is_id(f, n))
+    return sorted(g.line - text[:text.index("    def done(")].count("\n") - 1
+                  for gs in gated.values() for g in gs)
+
+
+LATE_BODY = """        for req_id, blocks in meta.requests.items():
+            self.receiver.add_request(req_id, blocks)
+"""
+
+
+def test_a_lookup_through_get_is_a_gate_in_every_spelling(tree) -> None:
+    # the arm for a missing id only leaves: ``is None`` and ``not v`` test for
+    # the miss, ``is not None`` and ``v`` for the hit (the miss is the else)
+    for test, miss in (("entry is None", "return"), ("not entry", "return")):
+        done = f"""    def done(self, request_id):
+        entry = self.to_process.get(request_id)
+        if {test}:
+            {miss}
+        self.finished.add(request_id)
+
+"""
+        assert _late_with_done(tree, done, LATE_BODY) == [2], test
+    for test in ("entry is not None", "entry"):
+        done = f"""    def done(self, request_id):
+        entry = self.to_process.get(request_id)
+        if {test}:
+            self.finished.add(request_id)
+
+"""
+        assert _late_with_done(tree, done, LATE_BODY) == [2], test
+
+
+def test_a_lookup_whose_miss_registers_is_no_gate(tree) -> None:
+    done = """    def done(self, request_id):
+        entry = self.to_process.get(request_id)
+        if entry is None:
+            self.finished.add(request_id)
+            return
+        self.finished.add(request_id)
+
+"""
+    assert _late_with_done(tree, done, LATE_BODY) == []

@@ -24,6 +24,7 @@ callback runs, or what the loops that take from the queue run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -58,9 +59,12 @@ class LateRegistration:
     gate: Gate
 
 
-def gates(fns: dict[str, FnView], background: set[str]) -> dict[Container, list[Gate]]:
+def gates(fns: dict[str, FnView], background: set[str],
+          is_id: Callable[[FnView, str], bool] = lambda fn, n: True
+          ) -> dict[Container, list[Gate]]:
     """Per container, the membership tests background code makes of it in an
-    ``if`` (the first per function)."""
+    ``if`` (the first per function); ``is_id`` says which keys of a
+    ``self.X.get(key)`` lookup are request ids."""
     out: dict[Container, list[Gate]] = {}
     for f in sorted(background):
         fn = fns.get(f)
@@ -69,20 +73,57 @@ def gates(fns: dict[str, FnView], background: set[str]) -> dict[Container, list[
         for s in fn.stmts:
             if s.kind != "if":
                 continue
-            for c in fn.compares.get(s.line, ()):
-                if not {"In", "NotIn"} & set(c.ops):
-                    continue
-                if not _drops(fn, s.body if "NotIn" in c.ops else s.orelse):
+            for attr, miss in _lookups(fn, s, is_id):
+                if not _drops(fn, miss):
                     continue  # a miss does something: another way to find the request
-                for o in c.operands:
-                    attr = self_attr(o)
-                    if not attr:
-                        continue
-                    box = Container(fn.cls, attr)
-                    found = out.setdefault(box, [])
-                    if all(g.fqn != f for g in found):
-                        found.append(Gate(f, s.line, box))
+                box = Container(fn.cls, attr)
+                found = out.setdefault(box, [])
+                if all(g.fqn != f for g in found):
+                    found.append(Gate(f, s.line, box))
     return out
+
+
+def _lookups(fn: FnView, s: Stmt, is_id: Callable[[FnView, str], bool]
+             ) -> Iterator[tuple[str, tuple[Stmt, ...]]]:
+    """``(X, the arm run when the id is missing)`` for each lookup of an id
+    in ``self.X`` that the test of ``if`` statement ``s`` makes: ``id in
+    self.X`` / ``not in``, or ``v is None`` / ``is not None`` / ``not v`` /
+    ``v`` of a local bound from ``self.X.get(id)`` (a counter looked up)."""
+    for c in fn.compares.get(s.line, ()):
+        if {"In", "NotIn"} & set(c.ops):
+            for o in c.operands:
+                if attr := self_attr(o):
+                    yield attr, (s.body if "NotIn" in c.ops else s.orelse)
+    text = s.text or ""
+    if m := _NONE_TEST.match(text):
+        name, missing = m["name"], not m["found"]
+    elif m := _TRUTH_TEST.match(text):
+        name, missing = m["name"], bool(m["missing"])
+    else:
+        return
+    if attr := _got_from(fn, name, s.line, is_id):
+        yield attr, (s.body if missing else s.orelse)
+
+
+# ``v is None`` / ``v is not None``; ``not v`` / ``v``
+_NONE_TEST = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s+is\s+(?P<found>not\s+)?None\s*$")
+_TRUTH_TEST = re.compile(r"^\s*(?P<missing>not\s+)?(?P<name>[A-Za-z_]\w*)\s*$")
+
+
+def _got_from(fn: FnView, name: str, line: int, is_id: Callable[[FnView, str], bool]
+              ) -> str | None:
+    """``X`` when the last binding of local ``name`` before ``line`` is
+    ``self.X.get(key)`` with an id for the key (a queue's ``get()`` takes none)."""
+    bound = [a for a in fn.all_assigns if a.target == name and a.line < line]
+    if not bound:
+        return None
+    last = max(bound, key=lambda a: (a.line, a.col))
+    attr = self_attr((last.value or "").removesuffix(".get()"))
+    if attr and last.value == f"self.{attr}.get()" and any(
+            c.line == last.line and c.callee == f"self.{attr}.get" and c.args
+            and is_id(fn, c.args[0] or "") for c in fn.all_calls):
+        return attr
+    return None
 
 
 def _drops(fn: FnView, arm: tuple[Stmt, ...]) -> bool:
@@ -113,7 +154,7 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
         ids = {n for n in s.names if is_id(fn, n)}
         if not ids:
             continue
-        for c in sorted(_registers(fn, s, effects, callees, wanted),
+        for c in sorted(_registers(fn, s, effects, callees, wanted, is_id),
                         key=lambda c: (c.owner, c.attr)):
             for h, h_ids, h_how, h_where, runs in handed:
                 common = sorted(ids & h_ids)
@@ -169,12 +210,18 @@ def _hand_off(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect
 
 
 def _registers(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
-               callees: Callable[[FnView, Stmt], list[FnView]], wanted: set[Container]
-               ) -> set[Container]:
+               callees: Callable[[FnView, Stmt], list[FnView]], wanted: set[Container],
+               is_id: Callable[[FnView, str], bool]) -> set[Container]:
     """The gated containers ``s`` adds an id to, here or in what it calls."""
-    return {e.container for g, x, _ in _reached(fn, s, effects, callees)
-            for e in effects(g, x)
-            if e.kind == "add" and e.container is not None and e.container in wanted}
+    out = set()
+    for g, x, _ in _reached(fn, s, effects, callees):
+        out |= {e.container for e in effects(g, x)
+                if e.kind == "add" and e.container is not None and e.container in wanted}
+        # ``self.counts[rid] += 1``: a count per id (a defaultdict) registers it
+        if g.cls and any(is_id(g, n) for n in x.names):
+            out |= {box for a in g.assigns(x) if a.aug and (attr := self_attr(a.target))
+                    and a.target == f"self.{attr}[]" and (box := Container(g.cls, attr)) in wanted}
+    return out
 
 
 def _positions(body: tuple[Stmt, ...], where: tuple[int, ...] = ()

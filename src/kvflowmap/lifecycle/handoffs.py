@@ -14,6 +14,10 @@ from kvflowmap.lifecycle.view import FnView
 
 PUTS = frozenset({"put", "put_nowait"})
 TAKES = frozenset({"get", "get_nowait"})
+# a deque (or list) per key used as a queue: ``self.X[k].append(item)`` and
+# ``q = self.X.get(k)`` ... ``q.popleft()``
+_KEYED_PUTS = frozenset({"append", "appendleft"})
+_KEYED_TAKES = frozenset({"popleft", "pop"})
 
 
 def _queue_ops(fn: FnView, methods: frozenset[str]) -> set[str]:
@@ -21,27 +25,65 @@ def _queue_ops(fn: FnView, methods: frozenset[str]) -> set[str]:
     out = set()
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
-        if meth in methods and base.startswith("self.") and base.count(".") == 1:
+        if meth in methods and base.startswith("self.") and base.count(".") == 1 \
+                and "[" not in base:
             out.add(base.partition(".")[2])
+    return out
+
+
+def _keyed_puts(fn: FnView) -> set[str]:
+    """Attributes ``X`` of ``self.X[k].append(...)`` calls in ``fn``."""
+    out = set()
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in _KEYED_PUTS and base.startswith("self.") and base.endswith("[]") \
+                and base.count(".") == 1 and base[5:-2].isidentifier():
+            out.add(base[5:-2])
+    return out
+
+
+def _keyed_takes(fn: FnView) -> set[str]:
+    """Attributes ``X`` of a local bound to ``self.X.get(k)`` (or ``self.X[k]``)
+    that ``fn`` then takes an element off with ``popleft()`` / ``pop()``."""
+    bound: dict[str, str] = {}
+    for a in fn.all_assigns:
+        v = a.value or ""
+        for suffix in (".get()", "[]"):
+            head = v.removesuffix(suffix)
+            if v.endswith(suffix) and head.startswith("self.") and head.count(".") == 1 \
+                    and head[5:].isidentifier() and a.target.isidentifier():
+                bound[a.target] = head[5:]
+    out = set()
+    for c in fn.all_calls:
+        base, _, meth = (c.callee or "").rpartition(".")
+        if meth in _KEYED_TAKES and not c.args and base in bound:
+            out.add(bound[base])
     return out
 
 
 def queue_handoffs(fns: dict[str, FnView]) -> dict[str, list[str]]:
     """Per function that puts on ``self.X``, the functions of the same class
     that take from ``self.X`` (a queue's ``get`` takes no key: a dict's
-    ``get(k)`` is a lookup, left out)."""
+    ``get(k)`` is a lookup, left out), or that append to a per-key deque
+    ``self.X[k]`` and those that pop from it."""
     takers: dict[tuple[str, str], list[str]] = {}
+    keyed_takers: dict[tuple[str, str], list[str]] = {}
     for fqn, fn in fns.items():
         if fn.cls is None:
             continue
         for attr in _queue_ops(fn, TAKES) - _keyed_gets(fn):
             takers.setdefault((fn.cls, attr), []).append(fqn)
+        for attr in _keyed_takes(fn):
+            keyed_takers.setdefault((fn.cls, attr), []).append(fqn)
     out: dict[str, list[str]] = {}
     for fqn, fn in fns.items():
         if fn.cls is None:
             continue
         for attr in sorted(_queue_ops(fn, PUTS)):
             out.setdefault(fqn, []).extend(t for t in takers.get((fn.cls, attr), ()) if t != fqn)
+        for attr in sorted(_keyed_puts(fn)):
+            out.setdefault(fqn, []).extend(
+                t for t in keyed_takers.get((fn.cls, attr), ()) if t != fqn)
     return out
 
 

@@ -11,6 +11,7 @@ registers the ids before it queues the pulls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
@@ -40,7 +41,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     handing the id to the background worker that looks it up there."""
     lc = lifecycle(ctx)
     background = lc.background_code()
-    gated = gates(lc.functions, background)
+    gated = gates(lc.functions, background, lambda fn, n: lc.state.is_id(fn, n))
     if not gated:
         return []
 
@@ -57,13 +58,16 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         starts += [t for f, _ in at for t in handed.get(f, ()) if t in roots]
         return lc.runs_from(starts)
 
+    def other_work(f: str) -> Callable[[list[tuple[str, int]]], set[str]]:
+        # background code handing on to the loop it runs in (a retry put
+        # back on its own queue) registers in time: one thread does both
+        return lambda at: set() if f in (runs := work(at)) else runs
+
     handed = queue_handoffs(lc.functions)
     out = []
     for f in functions(ctx, lc):
-        if f in background:
-            continue  # the worker's own loop: it hands on to itself
         for r in late_registrations(lc.functions[f], gated, lc.effects.of, callees,
-                                    lambda fn, n: lc.state.is_id(fn, n), work):
+                                    lambda fn, n: lc.state.is_id(fn, n), other_work(f)):
             g = r.gate
             out.append(ctx.finding(
                 f, r.line,
