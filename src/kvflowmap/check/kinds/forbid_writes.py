@@ -172,6 +172,7 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
         helpers = set(wide) - set(reach)
         reach = {**wide, **reach}
     drained = _drained(ctx, reach)
+    memos = _memos(ctx, reach)
     for fqn, chain in sorted(reach.items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
@@ -193,10 +194,14 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
                 (by for (k, a), by in (committed or {}).items()
                  if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
-            if clobbers and (op == "setdefault" or _fills_missing(ctx, fqn, target, key or "",
-                                                                  line)):
+            guarded = op == "setdefault" or (op in KEYED and bool(key) and _fills_missing(
+                ctx, fqn, target, key or "", line))
+            if clobbers and guarded:
                 clobbers = ""  # only a key nothing recorded yet is filled
-            if not sent and not clobbers and any(
+            memo = "" if guarded or not (op == "setitem" and key and target.count(".") == 1) \
+                else next((by for (k, a), by in memos.items()
+                           if a == _attr(target) and ctx.classes.related(cls, k)), "")
+            if not sent and not clobbers and not memo and any(
                     a == _attr(target) and how in ok and ctx.classes.related(cls, k)
                     for k, a, how in released):
                 continue
@@ -205,7 +210,10 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
                     "delitem": f"del {target}[{key or '...'}]"}.get(op, f"{target}.{op}(...)")
             path = (*chain, ctx.step(fqn, line, f"writes {what}"))
             why = (f"{short(clobbers)} fills {target} too, so asking again overwrites the "
-                   "state it committed" if clobbers else "not memo state")
+                   "state it committed" if clobbers else
+                   f"{short(memo)} fills {target} only for a request it holds no entry for, "
+                   "so this overwrite loses what an earlier call of the probe recorded for "
+                   "the same request" if memo else "not memo state")
             out.append(ctx.finding(fqn, line, f"the probe {short(start)} writes {what} in "
                                    f"{short(fqn)}: {why}", column=col, path=path,
                                    anchor=f"write:{target}:{op}"))
@@ -213,6 +221,20 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
 
 
 _DRAINS = ("difference_update", "intersection_update", "clear")
+
+
+def _memos(ctx: CheckContext, reach: dict[str, Chain]) -> dict[tuple[str, str], str]:
+    """(class, attribute) of the containers the probe's reach fills by key
+    only where the key is missing (``if rid not in self._trackers:
+    self._trackers[rid] = Tracker(...)``), with the function that does: the
+    probe's memo of the request, which every later call must find again."""
+    out: dict[tuple[str, str], str] = {}
+    for fqn in sorted(reach):
+        for target, line, _, op, key in _writes(ctx, fqn):
+            if op == "setitem" and key and target.count(".") == 1 and \
+                    _fills_missing(ctx, fqn, target, key, line):
+                out.setdefault((fqn.rpartition(".")[0], _attr(target)), fqn)
+    return out
 
 
 def _drained(ctx: CheckContext, reach: dict[str, Chain]) -> set[tuple[str, str]]:
