@@ -74,7 +74,7 @@ def late(tree, body: str) -> list[int]:
     handed = queue_handoffs(lc.functions)
     roots = lc.background()
 
-    def work(at: list[tuple[str, int]]) -> set[str]:
+    def work(_fn: object, at: list[tuple[str, int]], _receiver: str) -> set[str]:
         starts = [t for f, _ in at for t in handed.get(f, ()) if t in roots]
         return lc.runs_from(starts)
 

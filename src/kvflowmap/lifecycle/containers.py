@@ -61,7 +61,7 @@ def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
     if head in ("self", "cls") and cls and len(parts) >= 2:
         if len(parts) == 2:
             return Container(cls, parts[1])
-        owner = _owner_type(fn, ".".join(parts[:-1]), values)
+        owner = owner_type(fn, ".".join(parts[:-1]), values)
         if owner:
             return Container(owner, parts[-1])
         return Container(cls, ".".join(parts[1:]))
@@ -70,7 +70,7 @@ def container_of(chain: str, fn: FnView, values: Evaluator) -> Container | None:
     return None
 
 
-def _owner_type(fn: FnView, chain: str, values: Evaluator) -> str | None:
+def owner_type(fn: FnView, chain: str, values: Evaluator) -> str | None:
     """The analysed class of an instance chain such as ``self._tracker``."""
     found = sorted(fqn for kind, fqn in values.eval(fn.ctx, chain)
                    if kind == "inst" and fqn in values.model.defs)

@@ -141,12 +141,14 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
                        effects: Callable[[FnView, Stmt], list[Effect]],
                        callees: Callable[[FnView, Stmt], list[FnView]],
                        is_id: Callable[[FnView, str], bool],
-                       work: Callable[[list[tuple[str, int]]], set[str]]
+                       work: Callable[[FnView, list[tuple[str, int]], str], set[str]]
                        ) -> list[LateRegistration]:
     """Each registration in ``fn`` that comes after a hand-off of the same id
     to work that looks the id up where it is registered (see the module
-    docstring); the first per registered container. ``work(at)`` is what
-    the hand-offs at ``at`` (``(function, line)``) make run in the background."""
+    docstring); the first per registered container. ``work(fn, at,
+    receiver)`` is what the hand-offs at ``at`` (``(function, line)``) make
+    run in the background, reached through a call on ``receiver`` in ``fn``
+    (``self.recv_thread``; empty for a hand-off made in ``fn`` itself)."""
     handed: list[tuple[Stmt, set[str], str, tuple[int, ...], set[str]]] = []
     out: dict[Container, LateRegistration] = {}
     wanted = set(gated)
@@ -162,9 +164,9 @@ def late_registrations(fn: FnView, gated: dict[Container, list[Gate]],
                 if gate and common and c not in out and \
                         not _exclusive(h_where, where, fn.fact.body):
                     out[c] = LateRegistration(fn.fqn, common[0], h.line, h_how, s.line, gate)
-        how, at = _hands_on(fn, s, effects, callees)
+        how, at, receiver = _hands_on(fn, s, effects, callees)
         if how:
-            handed.append((s, ids, how, where, work(at)))
+            handed.append((s, ids, how, where, work(fn, at, receiver)))
     return sorted(out.values(), key=lambda r: r.line)
 
 
@@ -184,17 +186,22 @@ def _reached(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]
 
 def _hands_on(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]],
               callees: Callable[[FnView, Stmt], list[FnView]]
-              ) -> tuple[str, list[tuple[str, int]]]:
+              ) -> tuple[str, list[tuple[str, int]], str]:
     """How ``s`` hands an id to background work (a spawn, a ``put`` into a
-    queue, here or in a function it calls), and where that happens
-    (``(function, line)``); empty when it does not."""
+    queue, here or in a function it calls), where that happens
+    (``(function, line)``) and the receiver of the call that gets there
+    (``self.recv_thread`` of ``self.recv_thread.add_request(req)``; empty
+    when ``s`` hands on itself); all empty when it does not."""
     for g, x, via in _reached(fn, s, effects, callees):
         how = _hand_off(g, x, effects)
         if how:
-            return (how if via is None else
-                    f"{via.fqn.rpartition('.')[0].rpartition('.')[2]}.{via.name}",
-                    [(g.fqn, x.line)])
-    return "", []
+            if via is None:
+                return how, [(g.fqn, x.line)], ""
+            receiver = next((c.callee.rpartition(".")[0] for c in fn.calls(s) if c.callee
+                             and c.callee.rpartition(".")[2] == via.name), "")
+            return (f"{via.fqn.rpartition('.')[0].rpartition('.')[2]}.{via.name}",
+                    [(g.fqn, x.line)], receiver)
+    return "", [], ""
 
 
 def _hand_off(fn: FnView, s: Stmt, effects: Callable[[FnView, Stmt], list[Effect]]) -> str:

@@ -19,6 +19,7 @@ from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.handoff_order import gates, late_registrations
+from kvflowmap.lifecycle.containers import owner_type
 from kvflowmap.lifecycle.handoffs import queue_handoffs
 from kvflowmap.lifecycle.view import FnView
 
@@ -58,10 +59,16 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         starts += [t for f, _ in at for t in handed.get(f, ()) if t in roots]
         return lc.runs_from(starts)
 
-    def other_work(f: str) -> Callable[[list[tuple[str, int]]], set[str]]:
-        # background code handing on to the loop it runs in (a retry put
-        # back on its own queue) registers in time: one thread does both
-        return lambda at: set() if f in (runs := work(at)) else runs
+    def other_work(f: str) -> Callable[[FnView, list[tuple[str, int]], str], set[str]]:
+        def on(fn: FnView, at: list[tuple[str, int]], receiver: str) -> set[str]:
+            runs = work(at)
+            if f in runs:
+                # background code handing on to the loop it runs in (a retry
+                # put back on its own queue) registers in time: one thread
+                return set()
+            return _for_receiver(ctx, runs, owner_type(fn, receiver, lc.effects.values)
+                                 if receiver else None)
+        return on
 
     handed = queue_handoffs(lc.functions)
     out = []
@@ -82,4 +89,23 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                               f"{g.container.label}"),
                       ctx.step(f, r.line, "only now registered there")),
                 anchor=f"handoff-order:{g.container.attr}"))
+    return out
+
+
+def _for_receiver(ctx: CheckContext, runs: set[str], receiver: str | None) -> set[str]:
+    """``runs`` without the methods of a sibling of the receiver's class:
+    work handed to ``self.recv_thread`` (a ``RecvThread``) runs the loop of
+    their common base, whose ``self._handle()`` dispatches to the receiver's
+    override, never to a ``SendThread``'s."""
+    if receiver is None or not ctx.classes.is_class(receiver):
+        return runs
+    line = set(ctx.classes.mro(receiver))
+    out = set()
+    for f in runs:
+        cls = f.rpartition(".")[0]
+        shared = line & set(ctx.classes.mro(cls)[1:])
+        if ctx.classes.is_class(cls) and not ctx.classes.related(cls, receiver) and \
+                any(ctx.classes.is_class(b) for b in shared):
+            continue  # a sibling of the receiver's class under a shared base
+        out.add(f)
     return out
