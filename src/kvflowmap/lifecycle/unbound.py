@@ -89,6 +89,77 @@ def unbound_reads(fn: FnView, always_raises: Callable[[FnView, CallFact], bool]
     return out
 
 
+@dataclass(frozen=True)
+class Partial:
+    """``name``, a collection a loop in a ``try`` fills (at ``filled_line``),
+    read at ``line`` after a handler (at ``handler_line``) that goes on."""
+
+    fqn: str
+    name: str
+    line: int
+    filled_line: int
+    handler_line: int
+
+
+# what fills a collection element by element
+_FILLS = frozenset({"append", "add", "extend", "update", "setitem", "insert", "appendleft"})
+
+
+def partial_reads(fn: FnView, always_raises: Callable[[FnView, CallFact], bool]
+                  = lambda fn, c: False) -> list[Partial]:
+    """Each read, after a ``try`` whose handler goes on, of a local
+    collection a loop in the ``try`` fills item by item: when a later item
+    fails, the handler carries on and the read takes the items filled so far
+    for the whole (``hits`` of the groups looked up before the failure, whose
+    ``min`` is then a hit for every group). One per name and ``try``."""
+    out: list[Partial] = []
+    for st, rest, _ in _with_rest(fn.fact.body, (), ()):
+        if st.kind != "try" or not st.handlers:
+            continue
+        filled = _filled_in_loops(fn, st.body)
+        if not filled:
+            continue
+        for h in st.handlers:
+            if _leaves(fn, h.body, always_raises):
+                continue
+            mine = set(_binds(fn, h.body)) | {op.container for x in walk(h.body)
+                                              for op in fn.containers(x)}
+            for name, line in sorted(filled.items()):
+                if name in mine:
+                    continue  # the handler resets or fills it itself
+                read = _first_read(fn, name, rest)
+                if read is not None:
+                    out.append(Partial(fn.fqn, name, read, line, h.line))
+            break  # one handler that goes on is enough
+    return out
+
+
+def _filled_in_loops(fn: FnView, body: tuple[Stmt, ...]) -> dict[str, int]:
+    """Plain local names a loop directly in ``body`` (not in a nested ``try``,
+    which handles its own items) fills element by element, with the line."""
+    out: dict[str, int] = {}
+    for s in body:
+        if s.kind in ("for", "while"):
+            for x in _outside_try(s.body):
+                for op in fn.containers(x):
+                    if op.op in _FILLS and op.container.isidentifier():
+                        out.setdefault(op.container, op.line)
+        elif s.kind in ("if", "with"):
+            for k, v in _filled_in_loops(fn, (*s.body, *s.orelse)).items():
+                out.setdefault(k, v)
+    return out
+
+
+def _outside_try(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """The statements of ``body``, nested ones too, outside any ``try`` (whose
+    handlers decide for the items they guard) and nested defs."""
+    for s in body:
+        if s.kind in ("try", "def", "class"):
+            continue
+        yield s
+        yield from _outside_try((*s.body, *s.orelse))
+
+
 def _bound_first(fn: FnView, body: tuple[Stmt, ...], name: str) -> bool:
     """The ``try`` binds ``name`` before anything in it can raise: only
     assignments of literal displays (``keys = []``) come first."""
