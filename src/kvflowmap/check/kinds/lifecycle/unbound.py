@@ -14,9 +14,8 @@ from kvflowmap.check.context import CheckContext
 from kvflowmap.check.guard import each_function
 from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short, steps
 from kvflowmap.check.model import Finding
-from kvflowmap.check.options import option
 from kvflowmap.facts import CallFact
-from kvflowmap.lifecycle.unbound import partial_reads, unbound_reads
+from kvflowmap.lifecycle.unbound import unbound_reads
 from kvflowmap.lifecycle.view import FnView, walk
 
 READS = ("Reads: the statement tree of each function the connector runs: the names "
@@ -27,12 +26,7 @@ READS = ("Reads: the statement tree of each function the connector runs: the nam
 
 @dataclass(frozen=True)
 class Options:
-    """Parameters of ``lifecycle`` mode ``unbound``."""
-
-    reads: tuple[str, ...] = option(("unbound",),
-                                    "what to report past a handler that goes on: `unbound` "
-                                    "(a name only the try binds), `partial` (a collection a "
-                                    "loop in the try fills item by item)")
+    """Parameters of ``lifecycle`` mode ``unbound`` (none)."""
 
 
 def check(ctx: CheckContext, opts: Options) -> list[Finding]:
@@ -45,9 +39,6 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                      for t in targets)
 
     def one(f: str) -> list[Finding]:
-        fn = lc.functions[f]
-        unbound = unbound_reads(fn, always_raises) if "unbound" in opts.reads else []
-        partial = partial_reads(fn, always_raises) if "partial" in opts.reads else []
         return [ctx.finding(
             f, u.line,
             f"`{u.name}` is bound only inside the try (line {u.bound_line}); "
@@ -64,18 +55,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                                 (u.handler_line, "the handler reads it" if u.in_handler
                                  else "the handler goes on"),
                                 (u.line, f"`{u.name}` read")]),
-            anchor=f"unbound:{u.name}") for u in unbound] + [ctx.finding(
-            f, p.line,
-            f"a loop in the try fills `{p.name}` item by item (line {p.filled_line}); its "
-            f"handler (line {p.handler_line}) goes on, so when a later item fails, this read "
-            f"takes the items filled before the failure for the whole: a partial answer "
-            f"(a hit counted for blocks never looked up, a transfer reported for items "
-            f"never sent) leaves {short(f)} as if the try had succeeded. Leave from the "
-            f"handler with a value that says it failed, or reset `{p.name}` there",
-            path=steps(ctx, f, [(p.filled_line, f"`{p.name}` filled in a loop in the try"),
-                                (p.handler_line, "the handler goes on"),
-                                (p.line, f"`{p.name}` read, partial")]),
-            anchor=f"partial:{p.name}") for p in partial]
+            anchor=f"unbound:{u.name}") for u in unbound_reads(lc.functions[f], always_raises)]
 
     return each_function(ctx, sorted(functions(ctx, lc)), one)
 
