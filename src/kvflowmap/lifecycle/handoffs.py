@@ -25,8 +25,7 @@ def _queue_ops(fn: FnView, methods: frozenset[str]) -> set[str]:
     out = set()
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
-        if meth in methods and base.startswith("self.") and base.count(".") == 1 \
-                and "[" not in base:
+        if meth in methods and base.startswith("self.") and base.count(".") == 1:
             out.add(base.partition(".")[2])
     return out
 
