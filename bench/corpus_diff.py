@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mined_recall import release_findings  # noqa: E402
 
 # (code base of bench/mined_recall.py's SUBJECTS, version): the seven triaged
 # releases (tests/integration/corpora.py) and releases before and after fixes
@@ -46,20 +47,6 @@ CORPUS: tuple[tuple[str, str], ...] = (
 Key = tuple[str, str, str]
 
 
-def _run(codebase: str, version: str, out: Path) -> list[dict[str, str]]:
-    path = out / f"{codebase}-{version}.json"
-    if not path.exists():
-        proc = subprocess.run([sys.executable, str(HERE / "mined_recall.py"), "--one",
-                               codebase, version, ""],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode:
-            print(f"{codebase} {version}: check failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-            return []
-        path.write_text(proc.stdout, encoding="utf-8")
-    data: list[dict[str, str]] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
 def _keys(rows: list[dict[str, str]]) -> Counter[Key]:
     return Counter((r["rule"], r["function"], r["file"]) for r in rows)
 
@@ -75,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     todo = [(c, v) for c, v in CORPUS if args.only in f"{c}-{v}"]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda cv: _run(cv[0], cv[1], args.out), todo))
+        results = list(pool.map(lambda cv: release_findings(cv[0], cv[1], "", args.out), todo))
     total = changed = 0
     for (c, v), rows in zip(todo, results, strict=True):
         total += len(rows)

@@ -114,7 +114,10 @@ def check_one(codebase: str, version: str, context_spec: str = "") -> list[dict[
                    for f in run_rules(a, rules)), key=lambda d: tuple(d.values()))
 
 
-def _findings(codebase: str, version: str, context: str, work: Path) -> list[dict[str, str]]:
+def release_findings(codebase: str, version: str, context: str, work: Path
+                     ) -> list[dict[str, str]]:
+    """Every shipped rule's findings on one release, checked in a child
+    process and kept as JSON in ``work`` (reused when already there)."""
     out = work / (f"{codebase}-{version}" + (f"-{context}" if context else "") + ".json")
     if not out.exists():
         proc = subprocess.run([sys.executable, __file__, "--one", codebase, version, context],
@@ -170,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     releases = sorted({(c.codebase, v, c.context) for c in cases for v in (c.before, c.after)})
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        found = dict(zip(releases, pool.map(lambda r: _findings(*r, work), releases), strict=True))
+        found = dict(zip(releases, pool.map(lambda r: release_findings(*r, work), releases),
+                         strict=True))
     rows = [(c, verdict(c, found[c.codebase, c.before, c.context],
                         found[c.codebase, c.after, c.context])) for c in cases]
     for c, rule in rows:

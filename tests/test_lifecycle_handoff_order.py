@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from kvflowmap.api import Request, analyse
 from kvflowmap.check.stubs import stub_root
-from kvflowmap.lifecycle.handoff_order import gates, late_registrations
+from kvflowmap.lifecycle.containers import Container
+from kvflowmap.lifecycle.handoff_order import Gate, gates, late_registrations
 from kvflowmap.lifecycle.handoffs import queue_handoffs
-from kvflowmap.lifecycle.model import build_lifecycle
+from kvflowmap.lifecycle.model import Lifecycle, build_lifecycle
 
 HEAD = """import queue
 import threading
@@ -64,13 +65,16 @@ class Conn(KVConnectorBase_V1):
 """
 
 
-def late(tree, body: str) -> list[int]:
-    text = HEAD + body
+def _model(tree, text: str) -> tuple[Lifecycle, dict[Container, list[Gate]]]:
+    """The lifecycle model of one connector module and its gates."""
     root = tree({"conn/__init__.py": text})
     a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
     lc = build_lifecycle(a.linker)
-    background = lc.background_code()
-    gated = gates(lc.functions, background)
+    return lc, gates(lc.functions, lc.background_code(), lambda f, n: lc.state.is_id(f, n))
+
+
+def late(tree, body: str) -> list[int]:
+    lc, gated = _model(tree, HEAD + body)
     handed = queue_handoffs(lc.functions)
     roots = lc.background()
 
@@ -112,14 +116,12 @@ def test_the_other_arm_of_an_if_is_not_after(tree) -> None:
 """) == []
 
 
-def _late_with_done(tree, done: str, body: str) -> list[int]:
-    """``late`` with the thread's lookup written as ``done``."""
+def _gate_lines(tree, done: str, body: str) -> list[int]:
+    """Lines (within ``done``) of the gates found with the thread's lookup
+    written as ``done``."""
     old = HEAD[HEAD.index("    def done("):HEAD.index("    def run(")]
     text = HEAD.replace(old, done) + body
-    root = tree({"conn/__init__.py": text})
-    a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
-    lc = build_lifecycle(a.linker)
-    gated = gates(lc.functions, lc.background_code(), lambda f, n: lc.state.is_id(f, n))
+    _, gated = _model(tree, text)
     return sorted(g.line - text[:text.index("    def done(")].count("\n") - 1
                   for gs in gated.values() for g in gs)
 
@@ -140,7 +142,7 @@ def test_a_lookup_through_get_is_a_gate_in_every_spelling(tree) -> None:
         self.finished.add(request_id)
 
 """
-        assert _late_with_done(tree, done, LATE_BODY) == [2], test
+        assert _gate_lines(tree, done, LATE_BODY) == [2], test
     for test in ("entry is not None", "entry"):
         done = f"""    def done(self, request_id):
         entry = self.to_process.get(request_id)
@@ -148,7 +150,7 @@ def test_a_lookup_through_get_is_a_gate_in_every_spelling(tree) -> None:
             self.finished.add(request_id)
 
 """
-        assert _late_with_done(tree, done, LATE_BODY) == [2], test
+        assert _gate_lines(tree, done, LATE_BODY) == [2], test
 
 
 def test_a_lookup_whose_miss_registers_is_no_gate(tree) -> None:
@@ -160,4 +162,4 @@ def test_a_lookup_whose_miss_registers_is_no_gate(tree) -> None:
         self.finished.add(request_id)
 
 """
-    assert _late_with_done(tree, done, LATE_BODY) == []
+    assert _gate_lines(tree, done, LATE_BODY) == []

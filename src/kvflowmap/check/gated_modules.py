@@ -35,6 +35,7 @@ from kvflowmap.model.core import Model
 from kvflowmap.model.version_tests import VLLM_VERSION_NAMES, Oracle, evaluate
 from kvflowmap.protocol import version_key
 
+
 @dataclass(frozen=True)
 class Edge:
     """One import of ``target`` written in ``importer`` at ``line``."""

@@ -17,6 +17,7 @@ from kvflowmap.compat.model import Method, Surface
 from kvflowmap.facts import FunctionFact
 from kvflowmap.model.version_tests import VLLM_VERSION_NAMES
 
+
 def contract_method(run: Run, surface: Surface, name: str) -> Method | None:
     """Base method ``name`` of the class's contract in ``surface`` (any release of the run)."""
     for b in run.bases:

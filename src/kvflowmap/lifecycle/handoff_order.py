@@ -60,8 +60,7 @@ class LateRegistration:
 
 
 def gates(fns: dict[str, FnView], background: set[str],
-          is_id: Callable[[FnView, str], bool] = lambda fn, n: True
-          ) -> dict[Container, list[Gate]]:
+          is_id: Callable[[FnView, str], bool]) -> dict[Container, list[Gate]]:
     """Per container, the membership tests background code makes of it in an
     ``if`` (the first per function); ``is_id`` says which keys of a
     ``self.X.get(key)`` lookup are request ids."""

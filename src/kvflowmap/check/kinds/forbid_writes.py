@@ -172,7 +172,8 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
         helpers = set(wide) - set(reach)
         reach = {**wide, **reach}
     drained = _drained(ctx, reach)
-    memos = _memos(ctx, reach)
+    fills = _fills(ctx, reach)
+    memos = _memos(fills)
     for fqn, chain in sorted(reach.items()):
         cls = fqn.rpartition(".")[0]
         for target, line, col, op, key in _writes(ctx, fqn):
@@ -194,8 +195,7 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
             clobbers = "" if not (op in KEYED and key and target.count(".") == 1) else next(
                 (by for (k, a), by in (committed or {}).items()
                  if a == _attr(target) and ctx.classes.related(cls, k) and by != start), "")
-            guarded = op == "setdefault" or (op in KEYED and bool(key) and _fills_missing(
-                ctx, fqn, target, key or "", line))
+            guarded = op == "setdefault" or (fqn, target, line) in fills
             if clobbers and guarded:
                 clobbers = ""  # only a key nothing recorded yet is filled
             memo = "" if guarded or not (op == "setitem" and key and target.count(".") == 1) \
@@ -223,17 +223,23 @@ def writes_from(ctx: CheckContext, opts: Options, start: str,
 _DRAINS = ("difference_update", "intersection_update", "clear")
 
 
-def _memos(ctx: CheckContext, reach: dict[str, Chain]) -> dict[tuple[str, str], str]:
+def _fills(ctx: CheckContext, reach: dict[str, Chain]) -> dict[tuple[str, str, int], str]:
+    """``(function, target, line)`` of each keyed write in the probe's reach
+    that only fills a missing key (``if rid not in self._trackers:
+    self._trackers[rid] = Tracker(...)``), with its op."""
+    return {(fqn, target, line): op for fqn in sorted(reach)
+            for target, line, _, op, key in _writes(ctx, fqn)
+            if op in KEYED and key and _fills_missing(ctx, fqn, target, key, line)}
+
+
+def _memos(fills: dict[tuple[str, str, int], str]) -> dict[tuple[str, str], str]:
     """(class, attribute) of the containers the probe's reach fills by key
-    only where the key is missing (``if rid not in self._trackers:
-    self._trackers[rid] = Tracker(...)``), with the function that does: the
-    probe's memo of the request, which every later call must find again."""
+    only where the key is missing, with the function that does: the probe's
+    memo of the request, which every later call must find again."""
     out: dict[tuple[str, str], str] = {}
-    for fqn in sorted(reach):
-        for target, line, _, op, key in _writes(ctx, fqn):
-            if op == "setitem" and key and target.count(".") == 1 and \
-                    _fills_missing(ctx, fqn, target, key, line):
-                out.setdefault((fqn.rpartition(".")[0], _attr(target)), fqn)
+    for (fqn, target, _), op in sorted(fills.items()):
+        if op == "setitem" and target.count(".") == 1:
+            out.setdefault((fqn.rpartition(".")[0], _attr(target)), fqn)
     return out
 
 
