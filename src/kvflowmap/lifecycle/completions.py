@@ -153,11 +153,44 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
         return None
     ends_here = completes | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
                              and _hands_on(fn, comp, n.stmt, name)}
+    out = way_out(fn, cfg, start, completes, ends_here,
+                  lambda path: _tests_handle(fn, cfg, [m for m, _ in path], name), escapes)
+    if out is None:
+        return None
+    return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, out.done_line,
+                       out.exit_line, out.caught, out.steps, escaped=out.escaped)
+
+
+@dataclass(frozen=True)
+class WayOut:
+    """A way out of a function that skips every node that does the duty: it
+    ends at ``exit_line`` (with ``steps``), the duty done at ``done_line``
+    on some other path."""
+
+    exit_line: int
+    done_line: int
+    caught: bool  # the path goes through an ``except`` that carries on
+    steps: tuple[tuple[int, str], ...]
+    escaped: bool = False  # an exception no caller sees leaves at ``exit_line``
+
+
+def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int],
+            excused: Callable[[list[tuple[int, str]]], bool],
+            escapes: Callable[[Stmt], bool] | None = None) -> WayOut | None:
+    """The first way out of ``fn`` from ``start`` that passes no node of
+    ``ends_here`` (the nodes in ``does`` do the duty, the others end it
+    otherwise) and that ``excused`` (given the path as ``(node, label)``)
+    does not excuse. The way out is the function's end, a ``return``, or an
+    exception caught in the function that then carries on; an exception
+    leaving the function is its caller's to handle, unless ``escapes`` is
+    given (code whose exceptions no caller sees): then only an exception from
+    a statement it accepts, skipping the duty, is looked for."""
     inside = {n.id for n in cfg.nodes}
-    reach = can_handle(cfg, inside, completes, start)
+    reach = can_handle(cfg, inside, does, start)
     first = [d for d, _ in cfg.successors(start)]
     if not any(n in reach for n in first):
         return None
+    done = min(cfg.nodes[m].line for m in does)
     State = tuple[int, bool]
     parent: dict[State, tuple[State, str] | None] = {(n, False): None for n in first}
     queue: deque[State] = deque(parent)
@@ -170,8 +203,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
             if n == cfg.exit and (exc or escapes is not None):
                 continue  # (only exceptions are looked for with ``escapes``)
             path = path_to(parent, state)
-            nodes = [m for m, _ in path]
-            if _tests_handle(fn, cfg, nodes, name):
+            if excused(path):
                 continue
             if n == cfg.raise_exit:
                 origin = [m for m, lab in path if lab == "exception"]
@@ -179,10 +211,8 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
                     escaped.append((cfg.nodes[origin[-1]].line, steps(cfg, path)))
                 continue
             caught = any(lab == "exception" for _, lab in path)
-            lines = [cfg.nodes[m].line for m in nodes if cfg.nodes[m].line]
-            done = min(cfg.nodes[m].line for m in completes)
-            return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
-                               lines[-1] if lines else fn.fact.line, caught, steps(cfg, path))
+            lines = [cfg.nodes[m].line for m, _ in path if cfg.nodes[m].line]
+            return WayOut(lines[-1] if lines else fn.fact.line, done, caught, steps(cfg, path))
         for d, lab in cfg.successors(n):
             nxt = (d, d == cfg.raise_exit or in_flight(cfg, exc, lab, d))
             if nxt not in parent:
@@ -195,9 +225,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
                 escaped.append((line, (*steps(cfg, path_to(parent, state)), (line, "raises"))))
     if escaped:
         line, path_steps = min(escaped)
-        done = min(cfg.nodes[m].line for m in completes)
-        return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, done,
-                           line, False, path_steps, escaped=True)
+        return WayOut(line, done, False, path_steps, escaped=True)
     return None
 
 

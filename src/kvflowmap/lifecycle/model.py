@@ -21,6 +21,8 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, REMOVE_OPS, Container
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
+from kvflowmap.lifecycle.retirements import (Retirements, Unretired, handed_items, membership,
+                                             unretired)
 from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_group, returns_id, seed)
@@ -114,6 +116,8 @@ class Lifecycle:
     _takers: dict[str, str] | None = None
     _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
+    _retirements: Retirements | None = None
+    _handed_items: dict[str, tuple[str, ...]] | None = None
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
     _background_code: frozenset[str] | None = None
@@ -406,6 +410,37 @@ class Lifecycle:
             self.unseen_raise(fqn)
         return uncompleted(fn, self.cfg(fqn), comp,
                            (lambda s: self._likely_failure(fn, s)) if unseen else None)
+
+    def handed_items(self) -> dict[str, tuple[str, ...]]:
+        """Per function served with a work item (spawned with arguments, or
+        called with what a background loop took off a queue), the parameters
+        holding it (``retirements.handed_items``)."""
+        if self._handed_items is None:
+            self._handed_items = handed_items(
+                self.functions, [(sp.spawner, sp.target, sp.line) for sp in self.spawned],
+                self.background_code(), self.subject_callees, self.classes.overrides)
+        return self._handed_items
+
+    def unretired(self, fqn: str) -> list[Unretired]:
+        """Work items ``fqn`` retires from ``self`` state on one way out but
+        not on another (``retirements``)."""
+        items = self.handed_items().get(fqn)
+        if not items:
+            return []
+        if self._retirements is None:
+            self._retirements = Retirements(self.functions, self.subject_callees)
+        fn = self.functions[fqn]
+        unseen = "hooks" not in self._roots().get(fqn, frozenset({"hooks"})) and \
+            self.unseen_raise(fqn)
+        return unretired(fn, self.cfg(fqn), items, self._retirements,
+                         lambda f, test: membership(f, test, self._method),
+                         (lambda s: self._likely_failure(fn, s)) if unseen else None)
+
+    def _method(self, fn: FnView, name: str) -> FnView | None:
+        """The subject method ``self.name`` means in ``fn``."""
+        cls = fn.self_cls
+        found = self.classes.find_member(cls, name) if cls else None
+        return self.functions.get(found) if found else None
 
     def set_pending(self, per_step: tuple[str, ...]) -> list[SetPending]:
         """Sets a request enters each time functions the ``per_step`` hooks

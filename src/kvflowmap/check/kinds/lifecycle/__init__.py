@@ -34,7 +34,8 @@
 - ``notice_sent``: an arm that only logs sends the peer notice its sibling arm sends;
 - ``parts_done``: an entry of several parts is removed once all are done, not in the loop over them;
 - ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load;
-- ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it.
+- ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it;
+- ``retired``: background work that retires its item's entry from the connector's state does so on every way out.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from __future__ import annotations
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
                                              failed_blocks, failed_init, handoff_order, load_chosen, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
-                                             reset_forwards, resumed, shutdown_closes, stalled,
+                                             reset_forwards, resumed, retired, shutdown_closes, stalled,
                                              step_released,
                                              thread_loop, trigger_consumed, unbound, unlocked, unreported)
 from kvflowmap.check.kinds.spec import KindSpec
@@ -92,6 +93,7 @@ MODES: dict[str, KindSpec] = {
     "load_chosen": KindSpec(load_chosen.Options, load_chosen.check, load_chosen.READS),
     "handoff_order": KindSpec(handoff_order.Options, handoff_order.check,
                               handoff_order.READS),
+    "retired": KindSpec(retired.Options, retired.check, retired.READS),
 }
 
 __all__ = ["MODES"]

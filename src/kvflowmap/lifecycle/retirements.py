@@ -1,0 +1,298 @@
+"""Handed work retires its item on every way out.
+
+A hook or a submitter registers a unit of work before it hands it to the
+background (``self._submitted[task.req_id] = generation`` then
+``executor.submit(self._execute, task)``; vLLM's Mooncake store adds the
+job's id to ``stored_requests[req_id]`` before it queues the job). The
+function that serves the item shows that it owes the retirement by taking
+the item's key out of that state on some way out (``self._submitted.pop(
+task.req_id)``, or a helper given the item that does, such as
+``self.finish_store_job(req_meta)``). A way out that skips it (an early
+``return`` for a cancelled or skipped job, a handler that carries on) leaves
+the entry for good: the scheduler keeps the job's blocks referenced, a
+duplicate check refuses the request's next submission, the request is
+never reported. PegaFlow and vLLM keep that retirement in a ``finally``.
+
+The items are the parameters of functions that background work is handed
+with an argument (``submit(self._execute, task)``, the ``target`` of a
+thread given ``args``, and their overrides) and of functions a background
+loop calls with what it took off a queue (``item = self.queue.get();
+self._handle(item)``). A retirement removes (``pop``, ``discard``,
+``remove``, ``del``) a key or element taken from the item (``task.req_id``,
+or a local bound from it) from ``self`` state: a ``self.X`` container, or a
+local bound from ``self.X.get(...)`` / ``self.X[...]``. A way out is excused
+when it turns on the state itself: the arm of a membership test that finds
+the key missing (``if not self.is_live(job): return``: nothing to retire),
+or any other test that reads the retired container.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kvflowmap.facts import CallFact, Stmt
+from kvflowmap.lifecycle.completions import way_out
+from kvflowmap.lifecycle.containers import self_attr
+from kvflowmap.lifecycle.view import FnView, bound_args
+from kvflowmap.model.cfg import CFG
+
+# removals of a key or element (not a queue's ``popleft``/``get_nowait``: a take)
+REMOVALS = frozenset({"pop", "discard", "remove", "delitem"})
+# what a loop takes an item off a queue with (no key: a dict's ``get(k)`` is a lookup)
+_TAKES = frozenset({"get", "get_nowait", "popleft"})
+_SUMMARY_ROUNDS = 8
+
+Resolve = Callable[[FnView, CallFact], list[str]]
+
+
+@dataclass(frozen=True)
+class Unretired:
+    """In ``fqn``, the item ``name`` is retired from ``containers`` at
+    ``retired_line`` on one way out and not on the one ending at
+    ``exit_line``."""
+
+    fqn: str
+    name: str
+    containers: tuple[str, ...]
+    retired_line: int
+    exit_line: int
+    caught: bool
+    steps: tuple[tuple[int, str], ...]
+    escaped: bool = False
+
+
+def handed_items(fns: dict[str, FnView], spawns: Iterable[tuple[str, str, int]],
+                 background: set[str], resolve: Resolve,
+                 overrides: Callable[[str], list[str]]) -> dict[str, tuple[str, ...]]:
+    """Per function served with a work item, the parameters that hold it:
+    spawn targets given arguments (``spawns``: spawner, target, line) and
+    their overrides; functions a ``background`` function calls with what it
+    took off a queue."""
+    out: dict[str, set[str]] = {}
+
+    def add(fqn: str, params: Iterable[str]) -> None:
+        for f in (fqn, *overrides(fqn)):
+            if f in fns:
+                out.setdefault(f, set()).update(
+                    p for p in params if p in fns[f].param_names)
+
+    for spawner, target, line in spawns:
+        fn, tfn = fns.get(spawner), fns.get(target)
+        if fn is None or tfn is None:
+            continue
+        call = next((c for c in fn.all_calls if c.line == line and _passes_args(c)), None)
+        if call is not None:
+            add(target, [p for p in tfn.param_names if p not in ("self", "cls")])
+            for f in overrides(target):
+                if f in fns:
+                    add(f, [p for p in fns[f].param_names if p not in ("self", "cls")])
+    for f in sorted(background):
+        fn = fns.get(f)
+        if fn is None:
+            continue
+        taken = _taken_locals(fn)
+        for c in fn.all_calls if taken else ():
+            if not any(a in taken for a in (*c.args, *(v for _, v in c.kwargs))):
+                continue
+            for t in resolve(fn, c):
+                for g in (t, *overrides(t)):
+                    if g in fns:
+                        add(g, [p for a, p in bound_args(fns[g].fact, c) if a in taken])
+    return {f: tuple(sorted(ps)) for f, ps in sorted(out.items()) if ps}
+
+
+def _passes_args(c: CallFact) -> bool:
+    """A spawning call that hands the target something: a second positional
+    argument (``submit(fn, task)``) or ``args=``/``kwargs=``."""
+    return len(c.args) > 1 or any(k in ("args", "kwargs") for k, _ in c.kwargs)
+
+
+def _taken_locals(fn: FnView) -> set[str]:
+    """Locals bound from a queue take (``item = self.queue.get()``)."""
+    takes = {(c.line, c.callee) for c in fn.all_calls if not c.args and c.callee
+             and c.callee.rpartition(".")[2] in _TAKES}
+    return {a.target for a in fn.all_assigns if a.target.isidentifier() and a.value
+            and a.value.endswith("()") and (a.line, a.value[:-2]) in takes}
+
+
+class Retirements:
+    """Which parameters of analysed functions they retire, and from which
+    ``self`` containers (a fixpoint over the functions, computed once)."""
+
+    def __init__(self, fns: dict[str, FnView], resolve: Resolve) -> None:
+        self.fns, self.resolve = fns, resolve
+        self.summary: dict[str, dict[str, frozenset[str]]] = {}
+        for _ in range(_SUMMARY_ROUNDS):
+            changed = False
+            for f in sorted(fns):
+                new = {p: frozenset(boxes) for p, boxes in self._params(fns[f]).items() if boxes}
+                if new != self.summary.get(f, {}):
+                    self.summary[f] = new
+                    changed = True
+            if not changed:
+                break
+
+    def _params(self, fn: FnView) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for p in fn.param_names:
+            if p in ("self", "cls"):
+                continue
+            derived = derived_names(fn, p)
+            for s in fn.stmts:
+                out.setdefault(p, set()).update(self.retired_by(fn, s, derived))
+        return out
+
+    def retired_by(self, fn: FnView, s: Stmt, derived: set[str]) -> set[str]:
+        """The ``self`` containers (their attribute names) statement ``s``
+        takes a key or element derived from ``derived`` out of, itself or
+        through an analysed helper it passes one of them to."""
+        out = set()
+        for op in fn.containers(s):
+            if op.op in REMOVALS and op.key and _root(op.key) in derived and \
+                    (attr := state_of(fn, op.container, s.line)):
+                out.add(attr)
+        for c in fn.calls(s):
+            for t in self.resolve(fn, c):
+                callee = self.fns.get(t)
+                done = self.summary.get(t, {})
+                if callee is None or not done:
+                    continue
+                for arg, param in bound_args(callee.fact, c):
+                    if arg and _root(arg) in derived and param in done:
+                        out |= done[param]
+        return out
+
+
+def derived_names(fn: FnView, name: str) -> set[str]:
+    """``name`` and the locals bound from it or from one of its attributes
+    (``req_id = task.req_id``, ``rid, blocks = task``), transitively."""
+    out = {name}
+    changed = True
+    while changed:
+        changed = False
+        for a in fn.all_assigns:
+            if a.target.isidentifier() and a.target not in out and a.value and \
+                    _root(a.value) in out and not a.value.endswith(")"):
+                out.add(a.target)
+                changed = True
+    return out
+
+
+def _root(text: str) -> str:
+    """The leading name of a dotted or subscripted chain."""
+    return text.split(".")[0].split("[")[0]
+
+
+def state_of(fn: FnView, chain: str, line: int) -> str | None:
+    """``X`` when ``chain`` is ``self.X`` (or ``self.X[k]``), or a local last
+    bound, before ``line``, from ``self.X.get(...)``, ``self.X[...]`` or
+    ``self.X.setdefault(...)``: an entry of that state."""
+    if attr := self_attr(chain):
+        return attr if chain in (f"self.{attr}", f"self.{attr}[]") else None
+    if not chain.isidentifier():
+        return None
+    bound = [a for a in fn.all_assigns if a.target == chain and a.line <= line]
+    if not bound:
+        return None
+    value = max(bound, key=lambda a: (a.line, a.col)).value or ""
+    for suffix in (".get()", "[]", ".setdefault()"):
+        head = value.removesuffix(suffix)
+        if value.endswith(suffix) and (attr := self_attr(head)) and head == f"self.{attr}":
+            return attr
+    return None
+
+
+def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
+              lookup: Callable[[FnView, ast.expr], tuple[str, bool] | None],
+              escapes: Callable[[Stmt], bool] | None = None) -> list[Unretired]:
+    """Every item of ``fn`` retired on one way out and not on another (see
+    the module docstring); ``lookup`` reads a test as a membership lookup:
+    ``(container attribute, True when the test is true for a present key)``."""
+    out = []
+    for name in items:
+        derived = derived_names(fn, name)
+        does: set[int] = set()
+        boxes: set[str] = set()
+        for n in cfg.nodes:
+            if n.stmt is not None and n.kind == "stmt":
+                got = ret.retired_by(fn, n.stmt, derived)
+                if got:
+                    does.add(n.id)
+                    boxes |= got
+        if not does:
+            continue
+
+        def excused(path: list[tuple[int, str]], boxes: set[str] = boxes) -> bool:
+            return _turns_on_state(fn, cfg, path, boxes, lookup)
+
+        found = way_out(fn, cfg, cfg.entry, does, does, excused)
+        if found is None and escapes is not None:
+            found = way_out(fn, cfg, cfg.entry, does, does, excused, escapes)
+        if found is not None:
+            out.append(Unretired(fn.fqn, name, tuple(sorted(boxes)), found.done_line,
+                                 found.exit_line, found.caught, found.steps, found.escaped))
+    return out
+
+
+def _turns_on_state(fn: FnView, cfg: CFG, path: list[tuple[int, str]], boxes: set[str],
+                    lookup: Callable[[FnView, ast.expr], tuple[str, bool] | None]) -> bool:
+    """The path takes the missing arm of a membership lookup in a retired
+    container, or either arm of another test that reads one."""
+    for n, lab in path:
+        st = cfg.nodes[n].stmt
+        if st is None or st.kind not in ("if", "while") or lab not in ("true", "false"):
+            continue
+        test = _parse(st.text)
+        found = lookup(fn, test) if test is not None else None
+        if found is not None and found[0] in boxes:
+            if found[1] != (lab == "true"):
+                return True  # the key is missing on this arm: nothing to retire
+            continue
+        if any(self_attr(x) in boxes for x in st.names):
+            return True
+    return False
+
+
+def _parse(text: str | None) -> ast.expr | None:
+    if not text:
+        return None
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def membership(fn: FnView, test: ast.expr, helper: Callable[[FnView, str], FnView | None],
+               depth: int = 0) -> tuple[str, bool] | None:
+    """``(X, polarity)`` when ``test`` asks whether a key is in ``self.X``
+    (``k in self.X``, ``k in self.X.get(..)``, ``not ...``, or a call of a
+    ``self`` method whose one ``return`` is such a test; ``helper`` finds
+    that method): polarity True when the test is true for a present key."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        got = membership(fn, test.operand, helper, depth)
+        return (got[0], not got[1]) if got else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], (ast.In, ast.NotIn)):
+        attr = _state_expr(test.comparators[0])
+        return (attr, isinstance(test.ops[0], ast.In)) if attr else None
+    if isinstance(test, ast.Call) and depth < 2 and isinstance(test.func, ast.Attribute) and \
+            isinstance(test.func.value, ast.Name) and test.func.value.id == "self":
+        target = helper(fn, test.func.attr)
+        if target is None or len(target.all_returns) != 1:
+            return None
+        inner = _parse(target.all_returns[0].value)
+        return membership(target, inner, helper, depth + 1) if inner is not None else None
+    return None
+
+
+def _state_expr(e: ast.expr) -> str | None:
+    """``X`` for ``self.X``, ``self.X.get(...)``, ``self.X[...]``."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get":
+        e = e.func.value
+    elif isinstance(e, ast.Subscript):
+        e = e.value
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+        return e.attr
+    return None
