@@ -4,8 +4,6 @@ test of the retired state excuses."""
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 
 from kvflowmap.api import Request, analyse
@@ -134,17 +132,19 @@ def test_a_test_of_the_retired_state_excuses_its_missing_arm(tree, test: str,
 
 
 def test_membership_reads_polarity_through_not_and_a_helper(tree) -> None:
-    lc = _model(tree, """    def handle(self, job):
-        self.finish(job)
-""")
-    fn = lc.functions["conn.Store.handle"]
     from kvflowmap.lifecycle.retirements import membership
 
-    def read(text: str) -> tuple[str, bool] | None:
-        return membership(fn, ast.parse(text, mode="eval").body, lc._method)
-
-    assert read("not self.live(job)") == ("jobs", False)
-    assert read("k in self.jobs") == ("jobs", True)
-    assert read("k not in self.jobs[x]") == ("jobs", False)
-    assert read("k in jobs") is None  # not ``self`` state
-    assert read("self.client.ready()") is None  # not a method of the class
+    tests = ["not self.live(job)", "job.job_id in self.jobs", "not (k not in self.jobs[x])",
+             "k in jobs", "self.client.ready()", "self.live(job) and self.live(job)"]
+    lc = _model(tree, "    def handle(self, job):\n" + "".join(
+        f"        if {t}:\n            return\n" for t in tests) + "        self.finish(job)\n")
+    fn = lc.functions["conn.Store.handle"]
+    tested = {s.text: s.line for s in fn.stmts if s.kind == "if"}
+    assert [membership(fn, t, tested[t], lc._method) for t in tests] == [
+        ("jobs", False),  # ``live`` returns ``job.job_id in self.jobs.get(...)``
+        ("jobs", True),
+        ("jobs", True),  # two negations
+        None,  # not ``self`` state
+        None,  # not a method of the class
+        None,  # more than one call
+    ]

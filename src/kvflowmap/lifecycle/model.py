@@ -433,7 +433,7 @@ class Lifecycle:
         unseen = "hooks" not in self._roots().get(fqn, frozenset({"hooks"})) and \
             self.unseen_raise(fqn)
         return unretired(fn, self.cfg(fqn), items, self._retirements,
-                         lambda f, test: membership(f, test, self._method),
+                         lambda f, text, line: membership(f, text, line, self._method),
                          (lambda s: self._likely_failure(fn, s)) if unseen else None)
 
     def _method(self, fn: FnView, name: str) -> FnView | None:

@@ -28,7 +28,6 @@ or any other test that reads the retired container.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -205,11 +204,12 @@ def state_of(fn: FnView, chain: str, line: int) -> str | None:
 
 
 def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
-              lookup: Callable[[FnView, ast.expr], tuple[str, bool] | None],
+              lookup: Callable[[FnView, str, int], tuple[str, bool] | None],
               escapes: Callable[[Stmt], bool] | None = None) -> list[Unretired]:
     """Every item of ``fn`` retired on one way out and not on another (see
-    the module docstring); ``lookup`` reads a test as a membership lookup:
-    ``(container attribute, True when the test is true for a present key)``."""
+    the module docstring); ``lookup`` reads a test (its text and line) as a
+    membership lookup: ``(container attribute, True when the test is true
+    for a present key)``."""
     out = []
     for name in items:
         derived = derived_names(fn, name)
@@ -237,15 +237,14 @@ def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
 
 
 def _turns_on_state(fn: FnView, cfg: CFG, path: list[tuple[int, str]], boxes: set[str],
-                    lookup: Callable[[FnView, ast.expr], tuple[str, bool] | None]) -> bool:
+                    lookup: Callable[[FnView, str, int], tuple[str, bool] | None]) -> bool:
     """The path takes the missing arm of a membership lookup in a retired
     container, or either arm of another test that reads one."""
     for n, lab in path:
         st = cfg.nodes[n].stmt
         if st is None or st.kind not in ("if", "while") or lab not in ("true", "false"):
             continue
-        test = _parse(st.text)
-        found = lookup(fn, test) if test is not None else None
+        found = lookup(fn, st.text or "", st.line)
         if found is not None and found[0] in boxes:
             if found[1] != (lab == "true"):
                 return True  # the key is missing on this arm: nothing to retire
@@ -255,44 +254,68 @@ def _turns_on_state(fn: FnView, cfg: CFG, path: list[tuple[int, str]], boxes: se
     return False
 
 
-def _parse(text: str | None) -> ast.expr | None:
-    if not text:
-        return None
-    try:
-        return ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-
-
-def membership(fn: FnView, test: ast.expr, helper: Callable[[FnView, str], FnView | None],
+def membership(fn: FnView, text: str, line: int,
+               helper: Callable[[FnView, str], FnView | None],
                depth: int = 0) -> tuple[str, bool] | None:
-    """``(X, polarity)`` when ``test`` asks whether a key is in ``self.X``
-    (``k in self.X``, ``k in self.X.get(..)``, ``not ...``, or a call of a
-    ``self`` method whose one ``return`` is such a test; ``helper`` finds
-    that method): polarity True when the test is true for a present key."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        got = membership(fn, test.operand, helper, depth)
-        return (got[0], not got[1]) if got else None
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
-            isinstance(test.ops[0], (ast.In, ast.NotIn)):
-        attr = _state_expr(test.comparators[0])
-        return (attr, isinstance(test.ops[0], ast.In)) if attr else None
-    if isinstance(test, ast.Call) and depth < 2 and isinstance(test.func, ast.Attribute) and \
-            isinstance(test.func.value, ast.Name) and test.func.value.id == "self":
-        target = helper(fn, test.func.attr)
-        if target is None or len(target.all_returns) != 1:
+    """``(X, polarity)`` when the test ``text`` (at ``line`` of ``fn``) asks
+    whether a key is in ``self.X`` (``k in self.X``, ``k in self.X.get(..)``,
+    ``self.X[..]``, under any number of ``not``), or calls a ``self`` method
+    whose one ``return`` is such a test (``helper`` finds the method):
+    polarity True when the test is true for a present key."""
+    body, negated = _strip_not(text)
+    compare = next((c for c in fn.compares.get(line, ()) if _strip_not(c.text) == (body, False)),
+                   None)
+    if compare is not None:
+        if len(compare.ops) != 1 or compare.ops[0] not in ("In", "NotIn"):
             return None
-        inner = _parse(target.all_returns[0].value)
-        return membership(target, inner, helper, depth + 1) if inner is not None else None
-    return None
+        attr = _state_operand(compare.operands[-1])
+        return (attr, (compare.ops[0] == "In") != negated) if attr else None
+    name = _self_call(body)
+    if name is None or depth >= 2:
+        return None
+    target = helper(fn, name)
+    if target is None or len(target.all_returns) != 1:
+        return None
+    ret = target.all_returns[0]
+    got = membership(target, ret.value or "", ret.line, helper, depth + 1)
+    return (got[0], got[1] != negated) if got else None
 
 
-def _state_expr(e: ast.expr) -> str | None:
-    """``X`` for ``self.X``, ``self.X.get(...)``, ``self.X[...]``."""
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get":
-        e = e.func.value
-    elif isinstance(e, ast.Subscript):
-        e = e.value
-    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
-        return e.attr
+def _strip_not(text: str) -> tuple[str, bool]:
+    """``text`` without its leading ``not``s, and whether there was an odd
+    number of them."""
+    body, negated = text.strip(), False
+    while body.startswith("not ") or body.startswith("not("):
+        body, negated = body[3:].strip(), not negated
+    if body.startswith("(") and _closing(body, 0) == len(body) - 1:
+        inner, more = _strip_not(body[1:-1])
+        return inner, negated != more
+    return body, negated
+
+
+def _self_call(body: str) -> str | None:
+    """``name`` when ``body`` is one call ``self.name(...)`` and nothing else."""
+    head = body.partition("(")[0]
+    if not head.startswith("self.") or not head[5:].isidentifier() or "(" not in body:
+        return None
+    return head[5:] if _closing(body, len(head)) == len(body) - 1 else None
+
+
+def _closing(text: str, at: int) -> int:
+    """The index of the parenthesis closing the one at ``at`` (-1 if none)."""
+    level = 0
+    for i in range(at, len(text)):
+        level += {"(": 1, ")": -1}.get(text[i], 0)
+        if level == 0:
+            return i
+    return -1
+
+
+def _state_operand(chain: str) -> str | None:
+    """``X`` for the operand chains ``self.X``, ``self.X.get()``, ``self.X[]``."""
+    for suffix in (".get()", "[]", ""):
+        head = chain.removesuffix(suffix) if suffix else chain
+        if (not suffix or chain.endswith(suffix)) and (attr := self_attr(head)) and \
+                head == f"self.{attr}":
+            return attr
     return None
