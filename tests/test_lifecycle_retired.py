@@ -148,3 +148,44 @@ def test_membership_reads_polarity_through_not_and_a_helper(tree) -> None:
         None,  # not a method of the class
         None,  # more than one call
     ]
+
+
+def test_handing_the_item_on_ends_the_duty(tree) -> None:
+    # put back on the queue for a later turn: the next run retires it
+    assert _exits(tree, """    def handle(self, job):
+        if not job.ready:
+            self.queue.put(job)
+            return
+        self.finish(job)
+""") == []
+
+
+def test_a_test_of_a_local_read_from_the_state_excuses_either_arm(tree) -> None:
+    # retired once the last part is done: a count, not a skip
+    assert _exits(tree, """    def handle(self, job):
+        tracked = job.req_id in self.jobs
+        if not tracked:
+            return
+        self.client.put(job.keys)
+        left = self.count_down(job)
+        if left == 0:
+            self.finish(job)
+
+    def count_down(self, job):
+        return len(self.jobs.get(job.req_id, ())) - 1
+""") == []
+
+
+def test_a_test_of_the_item_s_own_record_excuses_but_a_call_on_it_does_not(tree) -> None:
+    # the submitter marks the last part; a skip decided by a call is a way out
+    assert _exits(tree, """    def handle(self, job):
+        last = job.last
+        self.client.put(job.keys)
+        if last:
+            self.finish(job)
+""") == []
+    assert _exits(tree, """    def handle(self, job):
+        if self.client.skip(job.req_id):
+            return
+        self.finish(job)
+""") == [3]

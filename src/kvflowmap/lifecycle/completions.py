@@ -197,32 +197,33 @@ def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int
     escaped: list[tuple[int, tuple[tuple[int, str], ...]]] = []
     while queue:
         n, exc = state = queue.popleft()
-        if n in ends_here or (n == cfg.raise_exit and (escapes is None or not exc)):
+        if n in ends_here:
             continue
-        if n == cfg.exit or n == cfg.raise_exit:
-            if n == cfg.exit and (exc or escapes is not None):
+        for d, lab in cfg.successors(n):
+            flying = d == cfg.raise_exit or in_flight(cfg, exc, lab, d)
+            if d not in (cfg.exit, cfg.raise_exit):
+                if (d, flying) not in parent:
+                    parent[(d, flying)] = (state, lab)
+                    queue.append((d, flying))
+                continue
+            # every arrival at an exit is its own way out: an excused one
+            # must not hide another that reaches the same exit
+            if d == cfg.exit and (flying or escapes is not None):
                 continue  # (only exceptions are looked for with ``escapes``)
-            path = path_to(parent, state)
+            if d == cfg.raise_exit and (escapes is None or not flying):
+                continue  # an exception leaving is the caller's to handle
+            head = path_to(parent, state)
+            path = [*head[:-1], (n, lab), (d, "")]
             if excused(path):
                 continue
-            if n == cfg.raise_exit:
-                origin = [m for m, lab in path if lab == "exception"]
+            if d == cfg.raise_exit:
+                origin = [m for m, label in path if label == "exception"]
                 if origin and _escapes_past(cfg, origin[-1], reach, escapes):
                     escaped.append((cfg.nodes[origin[-1]].line, steps(cfg, path)))
                 continue
-            caught = any(lab == "exception" for _, lab in path)
+            caught = any(label == "exception" for _, label in path)
             lines = [cfg.nodes[m].line for m, _ in path if cfg.nodes[m].line]
             return WayOut(lines[-1] if lines else fn.fact.line, done, caught, steps(cfg, path))
-        for d, lab in cfg.successors(n):
-            nxt = (d, d == cfg.raise_exit or in_flight(cfg, exc, lab, d))
-            if nxt not in parent:
-                parent[nxt] = (state, lab)
-                queue.append(nxt)
-            elif d == cfg.raise_exit and lab == "exception" and \
-                    _escapes_past(cfg, n, reach, escapes):
-                # another statement whose exception leaves: the first one names it
-                line = cfg.nodes[n].line
-                escaped.append((line, (*steps(cfg, path_to(parent, state)), (line, "raises"))))
     if escaped:
         line, path_steps = min(escaped)
         return WayOut(line, done, False, path_steps, escaped=True)

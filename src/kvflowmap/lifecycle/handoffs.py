@@ -90,3 +90,14 @@ def _keyed_gets(fn: FnView) -> set[str]:
     """Attributes read with ``self.X.get(key)``: a mapping, not a queue."""
     return {(c.callee or "").rpartition(".")[0].partition(".")[2] for c in fn.all_calls
             if (c.callee or "").endswith(".get") and c.args}
+
+
+def taken_queues(fns: dict[str, FnView]) -> set[tuple[str, str]]:
+    """``(class, X)`` per ``self.X`` some function of the class takes work
+    off (a queue's ``get()``, a per-key deque's ``popleft()``): putting an
+    item there hands it to whoever takes it."""
+    out = set()
+    for fn in fns.values():
+        if fn.cls is not None:
+            out |= {(fn.cls, a) for a in (_queue_ops(fn, TAKES) - _keyed_gets(fn)) | _keyed_takes(fn)}
+    return out

@@ -21,13 +21,13 @@ from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, REMOVE_OPS, Container
                                            resets, self_attr)
 from kvflowmap.lifecycle.effects import Effect, Effects, is_logging, is_stub
 from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncompleted
-from kvflowmap.lifecycle.retirements import (Retirements, Unretired, handed_items, membership,
-                                             unretired)
+from kvflowmap.lifecycle.retirements import Retirements, Unretired, handed_items, unretired
+from kvflowmap.lifecycle.retirements import hands_on as retire_hands_on
 from kvflowmap.lifecycle.counts import SetPending, set_pending
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_group, returns_id, seed)
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
-from kvflowmap.lifecycle.handoffs import queue_handoffs
+from kvflowmap.lifecycle.handoffs import queue_handoffs, taken_queues
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.intakes import Intake, intakes
@@ -50,7 +50,7 @@ from kvflowmap.lifecycle.report_sources import seed_report_sources
 from kvflowmap.lifecycle.taken import Taken, lost_locals, takers
 from kvflowmap.lifecycle.together import Endings, Partial, partial_removals
 from kvflowmap.lifecycle.unreported import Unreported, unreported
-from kvflowmap.lifecycle.threads import Spawn, spawns, thread_body
+from kvflowmap.lifecycle.threads import Spawn, spawn_target, spawns, thread_body
 from kvflowmap.lifecycle.spec import LifecycleSpec, Spawner, lifecycle_spec
 from kvflowmap.lifecycle.swallowed import Swallowed, forgotten, swallowed
 from kvflowmap.lifecycle.view import FnView, bound_args, view, walk
@@ -118,6 +118,7 @@ class Lifecycle:
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
     _retirements: Retirements | None = None
     _handed_items: dict[str, tuple[str, ...]] | None = None
+    _taken_queues: set[tuple[str, str]] | None = None
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
     _background_code: frozenset[str] | None = None
@@ -432,8 +433,14 @@ class Lifecycle:
         fn = self.functions[fqn]
         unseen = "hooks" not in self._roots().get(fqn, frozenset({"hooks"})) and \
             self.unseen_raise(fqn)
-        return unretired(fn, self.cfg(fqn), items, self._retirements,
-                         lambda f, text, line: membership(f, text, line, self._method),
+        spawners = self.spec.spawners
+        if self._taken_queues is None:
+            self._taken_queues = taken_queues(self.functions)
+        queues = self._taken_queues
+        return unretired(fn, self.cfg(fqn), items, self._retirements, self._method,
+                         lambda f, s, names: retire_hands_on(
+                             f, s, names, lambda c: spawn_target(c, spawners) is not None,
+                             queues),
                          (lambda s: self._likely_failure(fn, s)) if unseen else None)
 
     def _method(self, fn: FnView, name: str) -> FnView | None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.completions import way_out
 from kvflowmap.lifecycle.containers import self_attr
-from kvflowmap.lifecycle.view import FnView, bound_args
+from kvflowmap.lifecycle.view import FnView, bound_args, walk
 from kvflowmap.model.cfg import CFG
 
 # removals of a key or element (not a queue's ``popleft``/``get_nowait``: a take)
@@ -42,6 +42,8 @@ REMOVALS = frozenset({"pop", "discard", "remove", "delitem"})
 # what a loop takes an item off a queue with (no key: a dict's ``get(k)`` is a lookup)
 _TAKES = frozenset({"get", "get_nowait", "popleft"})
 _SUMMARY_ROUNDS = 8
+# hands an item to a queue or a per-key deque another worker takes it from
+_PUTS = frozenset({"put", "put_nowait", "append", "appendleft"})
 
 Resolve = Callable[[FnView, CallFact], list[str]]
 
@@ -164,6 +166,25 @@ class Retirements:
         return out
 
 
+def hands_on(fn: FnView, s: Stmt, names: set[str], spawns: Callable[[CallFact], bool],
+             queues: set[tuple[str, str]]) -> bool:
+    """Statement ``s`` hands one of ``names`` on to later work: passes it to
+    a spawn (``spawns`` says which calls are) or puts it on a ``self`` queue
+    that ``queues`` (``(class, attribute)``) says some function takes work
+    off, stores it in ``self`` state, or returns it."""
+    for c in fn.calls(s):
+        passed = any(a and _root(a) in names for a in (*c.args, *(v for _, v in c.kwargs)))
+        base, _, meth = (c.callee or "").rpartition(".")
+        attr = self_attr(base)
+        if passed and (spawns(c) or (meth in _PUTS and attr and fn.cls is not None
+                                     and (fn.cls, attr) in queues)):
+            return True
+    if any(a.target.startswith("self.") and a.value and _root(a.value) in names
+           for a in fn.assigns(s)):
+        return True
+    return any(r.value and _root(r.value) in names for r in fn.returns(s))
+
+
 def derived_names(fn: FnView, name: str) -> set[str]:
     """``name`` and the locals bound from it or from one of its attributes
     (``req_id = task.req_id``, ``rid, blocks = task``), transitively."""
@@ -203,13 +224,17 @@ def state_of(fn: FnView, chain: str, line: int) -> str | None:
     return None
 
 
+Helper = Callable[[FnView, str], FnView | None]
+
+
 def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
-              lookup: Callable[[FnView, str, int], tuple[str, bool] | None],
+              helper: Helper, hands_on: Callable[[FnView, Stmt, set[str]], bool],
               escapes: Callable[[Stmt], bool] | None = None) -> list[Unretired]:
     """Every item of ``fn`` retired on one way out and not on another (see
-    the module docstring); ``lookup`` reads a test (its text and line) as a
-    membership lookup: ``(container attribute, True when the test is true
-    for a present key)``."""
+    the module docstring). ``helper(fn, name)`` is the analysed method
+    ``self.name`` of ``fn``; ``hands_on(fn, s, names)`` says statement ``s``
+    hands one of ``names`` on to later work (a spawn, a queue ``put``), which
+    ends the duty on that path."""
     out = []
     for name in items:
         derived = derived_names(fn, name)
@@ -223,35 +248,101 @@ def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
                     boxes |= got
         if not does:
             continue
-
-        def excused(path: list[tuple[int, str]], boxes: set[str] = boxes) -> bool:
-            return _turns_on_state(fn, cfg, path, boxes, lookup)
-
-        found = way_out(fn, cfg, cfg.entry, does, does, excused)
+        ends = does | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
+                       and hands_on(fn, n.stmt, derived)}
+        tests = StateTests(fn, cfg, boxes, helper, derived,
+                           {id(cfg.nodes[n].stmt) for n in does})
+        found = way_out(fn, cfg, cfg.entry, does, ends, tests.excuse)
         if found is None and escapes is not None:
-            found = way_out(fn, cfg, cfg.entry, does, does, excused, escapes)
+            found = way_out(fn, cfg, cfg.entry, does, ends, tests.excuse, escapes)
         if found is not None:
             out.append(Unretired(fn.fqn, name, tuple(sorted(boxes)), found.done_line,
                                  found.exit_line, found.caught, found.steps, found.escaped))
     return out
 
 
-def _turns_on_state(fn: FnView, cfg: CFG, path: list[tuple[int, str]], boxes: set[str],
-                    lookup: Callable[[FnView, str, int], tuple[str, bool] | None]) -> bool:
-    """The path takes the missing arm of a membership lookup in a retired
-    container, or either arm of another test that reads one."""
-    for n, lab in path:
-        st = cfg.nodes[n].stmt
-        if st is None or st.kind not in ("if", "while") or lab not in ("true", "false"):
-            continue
-        found = lookup(fn, st.text or "", st.line)
-        if found is not None and found[0] in boxes:
-            if found[1] != (lab == "true"):
-                return True  # the key is missing on this arm: nothing to retire
-            continue
-        if any(self_attr(x) in boxes for x in st.names):
+class StateTests:
+    """Which tests of ``fn`` decide that there is nothing to retire: they
+    turn on the retired containers ``boxes``, or only on the item's own
+    record (``item``: the names derived from it)."""
+
+    def __init__(self, fn: FnView, cfg: CFG, boxes: set[str], helper: Helper,
+                 item: set[str], retiring: set[int]) -> None:
+        self.fn, self.cfg, self.boxes, self.helper, self.item = fn, cfg, boxes, helper, item
+        self.retiring = retiring  # ``id()`` of the statements that retire
+
+    def excuse(self, path: list[tuple[int, str]]) -> bool:
+        """The path (CFG nodes and the labels taken) takes the missing arm of
+        a membership lookup in a retired container, or either arm of another
+        test that reads one (itself, through a ``self`` method, or through a
+        local bound from such a reading)."""
+        for n, lab in path:
+            st = self.cfg.nodes[n].stmt
+            # the arm not taken is ``false``, or ``end``/``next`` with no ``else``
+            if st is None or st.kind not in ("if", "while") or lab in ("exception", "") or \
+                    n == path[-1][0]:
+                continue
+            found = self.lookup(st.text or "", st.line)
+            if found is not None and found[0] in self.boxes:
+                if found[1] != (lab == "true"):
+                    return True  # the key is missing on this arm: nothing to retire
+                continue
+            if self._reads_state(st) or self._reads_item(st):
+                return True
+        return False
+
+    def _reads_item(self, st: Stmt) -> bool:
+        """The test reads only the item's own record, with no call, and
+        guards the retirement (``if all_task_done:`` around it, of
+        ``all_task_done = req_meta["all_task_done"]``): the submitter's word
+        on whether this part retires the entry (the last of a request's
+        tasks does). A test on the record that jumps out before the
+        retirement (``if not job.keys: return``) is a way out."""
+        return bool(st.names) and not self.fn.calls(st) and \
+            all(_root(x) in self.item for x in st.names) and \
+            any(id(x) in self.retiring for x in walk((*st.body, *st.orelse)))
+
+    def lookup(self, text: str, line: int) -> tuple[str, bool] | None:
+        """``membership`` of a test, also of a bare local bound from one
+        (``tracked = rid in self.X`` ... ``if not tracked:``)."""
+        found = membership(self.fn, text, line, self.helper)
+        if found is not None:
+            return found
+        body, negated = _strip_not(text)
+        if not body.isidentifier():
+            return None
+        bound = [a for a in self.fn.all_assigns if a.target == body and a.line < line]
+        if not bound:
+            return None
+        last = max(bound, key=lambda a: (a.line, a.col))
+        compare = [c for c in self.fn.compares.get(last.line, ())]
+        if len(compare) != 1:
+            return None
+        found = membership(self.fn, compare[0].text, last.line, self.helper)
+        return (found[0], found[1] != negated) if found else None
+
+    def _reads_state(self, st: Stmt) -> bool:
+        """The test reads a retired container, itself, through a ``self``
+        method, or through a local bound by a statement that does."""
+        if self._reads(st):
             return True
-    return False
+        locals_ = {x for x in st.names if x.isidentifier()}
+        return any(self._reads(b) for b in self.fn.stmts if b.line < st.line and any(
+            a.target in locals_ for a in self.fn.assigns(b)))
+
+    def _reads(self, st: Stmt) -> bool:
+        if any(self._box(x) for x in st.names):
+            return True
+        for c in self.fn.calls(st):
+            base, _, meth = (c.callee or "").rpartition(".")
+            target = self.helper(self.fn, meth) if base == "self" else None
+            if target is not None and any(self._box(x) for t in target.stmts for x in t.names):
+                return True
+        return False
+
+    def _box(self, chain: str) -> bool:
+        """``chain`` reads a retired container (``self.X``, ``self.X.get``)."""
+        return chain.startswith("self.") and _root(chain[5:]) in self.boxes
 
 
 def membership(fn: FnView, text: str, line: int,
