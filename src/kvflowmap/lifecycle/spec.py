@@ -63,6 +63,11 @@ class LifecycleSpec:
     # vLLM lets this connector load: 0 when it is not to load the request
     commit_count: int = 3
     metadata_builder: str = "build_connector_meta"
+    # the worker's step metadata: the hook that binds it, the base method that
+    # reads it (asserting it is bound), and the names that test it is bound
+    metadata_binder: str = "bind_connector_metadata"
+    metadata_reader: str = "_get_connector_metadata"
+    metadata_guards: tuple[str, ...] = ("has_connector_metadata", "_connector_metadata")
     releases: tuple[str, ...] = ("release", "release_*", "unpin", "unlock")
     # the hook that ends a connector's life, and the calls that give back a
     # long-lived resource (a socket, a thread, a client): matched on the name
@@ -140,6 +145,12 @@ def lifecycle_spec(protocol: Protocol) -> LifecycleSpec:
         commit=str(raw.get("commit", "update_state_after_alloc")),
         commit_count=int(raw.get("commit_count", LifecycleSpec.commit_count)),
         metadata_builder=str(raw.get("metadata_builder", "build_connector_meta")),
+        metadata_binder=str((raw.get("metadata") or {}).get("binder",
+                                                             LifecycleSpec.metadata_binder)),
+        metadata_reader=str((raw.get("metadata") or {}).get("reader",
+                                                             LifecycleSpec.metadata_reader)),
+        metadata_guards=tuple((raw.get("metadata") or {}).get("guards")
+                              or LifecycleSpec.metadata_guards),
         releases=tuple(raw.get("releases") or ("release", "release_*", "unpin", "unlock")),
         done_tests=tuple(raw.get("done_tests") or LifecycleSpec.done_tests),
         shutdown=str(raw.get("shutdown", "shutdown")),

@@ -35,13 +35,14 @@
 - ``parts_done``: an entry of several parts is removed once all are done, not in the loop over them;
 - ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load;
 - ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it;
-- ``retired``: background work that retires its item's entry from the connector's state does so on every way out.
+- ``retired``: background work that retires its item's entry from the connector's state does so on every way out;
+- ``metadata_bound``: a hook vLLM may call with no step metadata bound tests it before reading it.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
-                                             failed_blocks, failed_init, handoff_order, load_chosen, notice_sent, outcome_raised, parts_done,
+                                             failed_blocks, failed_init, handoff_order, load_chosen, metadata_bound, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, retired, shutdown_closes, stalled,
                                              step_released,
@@ -94,6 +95,8 @@ MODES: dict[str, KindSpec] = {
     "handoff_order": KindSpec(handoff_order.Options, handoff_order.check,
                               handoff_order.READS),
     "retired": KindSpec(retired.Options, retired.check, retired.READS),
+    "metadata_bound": KindSpec(metadata_bound.Options, metadata_bound.check,
+                               metadata_bound.READS),
 }
 
 __all__ = ["MODES"]
