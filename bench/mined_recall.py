@@ -43,13 +43,16 @@ SUBJECTS: dict[str, tuple[str | tuple[str, ...], str | None]] = {
     "mooncake-transfer-engine": ("mooncake", "vllm==0.11.1"),  # it refuses vLLM >= 0.13
     "kvbm": ("kvbm/vllm_integration", "vllm==0.33.0"),  # Dynamo's KV block manager
     "aibrix-kvcache": ("aibrix_kvcache/integration/vllm", "vllm==0.33.0"),
+    # Unified Cache Management (its connectors; from 0.7.0 the code ships as
+    # uc-manager-cuda-*, which this bench does not fetch)
+    "uc-manager": ("ucm/integration/vllm", "vllm==0.18.0"),
     # Google's TPU backend for vLLM: P/D connectors and offloading
     "tpu-inference": (("tpu_inference/distributed", "tpu_inference/offload"), "vllm==0.33.0"),
 }
 GROUPS = (  # how the table is cut: (label, code base, predicate on the release before)
     ("vLLM 0.9 to 0.22", "vllm", lambda v: _ver(v) < (0, 22, 1)),
     ("vLLM 0.22 to 0.34", "vllm", lambda v: _ver(v) >= (0, 22, 1)),
-    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM, AIBrix", None,
+    ("vllm-ascend, LMCache, PegaFlow, Mooncake, KVBM, AIBrix, UCM", None,
      lambda v: True),
     ("tpu-inference", "tpu-inference", lambda v: True),
 )

@@ -108,9 +108,13 @@ def unguarded_reads(starts: dict[str, UnboundCall], callees: Callable[[str], lis
             if fn is None or _tests_guard(fn, guards):
                 continue  # the metadata is tested on the way: a decision
             if is_subject(f):
+                chain = _chain(parent, f)
                 for c in fn.all_calls:
-                    if (c.callee or "").rpartition(".")[2] == reader and (f, c.line) not in out:
-                        out[(f, c.line)] = UnguardedRead(f, c.line, start, _chain(parent, f), call)
+                    seen = out.get((f, c.line))
+                    # the shortest way there names the read (its own hook, if it is one)
+                    if (c.callee or "").rpartition(".")[2] == reader and \
+                            (seen is None or len(chain) < len(seen.chain)):
+                        out[(f, c.line)] = UnguardedRead(f, c.line, start, chain, call)
             if depth < _DEPTH:
                 for g in callees(f):
                     if g not in parent:
