@@ -36,13 +36,14 @@
 - ``load_chosen``: the commit hook records a load only when vLLM chose the connector to load;
 - ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it;
 - ``retired``: background work that retires its item's entry from the connector's state does so on every way out;
-- ``metadata_bound``: a hook vLLM may call with no step metadata bound tests it before reading it.
+- ``metadata_bound``: a hook vLLM may call with no step metadata bound tests it before reading it;
+- ``growth``: state a connector's hooks fill, and the code drains elsewhere, is drained by what its hooks run.
 """
 
 from __future__ import annotations
 
 from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
-                                             failed_blocks, failed_init, handoff_order, load_chosen, metadata_bound, notice_sent, outcome_raised, parts_done,
+                                             failed_blocks, failed_init, growth, handoff_order, load_chosen, metadata_bound, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, retired, shutdown_closes, stalled,
                                              step_released,
@@ -97,6 +98,7 @@ MODES: dict[str, KindSpec] = {
     "retired": KindSpec(retired.Options, retired.check, retired.READS),
     "metadata_bound": KindSpec(metadata_bound.Options, metadata_bound.check,
                                metadata_bound.READS),
+    "growth": KindSpec(growth.Options, growth.check, growth.READS),
 }
 
 __all__ = ["MODES"]
