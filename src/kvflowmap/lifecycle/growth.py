@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kvflowmap.lifecycle.containers import (ADD_OPS, REMOVE_OPS, RESET_OPS, self_attr)
+from kvflowmap.lifecycle.containers import ADD_OPS, PURE, REMOVE_OPS, RESET_OPS, self_attr
 from kvflowmap.lifecycle.view import FnView
 
 # additions by key: writing a key again replaces its value
 _KEYED_ADDS = frozenset({"update", "setdefault"})
 # constructors and set-up fill once; they are no step
-_SETUP = frozenset({"__init__", "__post_init__", "register_kv_caches", "setup", "_setup",
+SETUP = frozenset({"__init__", "__post_init__", "register_kv_caches", "setup", "_setup",
                     "initialize"})
 
 
@@ -58,7 +58,7 @@ Box = tuple[str, str]  # (class of the method touching self.X, X)
 def fills(fn: FnView, keyed: Callable[[FnView, str | None], bool]) -> list[tuple[str, int]]:
     """``(X, line)`` of each addition to a ``self.X`` container in ``fn``
     whose key or element is not a request id (``keyed`` says which are)."""
-    if fn.cls is None or fn.name in _SETUP:
+    if fn.cls is None or fn.name in SETUP:
         return []
     out = []
     for op in fn.all_containers:
@@ -85,21 +85,29 @@ def drains(fn: FnView) -> list[tuple[str, int]]:
     if fn.name not in ("__init__", "__post_init__"):
         out += [(attr, a.line) for a in fn.all_assigns
                 if (attr := self_attr(a.target)) and a.target == f"self.{attr}"]
-    # handing the whole container to a call (``process(self.events)``) lets it drain
-    out += [(attr, c.line) for c in fn.all_calls for arg in c.args
-            if arg and (attr := self_attr(arg)) and arg == f"self.{attr}"]
     return out
+
+
+def escapes(fn: FnView) -> set[str]:
+    """``X`` of each ``self.X`` ``fn`` hands whole to a call that is no pure
+    builtin (``process(self.events)``): that code may drain it."""
+    return {attr for c in fn.all_calls for arg in c.args
+            if arg and (attr := self_attr(arg)) and arg == f"self.{attr}"
+            and (c.callee or "") not in PURE}
 
 
 def undrained(connectors: Iterable[tuple[str, list[str]]], fns: dict[str, FnView],
               runs_from: Callable[[str, list[str]], set[str]],
               related: Callable[[str, str], bool],
-              keyed: Callable[[FnView, str | None], bool]) -> list[Undrained]:
+              keyed: Callable[[FnView, str | None], bool],
+              per_call: Callable[[str], bool]) -> list[Undrained]:
     """Per hook implementation and fill site, the connector classes (``(class,
     its hook implementations)``, in the order given) whose hooks make it run,
     of a container the subject drains somewhere but nothing their hooks run
     drains (see the module docstring). ``runs_from(cls, starts)`` is what
-    ``starts`` make run on an instance of ``cls``."""
+    ``starts`` make run on an instance of ``cls``; ``per_call(owner)`` says
+    the hooks make instances of class ``owner`` as they run (a step's
+    metadata, a request's tracker): those do not live on."""
     drained: dict[str, list[tuple[str, str, int]]] = {}  # X -> (class, fqn, line)
     for fqn, fn in sorted(fns.items()):
         for attr, line in drains(fn):
@@ -109,14 +117,18 @@ def undrained(connectors: Iterable[tuple[str, list[str]]], fns: dict[str, FnView
     for cls, hooks in connectors:
         runs = {h: runs_from(cls, [h]) for h in hooks}
         ran = {(fns[f].cls, attr) for run in runs.values() for f in run if f in fns
-               for attr, _ in drains(fns[f])}
+               for attr in {a for a, _ in drains(fns[f])} | escapes(fns[f])}
         seen: set[Box] = set()
         for hook in hooks:
+            if hook in fns and fns[hook].name in SETUP:
+                continue  # set-up fills once (what it starts drains, above)
             for f in sorted(runs[hook]):
                 filler = fns.get(f)
                 if filler is None or filler.cls is None:
                     continue
                 owner = filler.cls
+                if per_call(owner):
+                    continue  # an object made per call (a step's metadata) does not grow
                 for attr, line in fills(filler, keyed):
                     if (owner, attr) in seen:
                         continue

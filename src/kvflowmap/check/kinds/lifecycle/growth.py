@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from kvflowmap.check.context import CheckContext
 from kvflowmap.check.kinds.lifecycle._shared import lifecycle, short
 from kvflowmap.check.model import Finding
+from kvflowmap.lifecycle.growth import SETUP as _SETUP
 from kvflowmap.lifecycle.growth import Undrained, undrained
 from kvflowmap.lifecycle.view import FnView
 
 READS = ("Reads: per analysed connector class (deriving from the protocol's base), the "
-         "functions its hooks and constructor make run (calls, threads, executor tasks, "
+         "functions its hooks (the protocol's and every method of the base) and constructor "
+         "make run (calls, threads, executor tasks, "
          "queue hand-offs); the container operations on `self.X` in them and in every "
          "function of the subject (additions not keyed by a request id; removals, `clear`, "
          "rebinding outside `__init__`, the container passed whole to a call), matched "
@@ -38,8 +40,12 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     base = ctx.protocol.base_class
     connectors = []
     avoid: dict[str, frozenset[str]] = {}
+    # what vLLM may call: the protocol's hooks and every method of the base
+    names = sorted({*lc.spec.hooks, "__init__", *(
+        f.rpartition(".")[2] for f, d in ctx.model.defs.items()
+        if not d.is_class and f.rpartition(".")[0] == base)})
     for cls in ctx.classes.all_subclasses(base):
-        hooks = [m for h in (*lc.spec.hooks, "__init__")
+        hooks = [m for h in names
                  if (m := ctx.classes.find_member(cls, h)) and m in lc.functions]
         if hooks and any(lc.connected(h) for h in hooks):
             connectors.append((cls, hooks))
@@ -53,7 +59,17 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
 
     # bases first: the class whose hooks the others inherit names the finding
     connectors.sort(key=lambda c: (len(ctx.classes.mro(c[0])), c[0]))
-    found = undrained(connectors, lc.functions, runs, ctx.classes.related, keyed)
+    made: set[str] = set()  # classes the hooks construct as they run (not set-up)
+    for _, hooks in connectors:
+        for f in lc.runs_from([h for h in hooks if lc.functions[h].name not in _SETUP]):
+            if f in ctx.graph:
+                made |= {t for _, t, d in ctx.graph.out_edges(f, data=True)
+                         if d.get("kind") == "call" and ctx.classes.is_class(t)}
+
+    def per_call(owner: str) -> bool:
+        return any(ctx.classes.related(k, owner) for k in made)
+
+    found = undrained(connectors, lc.functions, runs, ctx.classes.related, keyed, per_call)
 
     def call_line(u: Undrained) -> int:
         # the hook's call that leads to the fill (the hook's first line if none)
