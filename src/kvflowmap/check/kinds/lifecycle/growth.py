@@ -63,8 +63,9 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
     for _, hooks in connectors:
         for f in lc.runs_from([h for h in hooks if lc.functions[h].name not in _SETUP]):
             if f in ctx.graph:
-                made |= {t for _, t, d in ctx.graph.out_edges(f, data=True)
-                         if d.get("kind") == "call" and ctx.classes.is_class(t)}
+                made |= {t.removesuffix(".__init__") for _, t, d in
+                         ctx.graph.out_edges(f, data=True) if d.get("kind") == "call"
+                         and ctx.classes.is_class(t.removesuffix(".__init__"))}
 
     def per_call(owner: str) -> bool:
         return any(ctx.classes.related(k, owner) for k in made)
