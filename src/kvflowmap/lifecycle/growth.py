@@ -57,7 +57,8 @@ Box = tuple[str, str]  # (class of the method touching self.X, X)
 
 def fills(fn: FnView, keyed: Callable[[FnView, str | None], bool]) -> list[tuple[str, int]]:
     """``(X, line)`` of each addition to a ``self.X`` container in ``fn``
-    whose key or element is not a request id (``keyed`` says which are)."""
+    of an element ``fn`` makes (a local it binds, not a parameter), not a
+    request id (``keyed`` says which are)."""
     if fn.cls is None or fn.name in SETUP:
         return []
     out = []
@@ -69,7 +70,11 @@ def fills(fn: FnView, keyed: Callable[[FnView, str | None], bool]) -> list[tuple
             continue  # a key may come back (a layer's slot): no growth to judge
         element = next((c.args[0] for c in fn.all_calls if c.line == op.line and c.args
                         and c.callee == f"self.{attr}.{op.op}"), op.key)
-        if not keyed(fn, element):
+        # something new enters: a local the function makes (a recorded event, a
+        # measurement), not a parameter handed back (a slot returned to a pool)
+        made = bool(element) and element not in fn.param_names and any(
+            a.target == element and a.line <= op.line for a in fn.all_assigns)
+        if made and not keyed(fn, element):
             out.append((attr, op.line))
     return out
 
@@ -103,43 +108,55 @@ def undrained(connectors: Iterable[tuple[str, list[str]]], fns: dict[str, FnView
               per_call: Callable[[str], bool]) -> list[Undrained]:
     """Per hook implementation and fill site, the connector classes (``(class,
     its hook implementations)``, in the order given) whose hooks make it run,
-    of a container the subject drains somewhere but nothing their hooks run
-    drains (see the module docstring). ``runs_from(cls, starts)`` is what
-    ``starts`` make run on an instance of ``cls``; ``per_call(owner)`` says
-    the hooks make instances of class ``owner`` as they run (a step's
+    of a container another connector class's hooks drain and nothing their
+    own hooks drain (see the module docstring). ``runs_from(cls, starts)`` is
+    what ``starts`` make run on an instance of ``cls``; ``per_call(owner)``
+    says the hooks make instances of class ``owner`` as they run (a step's
     metadata, a request's tracker): those do not live on."""
-    drained: dict[str, list[tuple[str, str, int]]] = {}  # X -> (class, fqn, line)
-    for fqn, fn in sorted(fns.items()):
-        for attr, line in drains(fn):
-            if fn.cls is not None:
-                drained.setdefault(attr, []).append((fn.cls, fqn, line))
+    todo = list(connectors)
+    runs = {cls: {h: runs_from(cls, [h]) for h in hooks} for cls, hooks in todo}
+    # per connector class, where its hooks drain: (class, X) -> (fqn, line)
+    ran: dict[str, dict[Box, tuple[str, int]]] = {}
+    for cls, _ in todo:
+        mine: dict[Box, tuple[str, int]] = {}
+        for f in sorted({f for run in runs[cls].values() for f in run}):
+            fn = fns.get(f)
+            if fn is None or fn.cls is None:
+                continue
+            for attr, line in drains(fn):
+                mine.setdefault((fn.cls, attr), (f, line))
+            for attr in escapes(fn):
+                mine.setdefault((fn.cls, attr), (f, 0))
+        ran[cls] = mine
+
+    def drained_by(cls: str, owner: str, attr: str) -> tuple[str, int] | None:
+        return next((at for (k, a), at in sorted(ran[cls].items())
+                     if a == attr and related(k, owner)), None)
+
     out: dict[tuple[str, str, int], Undrained] = {}
-    for cls, hooks in connectors:
-        runs = {h: runs_from(cls, [h]) for h in hooks}
-        ran = {(fns[f].cls, attr) for run in runs.values() for f in run if f in fns
-               for attr in {a for a, _ in drains(fns[f])} | escapes(fns[f])}
+    for cls, hooks in todo:
         seen: set[Box] = set()
         for hook in hooks:
             if hook in fns and fns[hook].name in SETUP:
                 continue  # set-up fills once (what it starts drains, above)
-            for f in sorted(runs[hook]):
+            for f in sorted(runs[cls][hook]):
                 filler = fns.get(f)
-                if filler is None or filler.cls is None:
-                    continue
-                owner = filler.cls
-                if per_call(owner):
+                if filler is None or filler.cls is None or per_call(filler.cls):
                     continue  # an object made per call (a step's metadata) does not grow
+                owner = filler.cls
                 for attr, line in fills(filler, keyed):
                     if (owner, attr) in seen:
                         continue
                     seen.add((owner, attr))
-                    elsewhere = [d for d in drained.get(attr, ()) if related(d[0], owner)]
-                    if not elsewhere or any(c == attr and k is not None and related(k, owner)
-                                            for k, c in ran):
+                    if drained_by(cls, owner, attr) is not None:
                         continue
-                    _, dfqn, dline = elsewhere[0]
+                    # a sibling connector's hooks drain it: the container is meant to be
+                    sibling = next((at for k, _ in todo if k != cls
+                                    and (at := drained_by(k, owner, attr)) and at[1]), None)
+                    if sibling is None:
+                        continue
                     was = out.get((hook, f, line))
                     out[(hook, f, line)] = Undrained(
                         hook, (*was.connectors, cls) if was else (cls,), f, line, owner, attr,
-                        dfqn, dline)
+                        sibling[0], sibling[1])
     return [out[k] for k in sorted(out)]
