@@ -72,23 +72,14 @@ def handed_items(fns: dict[str, FnView], spawns: Iterable[tuple[str, str, int]],
     their overrides; functions a ``background`` function calls with what it
     took off a queue."""
     out: dict[str, set[str]] = {}
-
-    def add(fqn: str, params: Iterable[str]) -> None:
-        for f in (fqn, *overrides(fqn)):
+    for spawner, target, line in spawns:
+        fn = fns.get(spawner)
+        if fn is None or not any(c.line == line and _passes_args(c) for c in fn.all_calls):
+            continue
+        for f in (target, *overrides(target)):
             if f in fns:
                 out.setdefault(f, set()).update(
-                    p for p in params if p in fns[f].param_names)
-
-    for spawner, target, line in spawns:
-        fn, tfn = fns.get(spawner), fns.get(target)
-        if fn is None or tfn is None:
-            continue
-        call = next((c for c in fn.all_calls if c.line == line and _passes_args(c)), None)
-        if call is not None:
-            add(target, [p for p in tfn.param_names if p not in ("self", "cls")])
-            for f in overrides(target):
-                if f in fns:
-                    add(f, [p for p in fns[f].param_names if p not in ("self", "cls")])
+                    p for p in fns[f].param_names if p not in ("self", "cls"))
     for f in sorted(background):
         fn = fns.get(f)
         if fn is None:
@@ -100,7 +91,8 @@ def handed_items(fns: dict[str, FnView], spawns: Iterable[tuple[str, str, int]],
             for t in resolve(fn, c):
                 for g in (t, *overrides(t)):
                     if g in fns:
-                        add(g, [p for a, p in bound_args(fns[g].fact, c) if a in taken])
+                        out.setdefault(g, set()).update(
+                            p for a, p in bound_args(fns[g].fact, c) if a in taken)
     return {f: tuple(sorted(ps)) for f, ps in sorted(out.items()) if ps}
 
 
