@@ -915,6 +915,25 @@ BUGS = (
     FixedBug("uc-manager device set in one mode only",
              _ucm("0.3.0"), _ucm("0.4.0"), "kvc-field-set-in-every-mode",
              "ucm.integration.vllm.ucm_connector.UCMDirectConnector.__init__"),
+    # vLLM 0.11.0's attention layers call the per-layer hooks with no test of
+    # the step metadata (a speculative drafter runs them after it is cleared);
+    # uc-manager 0.4.0's layer-wise hooks read it with the asserting getter,
+    # 0.5.0 returns early when it is unset. Mined before the rule was written.
+    FixedBug("uc-manager layer load reads unbound metadata",
+             _ucm("0.4.0"), _ucm("0.5.0"), "kvc-metadata-tested-where-unbound",
+             "ucm.integration.vllm.ucm_connector.UCMLayerWiseConnector.wait_for_layer_load"),
+    FixedBug("uc-manager layer save reads unbound metadata",
+             _ucm("0.4.0"), _ucm("0.5.0"), "kvc-metadata-tested-where-unbound",
+             "ucm.integration.vllm.ucm_connector.UCMLayerWiseConnector.save_kv_layer"),
+    # the same read in LMCache 0.3.5's save_kv_layer against vLLM 0.10.0; 0.3.6
+    # returns when no metadata is bound
+    FixedBug("LMCache layer save reads unbound metadata",
+             Corpus("lmcache 0.3.5", "lmcache==0.3.5", "lmcache/integration/vllm",
+                    "vllm==0.10.0"),
+             Corpus("lmcache 0.3.6", "lmcache==0.3.6", "lmcache/integration/vllm",
+                    "vllm==0.10.0"),
+             "kvc-metadata-tested-where-unbound",
+             "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl.save_kv_layer"),
 )
 
 
