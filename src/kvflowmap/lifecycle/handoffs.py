@@ -65,15 +65,7 @@ def queue_handoffs(fns: dict[str, FnView]) -> dict[str, list[str]]:
     that take from ``self.X`` (a queue's ``get`` takes no key: a dict's
     ``get(k)`` is a lookup, left out), or that append to a per-key deque
     ``self.X[k]`` and those that pop from it."""
-    takers: dict[tuple[str, str], list[str]] = {}
-    keyed_takers: dict[tuple[str, str], list[str]] = {}
-    for fqn, fn in fns.items():
-        if fn.cls is None:
-            continue
-        for attr in _queue_ops(fn, TAKES) - _keyed_gets(fn):
-            takers.setdefault((fn.cls, attr), []).append(fqn)
-        for attr in _keyed_takes(fn):
-            keyed_takers.setdefault((fn.cls, attr), []).append(fqn)
+    takers, keyed_takers = _takers(fns)
     out: dict[str, list[str]] = {}
     for fqn, fn in fns.items():
         if fn.cls is None:
@@ -92,12 +84,24 @@ def _keyed_gets(fn: FnView) -> set[str]:
             if (c.callee or "").endswith(".get") and c.args}
 
 
+def _takers(fns: dict[str, FnView]) -> tuple[dict[tuple[str, str], list[str]],
+                                              dict[tuple[str, str], list[str]]]:
+    """Per ``(class, X)``, the functions that take work off ``self.X``: a
+    queue's ``get()``, and a per-key deque's ``popleft()``/``pop()``."""
+    takers: dict[tuple[str, str], list[str]] = {}
+    keyed_takers: dict[tuple[str, str], list[str]] = {}
+    for fqn, fn in fns.items():
+        if fn.cls is None:
+            continue
+        for attr in _queue_ops(fn, TAKES) - _keyed_gets(fn):
+            takers.setdefault((fn.cls, attr), []).append(fqn)
+        for attr in _keyed_takes(fn):
+            keyed_takers.setdefault((fn.cls, attr), []).append(fqn)
+    return takers, keyed_takers
+
+
 def taken_queues(fns: dict[str, FnView]) -> set[tuple[str, str]]:
     """``(class, X)`` per ``self.X`` some function of the class takes work
-    off (a queue's ``get()``, a per-key deque's ``popleft()``): putting an
-    item there hands it to whoever takes it."""
-    out = set()
-    for fn in fns.values():
-        if fn.cls is not None:
-            out |= {(fn.cls, a) for a in (_queue_ops(fn, TAKES) - _keyed_gets(fn)) | _keyed_takes(fn)}
-    return out
+    off: putting an item there hands it to whoever takes it."""
+    takers, keyed_takers = _takers(fns)
+    return set(takers) | set(keyed_takers)

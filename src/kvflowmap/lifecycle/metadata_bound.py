@@ -70,19 +70,24 @@ def unbound_calls(views: Iterable[FnView], hooks: Iterable[str], binder: str,
             base, _, meth = (c.callee or "").rpartition(".")
             if meth not in wanted or not base or base == "self" or meth in out:
                 continue
-            if not _bound_before(fn, c.line, binder, guards):
+            if not _guarded(fn, (binder, *guards), guards, c.line):
                 out[meth] = UnboundCall(meth, fn.fqn, c.line)
     return out
 
 
-def _bound_before(fn: FnView, line: int, binder: str, guards: tuple[str, ...]) -> bool:
-    """``fn`` binds the metadata, or calls or tests a guard, before ``line``."""
-    names = (binder, *guards)
-    if any(c.line <= line and (c.callee or "").rpartition(".")[2] in names
+def _guarded(fn: FnView, calls: tuple[str, ...], guards: tuple[str, ...],
+             line: int | None = None) -> bool:
+    """``fn`` calls one of ``calls`` or tests a guard in an ``if``/``while``
+    (before ``line``, when given)."""
+    def before(at: int) -> bool:
+        return line is None or at <= line
+
+    if any(before(c.line) and (c.callee or "").rpartition(".")[2] in calls
            for c in fn.all_calls):
         return True
-    return any(s.kind in ("if", "while") and s.line <= line and
-               mentions(s.text, tuple(f".{g}" for g in guards)) for s in fn.stmts)
+    dotted = tuple(f".{g}" for g in guards)
+    return any(s.kind in ("if", "while") and before(s.line) and mentions(s.text, dotted)
+               for s in fn.stmts)
 
 
 def binds(fn: FnView, binder: str) -> bool:
@@ -105,7 +110,7 @@ def unguarded_reads(starts: dict[str, UnboundCall], callees: Callable[[str], lis
         while queue:
             f, depth = queue.popleft()
             fn = fn_of(f)
-            if fn is None or _tests_guard(fn, guards):
+            if fn is None or _guarded(fn, guards, guards):
                 continue  # the metadata is tested on the way: a decision
             if is_subject(f):
                 chain = _chain(parent, f)
@@ -121,14 +126,6 @@ def unguarded_reads(starts: dict[str, UnboundCall], callees: Callable[[str], lis
                         parent[g] = f
                         queue.append((g, depth + 1))
     return sorted(out.values(), key=lambda r: (r.fqn, r.line))
-
-
-def _tests_guard(fn: FnView, guards: tuple[str, ...]) -> bool:
-    """``fn`` tests whether the metadata is bound (a guard in an ``if``/``while``
-    test or an early conditional expression)."""
-    dotted = tuple(f".{g}" for g in guards)
-    return any(s.kind in ("if", "while") and mentions(s.text, dotted) for s in fn.stmts) or any(
-        (c.callee or "").rpartition(".")[2] in guards for c in fn.all_calls)
 
 
 def _chain(parent: dict[str, str | None], f: str) -> tuple[str, ...]:

@@ -307,7 +307,7 @@ class StateTests:
         if not bound:
             return None
         last = max(bound, key=lambda a: (a.line, a.col))
-        compare = [c for c in self.fn.compares.get(last.line, ())]
+        compare = self.fn.compares.get(last.line, [])
         if len(compare) != 1:
             return None
         found = membership(self.fn, compare[0].text, last.line, self.helper)

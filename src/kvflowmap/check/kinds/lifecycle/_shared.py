@@ -113,3 +113,20 @@ def asking_returns(lc: Lifecycle, probe: str, idx: int, never: tuple[str, ...],
                    for c in fn.calls(s) for t in lc.subject_callees(fn, c) if t != probe):
                 lines.add(s.line)
     return sorted(lines)
+
+
+def off_line(ctx: CheckContext, cls: str, fqns: Iterable[str], *, exact: bool) -> set[str]:
+    """Of the methods ``fqns``, those that never run on an instance of
+    ``cls``: a method of a class sharing an analysed base with ``cls`` that
+    is neither ``cls`` nor one of its bases (a sibling's override, reached
+    from the shared base by a dispatch edge), nor, unless ``exact``, one of
+    its subclasses (a receiver typed ``cls`` may hold one)."""
+    line = set(ctx.classes.mro(cls))
+    out = set()
+    for f in fqns:
+        k = f.rpartition(".")[0]
+        if not ctx.classes.is_class(k) or k in line or (not exact and ctx.classes.related(k, cls)):
+            continue
+        if any(b in line and ctx.classes.is_class(b) for b in ctx.classes.mro(k)):
+            out.add(f)
+    return out

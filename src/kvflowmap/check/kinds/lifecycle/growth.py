@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import lifecycle, short
+from kvflowmap.check.kinds.lifecycle._shared import lifecycle, off_line, short
 from kvflowmap.check.model import Finding
 from kvflowmap.lifecycle.growth import SETUP as _SETUP
 from kvflowmap.lifecycle.growth import Undrained, undrained
@@ -49,7 +49,7 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
                  if (m := ctx.classes.find_member(cls, h)) and m in lc.functions]
         if hooks and any(lc.connected(h) for h in hooks):
             connectors.append((cls, hooks))
-            avoid[cls] = _off_line(ctx, lc.functions, cls)
+            avoid[cls] = frozenset(off_line(ctx, cls, lc.functions, exact=True))
 
     def runs(cls: str, starts: list[str]) -> set[str]:
         return lc.runs_from(starts, avoid[cls])
@@ -81,22 +81,6 @@ def check(ctx: CheckContext, opts: Options) -> list[Finding]:
         return min((x for x in lines if x), default=lc.functions[u.hook].fact.line)
 
     return [_finding(ctx, u, call_line(u)) for u in found]
-
-
-def _off_line(ctx: CheckContext, fns: dict[str, FnView], cls: str) -> frozenset[str]:
-    """Methods that never run on an instance of ``cls``: those of a class
-    sharing an analysed base with it, neither it nor one of its bases (a
-    subclass's or a sibling's override, reached from a base method by a
-    dispatch edge)."""
-    line = set(ctx.classes.mro(cls))
-    out = set()
-    for f, fn in fns.items():
-        k = fn.cls
-        if k is None or k in line or not ctx.classes.is_class(k):
-            continue
-        if any(b in line and ctx.classes.is_class(b) for b in ctx.classes.mro(k)):
-            out.add(f)
-    return frozenset(out)
 
 
 def _finding(ctx: CheckContext, u: Undrained, line: int) -> Finding:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvflowmap.check.context import CheckContext
-from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, short
+from kvflowmap.check.kinds.lifecycle._shared import functions, lifecycle, off_line, short
 from kvflowmap.check.model import Finding
 from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.handoff_order import gates, late_registrations
@@ -99,13 +99,4 @@ def _for_receiver(ctx: CheckContext, runs: set[str], receiver: str | None) -> se
     override, never to a ``SendThread``'s."""
     if receiver is None or not ctx.classes.is_class(receiver):
         return runs
-    line = set(ctx.classes.mro(receiver))
-    out = set()
-    for f in runs:
-        cls = f.rpartition(".")[0]
-        shared = line & set(ctx.classes.mro(cls)[1:])
-        if ctx.classes.is_class(cls) and not ctx.classes.related(cls, receiver) and \
-                any(ctx.classes.is_class(b) for b in shared):
-            continue  # a sibling of the receiver's class under a shared base
-        out.add(f)
-    return out
+    return runs - off_line(ctx, receiver, runs, exact=False)
