@@ -170,6 +170,9 @@ class ContainerOpFact(NamedTuple):
     key: str | None
     line: int
     col: int
+    # a ``setitem`` that counts: ``x[k] += 1``, ``x[k] -= n``, ``x[k] = left - 1``
+    # (a value plus or minus a number literal); the container holds counts
+    counts: bool = False
 
 
 class KeyReadFact(NamedTuple):

@@ -294,7 +294,8 @@ class DataFactsMixin:
                                     origin=origin if at is not None else None, position=at)
             return
         if isinstance(target, cst.Subscript):
-            self._container_write(target, "setitem", node)
+            self._container_write(target, "setitem", node,
+                                  counts=_counts(getattr(node, "value", None)))
             return
         name = chain(target)
         if name:
@@ -304,7 +305,8 @@ class DataFactsMixin:
                                         literal=literal, key=key, origin=origin, position=position,
                                         test=test))
 
-    def _container_write(self, target: cst.Subscript, op: str, node) -> None:
+    def _container_write(self, target: cst.Subscript, op: str, node,
+                         counts: bool = False) -> None:
         container = chain(target.value)
         if not container:
             return
@@ -312,7 +314,8 @@ class DataFactsMixin:
         key = None
         if target.slice and isinstance(target.slice[0].slice, cst.Index):
             key = self._code(target.slice[0].slice.value)
-        self.facts.containers.append(ContainerOpFact(self._scope, container, op, key, line, col))
+        self.facts.containers.append(ContainerOpFact(self._scope, container, op, key, line, col,
+                                                     counts))
         self._event("container", len(self.facts.containers) - 1)
 
     def visit_Del(self, node: cst.Del) -> bool:
@@ -577,3 +580,10 @@ def _literal_key(value: cst.BaseExpression) -> str | None:
         return None
     index = value.slice[0].slice
     return literal_string(index.value) if isinstance(index, cst.Index) else None
+
+
+def _counts(value: cst.BaseExpression | None) -> bool:
+    """``value`` is a count moved by a number: ``left - 1``, ``n + 2``."""
+    return isinstance(value, cst.BinaryOperation) and \
+        isinstance(value.operator, (cst.Add, cst.Subtract)) and \
+        (isinstance(value.right, cst.Integer) or isinstance(value.left, cst.Integer))

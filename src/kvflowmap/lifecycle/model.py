@@ -24,6 +24,7 @@ from kvflowmap.lifecycle.completions import Completions, Uncompleted, uncomplete
 from kvflowmap.lifecycle.retirements import Retirements, Unretired, handed_items, unretired
 from kvflowmap.lifecycle.retirements import hands_on as retire_hands_on
 from kvflowmap.lifecycle.counts import SetPending, set_pending
+from kvflowmap.lifecycle.counts_moved import Unmoved, count_containers, unmoved
 from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind_defaults,
                                      coll_returner_names, flow_locals, returns_group, returns_id, seed)
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
@@ -117,6 +118,7 @@ class Lifecycle:
     _thread_roots: dict[str, frozenset[str]] | None = None
     _completions: dict[tuple[str, ...], Completions] = field(default_factory=dict)
     _retirements: Retirements | None = None
+    _count_containers: frozenset[str] | None = None
     _handed_items: dict[str, tuple[str, ...]] | None = None
     _taken_queues: set[tuple[str, str]] | None = None
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
@@ -442,6 +444,14 @@ class Lifecycle:
                              f, s, names, lambda c: spawn_target(c, spawners) is not None,
                              queues),
                          (lambda s: self._likely_failure(fn, s)) if unseen else None)
+
+    def unmoved_counts(self, fqn: str) -> list[Unmoved]:
+        """Counts ``fqn`` reads for an id and moves on one way on but not on
+        another (``counts_moved``)."""
+        if self._count_containers is None:
+            self._count_containers = count_containers(self.functions.values())
+        return unmoved(self.functions[fqn], self.cfg(fqn), self._count_containers,
+                       self._method)
 
     def _method(self, fn: FnView, name: str) -> FnView | None:
         """The subject method ``self.name`` means in ``fn``."""

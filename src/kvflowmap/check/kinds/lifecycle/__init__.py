@@ -37,12 +37,13 @@
 - ``handoff_order``: a request is registered where a background worker looks it up before it is handed to it;
 - ``retired``: background work that retires its item's entry from the connector's state does so on every way out;
 - ``metadata_bound``: a hook vLLM may call with no step metadata bound tests it before reading it;
-- ``growth``: state a connector's hooks fill, and the code drains elsewhere, is drained by what its hooks run.
+- ``growth``: state a connector's hooks fill, and the code drains elsewhere, is drained by what its hooks run;
+- ``count_moved``: a per-id count read for a completion moves on every way on.
 """
 
 from __future__ import annotations
 
-from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, counted, delay_expires, delayed_free, dropped,
+from kvflowmap.check.kinds.lifecycle import (announced, asserted, balanced, cache_kept, clock_crossed, completed, count_moved, counted, delay_expires, delayed_free, dropped,
                                              failed_blocks, failed_init, growth, handoff_order, load_chosen, metadata_bound, notice_sent, outcome_raised, parts_done,
                                              parked_recorded, peer_checked, polled_acted, removed_together, replied, reported_left, reported_once,
                                              reset_forwards, resumed, retired, shutdown_closes, stalled,
@@ -68,6 +69,7 @@ MODES: dict[str, KindSpec] = {
     "unlocked": KindSpec(unlocked.Options, unlocked.check, unlocked.READS),
     "completed": KindSpec(completed.Options, completed.check, completed.READS),
     "counted": KindSpec(counted.Options, counted.check, counted.READS),
+    "count_moved": KindSpec(count_moved.Options, count_moved.check, count_moved.READS),
     "stalled": KindSpec(stalled.Options, stalled.check, stalled.READS),
     "asserted": KindSpec(asserted.Options, asserted.check, asserted.READS),
     "announced": KindSpec(announced.Options, announced.check, announced.READS),
