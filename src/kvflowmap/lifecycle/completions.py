@@ -176,7 +176,8 @@ class WayOut:
 
 def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int],
             excused: Callable[[list[tuple[int, str]]], bool],
-            escapes: Callable[[Stmt], bool] | None = None) -> WayOut | None:
+            escapes: Callable[[Stmt], bool] | None = None,
+            pruned: Callable[[int, str], bool] | None = None) -> WayOut | None:
     """The first way out of ``fn`` from ``start`` that passes no node of
     ``ends_here`` (the nodes in ``does`` do the duty, the others end it
     otherwise) and that ``excused`` (given the path as ``(node, label)``)
@@ -184,7 +185,10 @@ def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int
     exception caught in the function that then carries on; an exception
     leaving the function is its caller's to handle, unless ``escapes`` is
     given (code whose exceptions no caller sees): then only an exception from
-    a statement it accepts, skipping the duty, is looked for."""
+    a statement it accepts, skipping the duty, is looked for. ``pruned(node,
+    label)`` names edges the search does not take (an arm on which there is
+    no duty): pruning while searching, unlike ``excused`` at the exit, keeps
+    an excused path from hiding another through the same node."""
     inside = {n.id for n in cfg.nodes}
     reach = can_handle(cfg, inside, does, start)
     first = [d for d, _ in cfg.successors(start)]
@@ -200,6 +204,8 @@ def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int
         if n in ends_here:
             continue
         for d, lab in cfg.successors(n):
+            if pruned is not None and pruned(n, lab):
+                continue
             flying = d == cfg.raise_exit or in_flight(cfg, exc, lab, d)
             if d not in (cfg.exit, cfg.raise_exit):
                 if (d, flying) not in parent:

@@ -108,8 +108,8 @@ def unmoved(fn: FnView, cfg: CFG, counts: frozenset[str], helper: Helper) -> lis
             continue
         ends = moves | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
                         and n.id != read.node and _uses_key(fn, n.stmt, read.key)}
-        found = way_out(fn, cfg, read.node, moves, ends,
-                        partial(_missing_arm, fn, cfg, read=read, helper=helper))
+        found = way_out(fn, cfg, read.node, moves, ends, lambda path: False,
+                        pruned=partial(_missing_arm, fn, cfg, read=read, helper=helper))
         if found is not None:
             arm = _last_test(found.steps)
             out.append(Unmoved(fn.fqn, read.name, read.key, read.container,
@@ -201,18 +201,15 @@ def _dominated(cfg: CFG, node: int, moves: set[int]) -> bool:
     return True
 
 
-def _missing_arm(fn: FnView, cfg: CFG, path: list[tuple[int, str]], *, read: _Read,
+def _missing_arm(fn: FnView, cfg: CFG, node: int, label: str, *, read: _Read,
                  helper: Helper) -> bool:
-    """The path takes an arm on which the entry is missing: the count tested
-    ``is None`` (or false), or the id not in the container."""
-    for n, lab in path[:-1]:
-        st = cfg.nodes[n].stmt
-        if st is None or st.kind not in ("if", "while") or lab in ("exception", ""):
-            continue
-        present = _presence(fn, st, read, helper)
-        if present is not None and present != (lab == "true"):
-            return True
-    return False
+    """The edge leaves a test on the arm where the entry is missing: the
+    count tested ``is None`` (or false), or the id not in the container."""
+    st = cfg.nodes[node].stmt
+    if st is None or st.kind not in ("if", "while") or label in ("exception", ""):
+        return False
+    present = _presence(fn, st, read, helper)
+    return present is not None and present != (label == "true")
 
 
 def _presence(fn: FnView, st: Stmt, read: _Read, helper: Helper) -> bool | None:
