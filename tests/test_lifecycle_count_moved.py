@@ -28,10 +28,10 @@ class Counting(KVConnectorBase_V1):
 """
 
 
-def _unmoved(tree, body: str) -> list[int]:
+def _unmoved(tree, body: str, more: str = "") -> list[int]:
     """Lines of ``kvc-count-moved`` findings on ``HEAD`` plus a
-    ``get_finished`` with ``body``."""
-    src = HEAD + "\n    def get_finished(self, finished_req_ids):\n" + body
+    ``get_finished`` with ``body`` (and the methods ``more`` after it)."""
+    src = HEAD + "\n    def get_finished(self, finished_req_ids):\n" + body + more
     root = tree({"conn/__init__.py": src})
     a = analyse(Request(sources=[str(root)], context=[str(stub_root())]))
     rules = [r for r in load_rules(default_rule_dirs())[0] if r.id == "kvc-count-moved"]
@@ -109,4 +109,18 @@ def test_a_default_makes_it_a_count_up_and_a_list_is_no_count(tree) -> None:
             if blocks:
                 self._blocks.pop(req_id)
         return out, None
+""") == []
+
+
+def test_a_statistic_under_a_literal_key_is_no_count(tree) -> None:
+    # vLLM's HF3FS stats: ``self.stats["n"] += 1``, merged key by key elsewhere
+    assert _unmoved(tree, """        for k, v in self._done:
+            acc = self.stats[k]
+            if isinstance(acc, list):
+                continue
+            self.stats[k] = v
+        return None, None
+""", """
+    def wait_for_save(self):
+        self.stats["n"] += 1
 """) == []

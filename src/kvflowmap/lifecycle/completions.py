@@ -154,7 +154,7 @@ def _search(fn: FnView, cfg: CFG, comp: Completions, name: str,
     ends_here = completes | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
                              and _hands_on(fn, comp, n.stmt, name)}
     out = way_out(fn, cfg, start, completes, ends_here,
-                  lambda path: _tests_handle(fn, cfg, [m for m, _ in path], name), escapes)
+                  lambda n, _label: _tests_handle(fn, cfg, n, name), escapes)
     if out is None:
         return None
     return Uncompleted(fn.fqn, name, cfg.nodes[start].line or fn.fact.line, out.done_line,
@@ -175,20 +175,17 @@ class WayOut:
 
 
 def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int],
-            excused: Callable[[list[tuple[int, str]]], bool],
-            escapes: Callable[[Stmt], bool] | None = None,
-            pruned: Callable[[int, str], bool] | None = None) -> WayOut | None:
+            pruned: Callable[[int, str], bool],
+            escapes: Callable[[Stmt], bool] | None = None) -> WayOut | None:
     """The first way out of ``fn`` from ``start`` that passes no node of
     ``ends_here`` (the nodes in ``does`` do the duty, the others end it
-    otherwise) and that ``excused`` (given the path as ``(node, label)``)
-    does not excuse. The way out is the function's end, a ``return``, or an
-    exception caught in the function that then carries on; an exception
+    otherwise) and no edge ``pruned(node, label)`` names (an arm on which
+    there is no duty; pruned while searching, so that one path through a node
+    cannot hide another). The way out is the function's end, a ``return``, or
+    an exception caught in the function that then carries on; an exception
     leaving the function is its caller's to handle, unless ``escapes`` is
     given (code whose exceptions no caller sees): then only an exception from
-    a statement it accepts, skipping the duty, is looked for. ``pruned(node,
-    label)`` names edges the search does not take (an arm on which there is
-    no duty): pruning while searching, unlike ``excused`` at the exit, keeps
-    an excused path from hiding another through the same node."""
+    a statement it accepts, skipping the duty, is looked for."""
     inside = {n.id for n in cfg.nodes}
     reach = can_handle(cfg, inside, does, start)
     first = [d for d, _ in cfg.successors(start)]
@@ -204,7 +201,7 @@ def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int
         if n in ends_here:
             continue
         for d, lab in cfg.successors(n):
-            if pruned is not None and pruned(n, lab):
+            if pruned(n, lab):
                 continue
             flying = d == cfg.raise_exit or in_flight(cfg, exc, lab, d)
             if d not in (cfg.exit, cfg.raise_exit):
@@ -212,16 +209,13 @@ def way_out(fn: FnView, cfg: CFG, start: int, does: set[int], ends_here: set[int
                     parent[(d, flying)] = (state, lab)
                     queue.append((d, flying))
                 continue
-            # every arrival at an exit is its own way out: an excused one
-            # must not hide another that reaches the same exit
+            # every arrival at an exit is its own way out
             if d == cfg.exit and (flying or escapes is not None):
                 continue  # (only exceptions are looked for with ``escapes``)
             if d == cfg.raise_exit and (escapes is None or not flying):
                 continue  # an exception leaving is the caller's to handle
             head = path_to(parent, state)
             path = [*head[:-1], (n, lab), (d, "")]
-            if excused(path):
-                continue
             if d == cfg.raise_exit:
                 origin = [m for m, label in path if label == "exception"]
                 if origin and _escapes_past(cfg, origin[-1], reach, escapes):
@@ -260,12 +254,9 @@ def _hands_on(fn: FnView, comp: Completions, s, name: str) -> bool:
     return any(comp.hands_on(fn, c, name) for c in fn.calls(s))
 
 
-def _tests_handle(fn: FnView, cfg: CFG, nodes: list[int], name: str) -> bool:
-    """The path turns on a test of the handle itself (``if fut.done():``,
-    ``if future is None:``): deciding by the handle is not forgetting it."""
-    for n in nodes:
-        st = cfg.nodes[n].stmt
-        if st is not None and st.kind in ("if", "while") and \
-                any(x == name or x.startswith(name + ".") for x in st.names):
-            return True
-    return False
+def _tests_handle(fn: FnView, cfg: CFG, n: int, name: str) -> bool:
+    """Node ``n`` is a test of the handle itself (``if fut.done():``, ``if
+    future is None:``): deciding by the handle is not forgetting it."""
+    st = cfg.nodes[n].stmt
+    return st is not None and st.kind in ("if", "while") and \
+        any(x == name or x.startswith(name + ".") for x in st.names)

@@ -23,7 +23,8 @@ reported finished (vLLM's ``MultiConnector.get_finished`` without its
 decrement holds a request's blocks for good once three connectors save it).
 
 A count is a ``self.X`` container some analysed statement counts in
-(``self.X[k] += 1``, ``self.X[k] = n - 1``; not ``self.X[k] += new_ids``). The read is a local bound from
+(``self.X[k] += 1``, ``self.X[k] = n - 1``; not ``self.X[k] += new_ids``,
+nor a statistic under a literal key, ``self.data["failed"] += 1``). The read is a local bound from
 ``self.X.get(k)`` with no default, or ``self.X[k]``, that no write of the
 container comes before on every path (a count moved first and read after is
 the mover's own check). Excused: the arm that finds the entry missing
@@ -78,13 +79,17 @@ def count_containers(fns: Iterable[FnView]) -> frozenset[str]:
     in: ``self.X[k] += n``, ``self.X[k] -= n``, ``self.X[k] = v - 1``."""
     out: set[str] = set()
     for fn in fns:
+        # a count under a literal key is a statistic (``self.data["num_failed"] += 1``)
+        named = {(k.line, k.base) for k in fn.facts.key_reads if k.scope == fn.fact.qualname}
         for op in fn.all_containers:
-            if op.counts and (attr := self_attr(op.container)) and op.container == f"self.{attr}":
+            if op.counts and (attr := self_attr(op.container)) and \
+                    op.container == f"self.{attr}" and not (op.key or "'")[0] in "'\"":
                 out.add(attr)
         for a in fn.all_assigns:
             # ``+= 1`` (no chain: a number) or ``+= len(x)``; ``+= new_ids`` extends a list
             if a.aug and a.op in ("+", "-") and (attr := self_attr(a.target)) and \
-                    a.target == f"self.{attr}[]" and a.value in _NUMBERS:
+                    a.target == f"self.{attr}[]" and a.value in _NUMBERS and \
+                    (a.line, f"self.{attr}") not in named:
                 out.add(attr)
     return frozenset(out)
 
@@ -107,9 +112,10 @@ def unmoved(fn: FnView, cfg: CFG, counts: frozenset[str], helper: Helper) -> lis
         if not moves or _dominated(cfg, read.node, moves):
             continue
         ends = moves | {n.id for n in cfg.nodes if n.stmt is not None and n.kind == "stmt"
-                        and n.id != read.node and _uses_key(fn, n.stmt, read.key)}
-        found = way_out(fn, cfg, read.node, moves, ends, lambda path: False,
-                        pruned=partial(_missing_arm, fn, cfg, read=read, helper=helper))
+                        and n.id != read.node and (_uses_key(fn, n.stmt, read.key)
+                                                   or _changes_entry(fn, n.stmt, read.name))}
+        found = way_out(fn, cfg, read.node, moves, ends,
+                        partial(_missing_arm, fn, cfg, read=read, helper=helper))
         if found is not None:
             arm = _last_test(found.steps)
             out.append(Unmoved(fn.fqn, read.name, read.key, read.container,
@@ -182,6 +188,12 @@ def _uses_key(fn: FnView, s: Stmt, key: str | None) -> bool:
     if any(a.value == key and ("." in a.target or "[" in a.target) for a in fn.assigns(s)):
         return True
     return any(r.value == key for r in fn.returns(s))
+
+
+def _changes_entry(fn: FnView, s: Stmt, name: str) -> bool:
+    """``s`` calls a method of the entry read into ``name`` (``acc.extend(v)``):
+    an entry that is a container, changed in place."""
+    return any((c.callee or "").startswith(name + ".") for c in fn.calls(s))
 
 
 def _dominated(cfg: CFG, node: int, moves: set[int]) -> bool:

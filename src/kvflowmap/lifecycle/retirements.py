@@ -244,9 +244,9 @@ def unretired(fn: FnView, cfg: CFG, items: tuple[str, ...], ret: Retirements,
                        and hands_on(fn, n.stmt, derived)}
         tests = StateTests(fn, cfg, boxes, helper, derived,
                            {id(cfg.nodes[n].stmt) for n in does})
-        found = way_out(fn, cfg, cfg.entry, does, ends, tests.excuse)
+        found = way_out(fn, cfg, cfg.entry, does, ends, tests.prunes)
         if found is None and escapes is not None:
-            found = way_out(fn, cfg, cfg.entry, does, ends, tests.excuse, escapes)
+            found = way_out(fn, cfg, cfg.entry, does, ends, tests.prunes, escapes)
         if found is not None:
             out.append(Unretired(fn.fqn, name, tuple(sorted(boxes)), found.done_line,
                                  found.exit_line, found.caught, found.steps, found.escaped))
@@ -263,25 +263,19 @@ class StateTests:
         self.fn, self.cfg, self.boxes, self.helper, self.item = fn, cfg, boxes, helper, item
         self.retiring = retiring  # ``id()`` of the statements that retire
 
-    def excuse(self, path: list[tuple[int, str]]) -> bool:
-        """The path (CFG nodes and the labels taken) takes the missing arm of
+    def prunes(self, n: int, lab: str) -> bool:
+        """The edge (CFG node ``n``, label ``lab``) takes the missing arm of
         a membership lookup in a retired container, or either arm of another
         test that reads one (itself, through a ``self`` method, or through a
-        local bound from such a reading)."""
-        for n, lab in path:
-            st = self.cfg.nodes[n].stmt
-            # the arm not taken is ``false``, or ``end``/``next`` with no ``else``
-            if st is None or st.kind not in ("if", "while") or lab in ("exception", "") or \
-                    n == path[-1][0]:
-                continue
-            found = self.lookup(st.text or "", st.line)
-            if found is not None and found[0] in self.boxes:
-                if found[1] != (lab == "true"):
-                    return True  # the key is missing on this arm: nothing to retire
-                continue
-            if self._reads_state(st) or self._reads_item(st):
-                return True
-        return False
+        local bound from such a reading): no way out past it owes the retirement."""
+        st = self.cfg.nodes[n].stmt
+        # the arm not taken is ``false``, or ``end``/``next`` with no ``else``
+        if st is None or st.kind not in ("if", "while") or lab in ("exception", ""):
+            return False
+        found = self.lookup(st.text or "", st.line)
+        if found is not None and found[0] in self.boxes:
+            return found[1] != (lab == "true")  # missing on this arm: nothing to retire
+        return self._reads_state(st) or self._reads_item(st)
 
     def _reads_item(self, st: Stmt) -> bool:
         """The test reads only the item's own record, with no call, and
