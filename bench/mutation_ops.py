@@ -1332,6 +1332,35 @@ def rewrite_pop_to_del(node: cst.CSTNode, ctx: Ctx, module: cst.Module):
         leading_lines=getattr(node, "leading_lines", ()))
 
 
+# -- a per-request count no longer moved ---------------------------------------
+
+def _counted_subscript(target: cst.BaseExpression) -> bool:
+    """``self.X[k]`` with a key that is not a string literal (a statistic)."""
+    return isinstance(target, cst.Subscript) and code(target.value).startswith("self.") and \
+        len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and \
+        not isinstance(target.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def find_drop_count_move(module: cst.Module) -> Iterator[Ctx]:
+    """A count of a ``self`` container moved by a number, as a statement in a
+    class's methods: ``self.X[k] += 1``, ``self.X[k] -= 1``, ``self.X[k] =
+    left - 1``; its key is not a literal (per request, not a statistic)."""
+    for c in walk(module):
+        small = _single(c.node) if isinstance(c.node, cst.SimpleStatementLine) else None
+        if small is None or not _in_class_method(c):
+            continue
+        if isinstance(small, cst.AugAssign) and isinstance(
+                small.operator, (cst.AddAssign, cst.SubtractAssign)) and \
+                isinstance(small.value, cst.Integer) and _counted_subscript(small.target):
+            yield c
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                _counted_subscript(small.targets[0].target) and \
+                isinstance(small.value, cst.BinaryOperation) and \
+                isinstance(small.value.operator, (cst.Add, cst.Subtract)) and \
+                isinstance(small.value.right, cst.Integer):
+            yield c
+
+
 # -- a None test dropped ---------------------------------------------------------
 
 def _none_test(node: cst.BaseExpression, op: type) -> str | None:
@@ -1708,6 +1737,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              rewrite_ignore_count),
     Operator("register-after-handoff", "ids are registered only after they are handed to "
              "background work", find_register_after_handoff, rewrite_register_after_handoff),
+    Operator("drop-count-move", "a per-request count is no longer moved (its increment or "
+             "decrement dropped)", find_drop_count_move, _to_pass),
 )}
 
 
