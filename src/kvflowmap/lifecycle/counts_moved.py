@@ -33,7 +33,6 @@ the mover's own check). Excused: the arm that finds the entry missing
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -42,7 +41,7 @@ from kvflowmap.facts import Stmt
 from kvflowmap.lifecycle.completions import way_out
 from kvflowmap.lifecycle.containers import PURE, self_attr
 from kvflowmap.lifecycle.effects import is_logging
-from kvflowmap.lifecycle.retirements import membership
+from kvflowmap.lifecycle.retirements import membership, strip_not
 from kvflowmap.lifecycle.view import FnView
 from kvflowmap.model.cfg import CFG
 
@@ -83,7 +82,7 @@ def count_containers(fns: Iterable[FnView]) -> frozenset[str]:
         named = {(k.line, k.base) for k in fn.facts.key_reads if k.scope == fn.fact.qualname}
         for op in fn.all_containers:
             if op.counts and (attr := self_attr(op.container)) and \
-                    op.container == f"self.{attr}" and not (op.key or "'")[0] in "'\"":
+                    op.container == f"self.{attr}" and (op.line, op.container) not in named:
                 out.add(attr)
         for a in fn.all_assigns:
             # ``+= 1`` (no chain: a number) or ``+= len(x)``; ``+= new_ids`` extends a list
@@ -199,18 +198,7 @@ def _changes_entry(fn: FnView, s: Stmt, name: str) -> bool:
 def _dominated(cfg: CFG, node: int, moves: set[int]) -> bool:
     """Every path from the entry to ``node`` passes a move first: the count
     was moved and is read back."""
-    seen, queue = {cfg.entry}, deque([cfg.entry])
-    while queue:
-        n = queue.popleft()
-        if n == node:
-            return False
-        if n in moves:
-            continue
-        for d, _ in cfg.successors(n):
-            if d not in seen:
-                seen.add(d)
-                queue.append(d)
-    return True
+    return node not in cfg.reached(cfg.entry, moves.__contains__)
 
 
 def _missing_arm(fn: FnView, cfg: CFG, node: int, label: str, *, read: _Read,
@@ -228,9 +216,7 @@ def _presence(fn: FnView, st: Stmt, read: _Read, helper: Helper) -> bool | None:
     """What the test ``st`` being true says of the entry: True when it is
     present, False when missing, None when it says nothing of it."""
     text = (st.text or "").strip()
-    body, negated = text, False
-    while body.startswith("not "):
-        body, negated = body[4:].strip(), not negated
+    body, negated = strip_not(text)
     if body == read.name:
         return not negated  # ``if v:``; a count of 0 is as good as gone
     for c in fn.compares.get(st.line, ()):

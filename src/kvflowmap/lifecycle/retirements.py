@@ -294,7 +294,7 @@ class StateTests:
         found = membership(self.fn, text, line, self.helper)
         if found is not None:
             return found
-        body, negated = _strip_not(text)
+        body, negated = strip_not(text)
         if not body.isidentifier():
             return None
         bound = [a for a in self.fn.all_assigns if a.target == body and a.line < line]
@@ -339,8 +339,8 @@ def membership(fn: FnView, text: str, line: int,
     ``self.X[..]``, under any number of ``not``), or calls a ``self`` method
     whose one ``return`` is such a test (``helper`` finds the method):
     polarity True when the test is true for a present key."""
-    body, negated = _strip_not(text)
-    compare = next((c for c in fn.compares.get(line, ()) if _strip_not(c.text) == (body, False)),
+    body, negated = strip_not(text)
+    compare = next((c for c in fn.compares.get(line, ()) if strip_not(c.text) == (body, False)),
                    None)
     if compare is not None:
         if len(compare.ops) != 1 or compare.ops[0] not in ("In", "NotIn"):
@@ -358,14 +358,14 @@ def membership(fn: FnView, text: str, line: int,
     return (got[0], got[1] != negated) if got else None
 
 
-def _strip_not(text: str) -> tuple[str, bool]:
+def strip_not(text: str) -> tuple[str, bool]:
     """``text`` without its leading ``not``s, and whether there was an odd
     number of them."""
     body, negated = text.strip(), False
     while body.startswith("not ") or body.startswith("not("):
         body, negated = body[3:].strip(), not negated
     if body.startswith("(") and _closing(body, 0) == len(body) - 1:
-        inner, more = _strip_not(body[1:-1])
+        inner, more = strip_not(body[1:-1])
         return inner, negated != more
     return body, negated
 

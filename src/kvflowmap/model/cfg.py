@@ -18,6 +18,7 @@ and a path never mixes them up. ``with`` is handled the same way with one
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -81,6 +82,20 @@ class CFG:
 
     def is_exit(self, node: int) -> bool:
         return node in (self.exit, self.raise_exit)
+
+    def reached(self, start: int, stop: Callable[[int], bool] = lambda n: False) -> set[int]:
+        """Nodes a path from ``start`` reaches, going on from none that
+        ``stop`` accepts (those are reached, not passed)."""
+        seen, queue = {start}, deque([start])
+        while queue:
+            n = queue.popleft()
+            if n != start and stop(n):
+                continue
+            for d, _ in self.succ[n]:
+                if d not in seen:
+                    seen.add(d)
+                    queue.append(d)
+        return seen
 
 
 def calls_may_raise(stmt: Stmt) -> bool:

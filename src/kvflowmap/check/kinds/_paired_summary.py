@@ -114,15 +114,7 @@ def _nothrow(sites: FunctionSites) -> bool:
     if not any(s.kind == "try" and s.handlers for s in stmts):
         return False
     cfg = sites.cfg
-    seen, queue = {cfg.entry}, deque([cfg.entry])
-    while queue:
-        for d, _ in cfg.successors(queue.popleft()):
-            if d == cfg.raise_exit:
-                return False
-            if d not in seen:
-                seen.add(d)
-                queue.append(d)
-    return True
+    return cfg.raise_exit not in cfg.reached(cfg.entry)
 
 
 def _on_all_paths(sites: FunctionSites, tokens: dict[int, set[str]], token: str) -> bool:

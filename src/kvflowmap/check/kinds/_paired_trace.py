@@ -176,18 +176,7 @@ def _recorded_before(sites: FunctionSites, r: Resource) -> bool:
     if not r.handles:
         return False
     cfg = sites.cfg
-    seen, queue = {cfg.entry}, deque([cfg.entry])
-    while queue:
-        m = queue.popleft()
-        if m == r.node:
-            return False
-        if m != cfg.entry and sites.hands_over(m, r):
-            continue
-        for d, _ in cfg.successors(m):
-            if d not in seen:
-                seen.add(d)
-                queue.append(d)
-    return True
+    return r.node not in cfg.reached(cfg.entry, lambda m: sites.hands_over(m, r))
 
 
 def _visit(parent: dict[State, tuple[State, str]], queue: deque[State], state: State,
