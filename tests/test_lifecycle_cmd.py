@@ -185,3 +185,92 @@ def test_an_inherited_container_is_one_row_per_object_with_the_bases_sites(
     assert push.splitlines()[1:3] == ["    add      on_push:24",
                                       "    remove   BaseWorker.get_finished:11"], push[:300]
     assert "  BaseWorker._recving " not in out
+
+
+HELPERS = '''
+import queue
+import threading
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+
+
+class LookupClient:
+    def __init__(self):
+        self._lookups = {}
+
+    def lookup(self, req_id):
+        self._lookups[req_id] = 1
+
+    def discard(self, req_id):
+        self._lookups.pop(req_id, None)
+
+
+class RecvThread(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.request_queue = queue.Queue()
+        self.finished = set()
+
+    def add_request(self, req_id):
+        self.request_queue.put(req_id)
+
+    def run(self):
+        while True:
+            req_id = self.request_queue.get()
+            self.finished.add(req_id)
+
+    def get_and_clear_finished(self):
+        done = self.finished.copy()
+        self.finished.clear()
+        return done
+
+
+class Conn(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role):
+        self.client = LookupClient()
+        self.thread = RecvThread()
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        self.client.lookup(request.request_id)
+        return 0, False
+
+    def request_finished(self, request, blocks):
+        self.client.discard(request.request_id)
+        return False, None
+
+    def start_load_kv(self, forward_context, **kwargs):
+        for req in self._get_connector_metadata().requests:
+            self.thread.add_request(req.request_id)
+
+    def get_finished(self, finished_req_ids):
+        return None, self.thread.get_and_clear_finished()
+'''
+
+
+def test_helper_objects_queues_and_what_a_helper_returns(tree, monkeypatch, capsys) -> None:
+    """``self.client.discard(rid)`` calls the analysed client's method (no
+    container named ``client``: the removal is the client's own); a queue's
+    ``get()`` in the thread's loop takes what ``put`` handed over; and the
+    thread's set reaches ``Conn.get_finished``, which returns the copy the
+    thread's helper makes of it."""
+    root = tree({"hlp/__init__.py": "", "hlp/conn.py": HELPERS})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["hlp"]\ncontext = ["{stub_root()}"]\n')
+    monkeypatch.chdir(root)
+    assert main(["lifecycle", "-q"]) == 0
+    out = capsys.readouterr().out
+    containers = out[:out.index("Hooks (")]
+    assert "Conn.client" not in containers
+    assert "    remove   discard:15" in _row(containers, "LookupClient._lookups")
+    queue_row = _row(containers, "RecvThread.request_queue")
+    assert "    add      add_request:25" in queue_row and "    remove   run:29" in queue_row
+    assert "    report   Conn.get_finished" in _row(containers, "RecvThread.finished")
+
+
+def _row(text: str, label: str) -> list[str]:
+    """The lines of one container's row: its label line and those below it."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith(f"  {label}   "))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")),
+               len(lines))
+    return lines[start:end]

@@ -322,6 +322,27 @@ def test_failed_blocks_swapped_out_in_one_statement_are_read_there(tmp_path_fact
         {(f"{MOD}.RecvThread.get_and_clear_invalid_block_ids", 13)}
 
 
+def test_a_list_of_helper_threads_walked_for_their_blocks_holds_no_blocks(tmp_path_factory) -> None:
+    # ``for t in self.recv_threads: blocks |= t.get_and_clear_...()`` walks
+    # helper objects; what reaches the hook is each thread's own container
+    source = BLOCKS.replace(
+        "        self.recv_thread = RecvThread()\n",
+        "        self.recv_threads = []\n"
+        "        for _ in range(2):\n"
+        "            self.recv_threads.append(RecvThread())\n").replace(
+        "        return self.recv_thread.get_and_clear_invalid_block_ids()\n",
+        "        blocks = set()\n"
+        "        for t in self.recv_threads:\n"
+        "            blocks |= t.get_and_clear_invalid_block_ids()\n"
+        "        return blocks\n")
+    assert source.count("recv_threads") == 3
+    g = with_state_links(_analysed(tmp_path_factory, "threads", source).linker)
+    assert f"{MOD}.Worker.recv_threads" not in g
+    found = where(g, "RecvThread.invalid_block_ids")
+    assert isinstance(found, WhereResult)
+    assert {s.node for s in found.get("producers")} == {f"{MOD}.RecvThread._mark_failed"}
+
+
 def test_a_field_asked_for_under_its_base_class_names_the_leaf_nodes(tmp_path_factory) -> None:
     a = _analysed(tmp_path_factory, "inherited", SOURCE)
     g = with_state_links(a.linker)

@@ -77,6 +77,16 @@ def owner_type(fn: FnView, chain: str, values: Evaluator) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def is_method_call(chain: str, op: str, fn: FnView, values: Evaluator) -> bool:
+    """``self.client.discard(rid)`` where ``self.client`` is an object of an
+    analysed class that defines ``discard``: a call of that method (the
+    call graph follows it into the class's own state), not an operation on
+    a container called ``client``. A class deriving from a builtin
+    container without overriding the method stays a container."""
+    owner = owner_type(fn, chain, values)
+    return owner is not None and values.classes.find_member(owner, op) is not None
+
+
 def _is_module_global(fn: FnView, name: str) -> bool:
     local = any(a.target == name for a in fn.all_assigns) or name in fn.param_names
     if local:

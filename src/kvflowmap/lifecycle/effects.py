@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, PURE, READ_METHODS, REMOVE_OPS, RESET_OPS,
-                                           Container, assigns_empty, container_of, self_attr)
+                                           Container, assigns_empty, container_of, is_method_call,
+                                           self_attr)
 from kvflowmap.lifecycle.ids import IDENT, QUEUE_PUTS, IdState, unwrap
 from kvflowmap.lifecycle.view import FnView, siblings, view
 from kvflowmap.model.calls import CallResolver
@@ -184,6 +185,8 @@ class Effects:
         merges = any(self.state.is_coll(fn, n) for n in s.names)
         out: list[Effect] = []
         for op in fn.containers(s):
+            if is_method_call(op.container, op.op, fn, self.values):
+                continue
             c = container_of(op.container, fn, self.values)
             if op.op in RESET_OPS and c:
                 out.append(Effect("reset", op.line, c.label, c))

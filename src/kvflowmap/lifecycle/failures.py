@@ -28,7 +28,7 @@ from kvflowmap.facts import CallFact, Stmt
 from kvflowmap.lifecycle.containers import (ADD_OPS, EMPTY_CONTAINERS, PURE, REMOVE_OPS,
                                            RESET_OPS, assigns_empty, swapped)
 from kvflowmap.lifecycle.effects import is_logging
-from kvflowmap.lifecycle.ids import IDENT, KEEP
+from kvflowmap.lifecycle.ids import IDENT, KEEP, loop_targets
 from kvflowmap.lifecycle.swallowed import benign, works_on
 from kvflowmap.lifecycle.view import FnView, walk
 
@@ -153,7 +153,8 @@ def takes(fn: FnView) -> list[tuple[str, int]]:
         if c.callee in KEEP or (meth in _MERGES and base.partition(".")[0] != "self"):
             out += [(a, c.line) for arg in c.args if (a := _attr(arg))]
     for s in fn.stmts:
-        if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())):
+        if s.kind == "for" and s.text and (a := _attr(s.text.partition(" in ")[2].strip())) \
+                and not _walks_objects(fn, s):
             out.append((a, s.line))
     for asg in fn.all_assigns:
         # ``self._x = set()`` after a copy, or the swap ``done, self._x = self._x, set()``
@@ -165,6 +166,15 @@ def takes(fn: FnView) -> list[tuple[str, int]]:
     read = {a for a, _ in out} | {_attr(a.value) for a in fn.all_assigns
                                   if a.value and a.value.startswith("self.")}
     return out + [(a, line) for a, line in resets if a in read]
+
+
+def _walks_objects(fn: FnView, loop: Stmt) -> bool:
+    """A loop over helper objects, not over what they hold: the body calls a
+    method on the loop variable (``for t in self.recv_threads:
+    failed |= t.get_and_clear_failed()``); what it takes is the method's."""
+    targets, _ = loop_targets(loop.text)
+    return any((c.callee or "").partition(".")[0] in targets and "." in (c.callee or "")
+               for st in walk(loop.body) for c in fn.calls(st))
 
 
 def _adds(fn: FnView) -> list[tuple[str, int, bool]]:

@@ -22,11 +22,31 @@ _KEYED_TAKES = frozenset({"popleft", "pop"})
 
 def _queue_ops(fn: FnView, methods: frozenset[str]) -> set[str]:
     """Attributes ``X`` of ``self.X.<method>(...)`` calls in ``fn``."""
-    out = set()
+    return {attr for attr, _ in _queue_op_lines(fn, methods)}
+
+
+def _queue_op_lines(fn: FnView, methods: frozenset[str]) -> list[tuple[str, int]]:
+    """``(X, line)`` per ``self.X.<method>(...)`` call in ``fn``."""
+    out = []
     for c in fn.all_calls:
         base, _, meth = (c.callee or "").rpartition(".")
         if meth in methods and base.startswith("self.") and base.count(".") == 1:
-            out.add(base.partition(".")[2])
+            out.append((base.partition(".")[2], c.line))
+    return out
+
+
+def queue_takes(fns: dict[str, FnView]) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """Per ``(class, X)``, ``(function, line)`` of each ``self.X.get()`` (or
+    ``get_nowait()``) that takes an item off a queue: where what a ``put``
+    handed over leaves it. A ``get(key)`` is a lookup and is left out."""
+    out: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for fqn, fn in sorted(fns.items()):
+        if fn.cls is None:
+            continue
+        keyed = _keyed_gets(fn)
+        for attr, line in _queue_op_lines(fn, TAKES):
+            if attr not in keyed:
+                out.setdefault((fn.cls, attr), []).append((fqn, line))
     return out
 
 

@@ -11,6 +11,7 @@ attribute name appears in one of its statements.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # types only: a warm ``lifecycle`` decodes the stored rows
     from kvflowmap.lifecycle.model import Lifecycle
     from kvflowmap.lifecycle.view import FnView
 
+_WHOLE = re.compile(r"self\.(\w+)(?:\.copy\(\))?")
 REPORT_NAMES = frozenset({"get_finished", "get_transfer_results",
                           "get_block_ids_with_load_errors"})
 HAND_KINDS = ("handover", "spawn", "return")
@@ -118,6 +120,75 @@ def _chain_tails(fn: FnView) -> set[str]:
     return out
 
 
+def _helper_readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
+    """Container -> the report functions (qualnames) that call, up to three
+    calls away, a method of the container's class (or a base or subclass)
+    that names it and hands a value back: the worker's ``get_finished``
+    reports what its thread's ``get_and_clear_finished_requests`` copies out
+    of ``self.finished_requests``."""
+    classes = lc.classes
+    out: dict[Container, set[str]] = {}
+    by_attr: dict[str, list[Container]] = {}
+    for c in lc.containers:
+        by_attr.setdefault(c.attr.rpartition(".")[2], []).append(c)
+    for fn in _report_functions(lc):
+        for cls, tail in _returned_tails(lc, fn):
+            for c in by_attr.get(tail, ()):
+                if classes.is_class(c.owner) and classes.related(c.owner, cls):
+                    out.setdefault(c, set()).add(fn.fact.qualname)
+    return {c: tuple(sorted(v)) for c, v in out.items()}
+
+
+def _returned_tails(lc: Lifecycle, fn: FnView, depth: int = 3) -> set[tuple[str, str]]:
+    """``(class, attribute)`` per attribute named by a method the report
+    function ``fn`` calls (up to ``depth`` calls away) that hands a value
+    back, with the method's class."""
+    out: set[tuple[str, str]] = set()
+    names = set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
+    seen, frontier = {fn.fqn}, [fn]
+    for _ in range(depth):
+        nxt = []
+        for f in frontier:
+            for c in f.all_calls:
+                for t in lc.effects.calls.resolve(f.ctx, c):
+                    h = lc.functions.get(t.fqn)
+                    if t.external or h is None or t.fqn in seen or h.name in names:
+                        continue  # a report function the facade calls is listed itself
+                    seen.add(t.fqn)
+                    nxt.append(h)
+                    if h.self_cls:
+                        out |= {(h.self_cls, a) for a in _returned_attrs(h)}
+        frontier = nxt
+    return out
+
+
+def _self_attr(chain: str | None) -> str | None:
+    """``X`` of ``self.X`` or its copy ``self.X.copy()``: the whole
+    container, not an element taken out (``self.X.pop(k)``); else None."""
+    m = _WHOLE.fullmatch(chain or "")
+    return m.group(1) if m else None
+
+
+def _returned_attrs(h: FnView) -> set[str]:
+    """The ``self`` attributes whose contents ``h`` returns: ``return
+    self.X``, or a local bound from it (``done = self.X.copy()``; the swap
+    ``done = self.X`` then ``self.X = set()``). A value only computed from
+    it (``return rid in self.X``) is not its contents."""
+    bound: dict[str, str] = {}
+    for a in h.all_assigns:
+        attr = _self_attr(a.origin) or _self_attr(a.value)
+        if attr and a.target.isidentifier():
+            bound[a.target] = attr
+    out = set()
+    for r in h.all_returns:
+        for e in (r.elements or (r.value,)):
+            e = (e or "").strip()
+            attr = _self_attr(e) or bound.get(e)
+            if attr:
+                out.add(attr)
+    return out
+
+
 def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
     """Container -> the report functions (qualnames) of its package whose
     statements name its attribute; those of the owner's own class hierarchy
@@ -137,26 +208,45 @@ def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
 
 
 def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
-                   readers: dict[Container, tuple[str, ...]]) -> ContainerRow:
+                   readers: dict[Container, tuple[str, ...]],
+                   via_helpers: dict[Container, tuple[str, ...]],
+                   queue_takes: dict[tuple[str, str], list[tuple[str, int]]]) -> ContainerRow:
     """The row of ``owner``'s container ``parts[0].attr``, gathered from the
     containers ``parts`` (those of ``owner`` and of its bases) with the sites
-    that act on an ``owner`` object (the methods its MRO runs)."""
+    that act on an ``owner`` object (the methods its MRO runs). ``queue_takes``
+    (``lifecycle.handoffs.queue_takes``) adds a queue's ``get()`` sites to its
+    removals."""
     mro = set(lc.classes.mro(owner)) if lc.classes.is_class(owner) else set()
     attr = parts[0].attr
+    # the queue takes of this object's classes and of those deriving from them
+    kin = mro | {k for c in parts if lc.classes.is_class(c.owner)
+                 for k in lc.classes.all_subclasses(c.owner)}
+    takes: dict[str, list[tuple[str, int]]] = {}
+    for (cls, a), found in queue_takes.items():
+        if cls in kin or cls in {c.owner for c in parts}:
+            takes.setdefault(a, []).extend(found)
 
     def acts(fqn: str) -> bool:
         fn = lc.functions.get(fqn)
         return not mro or fn is None or not fn.cls or fn.cls in mro
 
     def sites(kind: str) -> tuple[SiteRow, ...]:
-        return tuple(sorted({_site(lc, s.fqn, s.line) for c in parts
-                             for s in lc.containers[c].of_kind(kind) if acts(s.fqn)},
-                            key=lambda r: (r.function, r.line, r.module)))
+        found = {_site(lc, s.fqn, s.line) for c in parts
+                 for s in lc.containers[c].of_kind(kind) if acts(s.fqn)}
+        if kind == "remove":  # a queue's ``get()`` takes an item out
+            found |= {_site(lc, fqn, line) for c in parts
+                      for fqn, line in takes.get(c.attr, ()) if acts(fqn)}
+        return tuple(sorted(found, key=lambda r: (r.function, r.line, r.module)))
 
     # a report function of a sibling class reads another object's container
     names = {k.rpartition(".")[2] for k in mro}
     read = {r for c in parts for r in readers.get(c, ())
             if not names or "." not in r or r.rpartition(".")[0] in names}
+    # through a helper: the report function of a class of this object, or of
+    # an unrelated one (the worker whose thread holds it), never a sibling's
+    siblings = {k.rpartition(".")[2] for b in mro for k in lc.classes.all_subclasses(b)} - names
+    read |= {r for c in parts for r in via_helpers.get(c, ())
+             if r.rpartition(".")[0] not in siblings}
     return ContainerRow(f"{owner.rpartition('.')[2]}.{attr}", owner, attr, sites("add"),
                         sites("remove"), sites("reset"), tuple(sorted(read)))
 
@@ -215,11 +305,17 @@ def _function_row(lc: Lifecycle, fqn: str, readers: dict[Container, tuple[str, .
 
 def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     """One ``PackageLifecycle`` per top-level package with containers or hooks."""
+    from kvflowmap.lifecycle.handoffs import queue_takes
+
     readers = _readers(lc)
+    via_helpers = _helper_readers(lc)
+    takes = queue_takes(lc.functions)
+    reached_by = {c: tuple(sorted({*readers.get(c, ()), *via_helpers.get(c, ())}))
+                  for c in {*readers, *via_helpers}}
     containers: dict[str, list[ContainerRow]] = {}
     for holder, parts in _per_object(lc):
         containers.setdefault(_package(holder), []).append(
-            _container_row(lc, holder, parts, readers))
+            _container_row(lc, holder, parts, readers, via_helpers, takes))
     owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
     for fqn in sorted(lc.sides):
         fn = lc.functions.get(fqn)
@@ -227,7 +323,7 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
             continue
         owner = (fn.cls or fn.module, fn.cls is not None)
         owners.setdefault(_package(fn.module), {}).setdefault(owner, []).append(
-            _function_row(lc, fqn, readers))
+            _function_row(lc, fqn, reached_by))
     out = []
     for pkg in sorted(set(containers) | set(owners)):
         classes = tuple(ClassRows(o, is_cls, tuple(sorted(rows, key=lambda r: (r.line, r.name))))
