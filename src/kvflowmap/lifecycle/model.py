@@ -121,6 +121,9 @@ class Lifecycle:
     _count_containers: frozenset[str] | None = None
     _handed_items: dict[str, tuple[str, ...]] | None = None
     _taken_queues: set[tuple[str, str]] | None = None
+    # methods of vLLM's classes (context) that run on the subject's objects,
+    # each with the subject classes whose objects run it (``_inherited``)
+    inherited: dict[str, frozenset[str]] = field(default_factory=dict)
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
     _background_code: frozenset[str] | None = None
@@ -814,12 +817,19 @@ def build_lifecycle(linker) -> Lifecycle:
            if _is_subject(model, fqn) and (v := view(model, fqn)) is not None
            and not values.body_replaced(fqn)}  # a def its decorator replaces never runs
     state = IdState(spec)
+    # vLLM's own methods that run on the subject's objects (a connector that
+    # subclasses vLLM's NIXL worker inherits the ``start_load_kv`` that hands
+    # ids to its ``_read_blocks_for_req``): ids flow through them, and rules
+    # judge the subject's functions only
+    inherited, runs_on = _inherited(model, linker.classes, fns, values)
+    overrides = _overrides(inherited, fns, linker.classes)
+    flowing = {**inherited, **fns}
     # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
-    seed_class_fields(state, (c for m in _subject_modules(model)
+    seed_class_fields(state, (c for m in _subject_modules(model) + _packages_of(model, inherited)
                               for c in model.facts[m].classes))
-    for fn in fns.values():
+    for fn in flowing.values():
         seed_annotated(state, fn)
-    for fn in fns.values():
+    for fn in flowing.values():
         seed(state, fn)
     # backwards from what the report hooks hand back (``report_sources``)
     seed_report_sources(state, fns, calls)
@@ -836,13 +846,15 @@ def build_lifecycle(linker) -> Lifecycle:
         if groupers != state.group_returners:
             state.group_returners = groupers
             changed = True
-        for fn in fns.values():
+        for fn in flowing.values():
             changed |= flow_locals(state, fn)
-            changed |= _bind_calls(state, fn, fns, calls, linker.classes)
+            changed |= _bind_calls(state, fn, flowing, calls, linker.classes)
             for call, target in handed.get(fn.fqn, ()):
                 changed |= bind_call(state, fn, call, fns[target])
+            for call, target in overrides.get(fn.fqn, ()):
+                changed |= bind_call(state, fn, call, fns[target])
             changed |= _keyed_attrs(state, fn, values)
-            outer = fns.get(fn.fqn.rpartition(".")[0])
+            outer = flowing.get(fn.fqn.rpartition(".")[0])
             if outer is not None:
                 changed |= bind_defaults(state, fn, outer)
         if not changed:
@@ -852,14 +864,19 @@ def build_lifecycle(linker) -> Lifecycle:
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
     runs, threads = _run_edges(linker, fns, list(spawned))
-    starts = _entries(linker, fns, spec)
+    hooks = {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)}
+    starts = _entries(linker, fns, spec) + [
+        f for f in _inherited_starts(inherited, runs_on, fns, linker.classes, hooks)]
     lc = Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                   _sides(fns, spec, runs), owed, spawned, tuple(threads),
+                   _sides(fns, spec, runs, lambda names: _inherited_starts(
+                       inherited, runs_on, fns, linker.classes, names)),
+                   owed, spawned, tuple(threads),
                    tuple(report_functions(linker.graph, fns, spec)),
                    _save_only(fns, spec, runs),
                    frozenset(_reach(runs, starts)), runs, tuple(starts))
     state.runtime_attrs = runtime_attrs(fns, lc.background_code())
     lc._calls = calls
+    lc.inherited = runs_on
     return lc
 
 
@@ -886,12 +903,18 @@ def _entries(linker, fns: dict[str, FnView], spec: LifecycleSpec) -> list[str]:
     # but names as common as ``shutdown`` make no class a connector: they
     # count on classes that derive from the base or have a listed hook
     base = linker.protocol.base_class
-    members = {d.rpartition(".")[2] for d in linker.model.defs
-               if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
+    members = _base_members(linker)
     hooked = {v.cls for v in fns.values() if v.cls and (
         v.name in hooks or base in linker.classes.mro(v.cls))}
     return [f for f, v in fns.items() if v.name in hooks or (
         v.cls in hooked and (v.name in members or v.name == "__init__"))]
+
+
+def _base_members(linker) -> set[str]:
+    """The public methods of the analysed connector base class."""
+    base = linker.protocol.base_class
+    return {d.rpartition(".")[2] for d in linker.model.defs
+            if d.rpartition(".")[0] == base and not d.rpartition(".")[2].startswith("_")}
 
 
 def _run_edges(linker, fns: dict[str, FnView], spawned: list[Spawn]
@@ -939,13 +962,15 @@ def _reach(runs: dict[str, list[str]], starts: list[str],
     return seen
 
 
-def _sides(fns: dict[str, FnView], spec: LifecycleSpec,
-           runs: dict[str, list[str]]) -> dict[str, frozenset[str]]:
-    """Each subject function's sides: the hooks of each side by name, then
-    what they make run (``_reach``)."""
+def _sides(fns: dict[str, FnView], spec: LifecycleSpec, runs: dict[str, list[str]],
+           inherited_starts=None) -> dict[str, frozenset[str]]:
+    """Each subject function's sides: the hooks of each side by name (and
+    the subject functions an inherited hook of that side runs,
+    ``inherited_starts(names)``), then what they make run (``_reach``)."""
     out: dict[str, set[str]] = {}
     for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
-        for f in _reach(runs, [f for f, v in fns.items() if v.name in names]):
+        more = inherited_starts(set(names)) if inherited_starts else []
+        for f in _reach(runs, [f for f, v in fns.items() if v.name in names] + more):
             out.setdefault(f, set()).add(side)
     return {f: frozenset(s) for f, s in sorted(out.items())}
 
@@ -954,6 +979,93 @@ def _subject_modules(model) -> list[str]:
     """The analysed subject modules, sorted (with the metadata modules that
     declare fields and no functions)."""
     return [m for m in sorted(model.facts) if (sf := model.source(m)) and sf.subject]
+
+
+def _inherited(model, classes, fns: dict[str, FnView], values
+               ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
+    """The methods of context classes (the analysed vLLM) in the MRO of a
+    subject class that its objects run: not overridden before them, or
+    reached from the override by ``super().m()``; with, per method, the
+    subject classes whose objects run it."""
+    subject_classes = sorted({fn.self_cls for fn in fns.values() if fn.self_cls})
+    supers = {(fn.self_cls, fn.name) for fn in fns.values() if fn.self_cls and any(
+        (c.callee or "") == f"super().{fn.name}" for c in fn.all_calls)}
+    out: dict[str, FnView] = {}
+    runs_on: dict[str, set[str]] = {}
+    for cls in subject_classes:
+        for k in classes.mro(cls):
+            d = model.defs.get(k)
+            if d is None or not d.is_class or _is_subject(model, k):
+                continue
+            qual = k[len(d.module) + 1:]
+            for f in model.facts[d.module].functions:
+                owner, _, name = f.qualname.rpartition(".")
+                fqn = f"{d.module}.{f.qualname}"
+                if owner != qual or values.body_replaced(fqn) or not (
+                        classes.find_member(cls, name) == fqn or any(
+                            classes.find_member(cls, name, after=sub) == fqn
+                            for sub, m in supers if m == name and sub in classes.mro(cls))):
+                    continue
+                v = out.get(fqn) or view(model, fqn)
+                if v is not None:
+                    out[fqn] = v
+                    runs_on.setdefault(fqn, set()).add(cls)
+    return out, {k: frozenset(v) for k, v in runs_on.items()}
+
+
+def _overrides(inherited: dict[str, FnView], fns: dict[str, FnView], classes
+               ) -> dict[str, list[tuple[CallFact, str]]]:
+    """Per inherited method, its ``self.m(...)`` calls that run a subject
+    override of ``m`` on the subject's objects (the call graph resolves them
+    to the context class's own ``m``)."""
+    subject_classes = sorted({fn.self_cls for fn in fns.values() if fn.self_cls})
+    out: dict[str, list[tuple[CallFact, str]]] = {}
+    for fqn, fn in inherited.items():
+        owner = fn.self_cls
+        if owner is None:
+            continue
+        for c in fn.all_calls:
+            head, _, name = (c.callee or "").partition(".")
+            if head != "self" or not name.isidentifier() or not (c.args or c.kwargs):
+                continue
+            for cls in subject_classes:
+                if owner in classes.mro(cls):
+                    t = classes.find_member(cls, name)
+                    if t in fns:
+                        out.setdefault(fqn, []).append((c, t))
+    return out
+
+
+def _inherited_starts(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
+                      fns: dict[str, FnView], classes, names: set[str] | frozenset[str]
+                      ) -> list[str]:
+    """The subject functions vLLM's own methods run on the subject's objects,
+    starting from those named in ``names`` (hooks): ``self.m()`` in an
+    inherited method runs the ``m`` of the object's class, a subject override
+    (an entry) or another inherited method (followed)."""
+    todo = [f for f in inherited if inherited[f].name in names]
+    seen, out = set(todo), set()
+    while todo:
+        f = todo.pop()
+        for c in inherited[f].all_calls:
+            head, _, m = (c.callee or "").partition(".")
+            if head != "self" or not m.isidentifier():
+                continue
+            for cls in runs_on.get(f, ()):
+                t = classes.find_member(cls, m)
+                if t in fns:
+                    out.add(t)
+                elif t in inherited and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+    return sorted(out)
+
+
+def _packages_of(model, fns: dict[str, FnView]) -> list[str]:
+    """The modules of the packages holding ``fns`` (their metadata classes
+    declare the id fields the inherited methods read)."""
+    pkgs = {fn.module.rpartition(".")[0] for fn in fns.values()}
+    return [m for m in sorted(model.facts) if m.rpartition(".")[0] in pkgs]
 
 
 def _is_subject(model, fqn: str) -> bool:

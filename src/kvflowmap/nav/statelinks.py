@@ -480,6 +480,27 @@ def _readers(lc: Lifecycle, leaf: str, attr: str, written: dict[tuple[str, str],
         line = _first_use(fn, chain, written.get((fqn, attr), set()))
         if line is not None:
             yield fqn, line
+    yield from _inherited_readers(lc, leaf, attr)
+
+
+def _inherited_readers(lc: Lifecycle, leaf: str, attr: str) -> Iterable[tuple[str, int]]:
+    """(method, first line) of each method of a context base of ``leaf`` (a
+    class of the analysed vLLM the subject derives from) that ``leaf``'s
+    objects run (``Lifecycle.inherited``) and that reads ``self.<attr>``: a
+    connector that subclasses vLLM's NIXL worker fills ``_recving_transfers``
+    in its own ``_read_blocks_for_req``, and the inherited
+    ``get_transfer_results`` (reached by ``super()``) takes the ids out."""
+    model = lc.effects.values.model
+    mro = lc.classes.mro(leaf)
+    chain = f"self.{attr}"
+    for fqn, runners in sorted(lc.inherited.items()):
+        if not (leaf in runners or (not any(f.self_cls == leaf for f in lc.functions.values())
+                                    and any(k in runners for k in mro))):
+            continue
+        fn = view(model, fqn)
+        line = _first_use(fn, chain) if fn is not None else None
+        if line is not None:
+            yield fqn, line
 
 
 def _foreign_uses(lc: Lifecycle) -> dict[str, list[tuple[str, int, str]]]:
@@ -662,7 +683,8 @@ def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: in
     ``fillers``: for a helper that fills a container it is handed, the
     callers that hand it this one (``path`` takes the step only after a
     call from one of them, or from the helper itself)."""
-    fn = lc.functions.get(u if kind == "produces" else v)
+    at = u if kind == "produces" else v
+    fn = lc.functions.get(at) or (view(lc.effects.values.model, at) if at in lc.inherited else None)
     if fn is None or u not in g or v not in g:
         return
     extra: dict[str, tuple[str, ...]] = {"copied": tuple(copied)} if copied else {}
