@@ -101,3 +101,15 @@ def test_an_override_that_drops_an_id_is_checked(analysis) -> None:
     rules = [r for r in load_rules(default_rule_dirs())[0] if r.id == "kvc-request-id-not-dropped"]
     found = run_rules(analysis, rules)
     assert [(f.function, f.line) for f in found] == [("mine.worker.MyWorker._read_for_req", 7)]
+
+
+def test_the_lifecycle_table_shows_the_inherited_removal(analysis) -> None:
+    # ``lifecycle``'s row of the subject's container lists the removal vLLM's
+    # inherited ``get_transfer_results`` makes, not "remove -"
+    from kvflowmap.nav.lifecycle_summary import summarise
+
+    rows = [c for p in summarise(build_lifecycle(analysis.linker)) for c in p.containers]
+    (row,) = [c for c in rows if c.label == "MyWorker._recving"]
+    assert [(r.function, r.line) for r in row.adds] == [("MyWorker._read_for_req", 10)]
+    assert [(r.function, r.line, r.module) for r in row.removes] == \
+        [("BaseWorker.get_transfer_results", 22, "ctxnixl.base")]

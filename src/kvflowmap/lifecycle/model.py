@@ -822,6 +822,9 @@ def build_lifecycle(linker) -> Lifecycle:
     # ids to its ``_read_blocks_for_req``): ids flow through them, and rules
     # judge the subject's functions only
     inherited, runs_on = _inherited(model, linker.classes, fns, values)
+    inherited, runs_on = _reached_inherited(
+        inherited, runs_on, fns, linker.classes,
+        {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)})
     overrides = _overrides(inherited, fns, linker.classes)
     flowing = {**inherited, **fns}
     # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
@@ -984,33 +987,70 @@ def _subject_modules(model) -> list[str]:
 def _inherited(model, classes, fns: dict[str, FnView], values
                ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
     """The methods of context classes (the analysed vLLM) in the MRO of a
-    subject class that its objects run: not overridden before them, or
-    reached from the override by ``super().m()``; with, per method, the
-    subject classes whose objects run it."""
+    subject class that its objects run: the first definition of a name
+    along the MRO, and each one after it that the one before reaches by
+    ``super().m()``; with, per method, the subject classes whose objects
+    run it."""
     subject_classes = sorted({fn.self_cls for fn in fns.values() if fn.self_cls})
-    supers = {(fn.self_cls, fn.name) for fn in fns.values() if fn.self_cls and any(
-        (c.callee or "") == f"super().{fn.name}" for c in fn.all_calls)}
+    views: dict[str, FnView | None] = {}
+
+    def fn_view(fqn: str) -> FnView | None:
+        if fqn not in views:
+            views[fqn] = fns.get(fqn) or view(model, fqn)
+        return views[fqn]
+
     out: dict[str, FnView] = {}
     runs_on: dict[str, set[str]] = {}
     for cls in subject_classes:
-        for k in classes.mro(cls):
-            d = model.defs.get(k)
-            if d is None or not d.is_class or _is_subject(model, k):
-                continue
-            qual = k[len(d.module) + 1:]
-            for f in model.facts[d.module].functions:
-                owner, _, name = f.qualname.rpartition(".")
-                fqn = f"{d.module}.{f.qualname}"
-                if owner != qual or values.body_replaced(fqn) or not (
-                        classes.find_member(cls, name) == fqn or any(
-                            classes.find_member(cls, name, after=sub) == fqn
-                            for sub, m in supers if m == name and sub in classes.mro(cls))):
-                    continue
-                v = out.get(fqn) or view(model, fqn)
-                if v is not None:
+        names = {f.qualname.rpartition(".")[2] for k in classes.mro(cls)
+                 if (d := model.defs.get(k)) is not None and d.is_class
+                 for f in model.facts[d.module].functions
+                 if f.qualname.rpartition(".")[0] == k[len(d.module) + 1:]}
+        for name in sorted(names):
+            fqn = classes.find_member(cls, name)
+            while fqn is not None and (v := fn_view(fqn)) is not None:
+                if fqn not in fns and not values.body_replaced(fqn):
                     out[fqn] = v
                     runs_on.setdefault(fqn, set()).add(cls)
+                if not v.cls or not any((c.callee or "") == f"super().{name}"
+                                        for c in v.all_calls):
+                    break
+                fqn = classes.find_member(cls, name, after=v.cls)
     return out, {k: frozenset(v) for k, v in runs_on.items()}
+
+
+def _reached_inherited(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
+                       fns: dict[str, FnView], classes, hooks: set[str]
+                       ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
+    """Of the inherited methods, those that run: vLLM calls one (a hook by
+    name), a subject function calls one (``self.m()``, ``super().m()``), or
+    one that runs calls it on ``self``."""
+    todo = [f for f, v in inherited.items() if v.name in hooks]
+    for fn in fns.values():
+        cls = fn.self_cls
+        if cls is None:
+            continue
+        for c in fn.all_calls:
+            head, _, m = (c.callee or "").partition(".")
+            t = classes.find_member(cls, m) if head == "self" else \
+                classes.find_member(cls, m, after=fn.cls) if head == "super()" and fn.cls else None
+            if t in inherited:
+                todo.append(t)
+    seen = set(todo)
+    while todo:
+        f = todo.pop()
+        for c in inherited[f].all_calls:
+            head, _, m = (c.callee or "").partition(".")
+            if head not in ("self", "super()") or not m.isidentifier():
+                continue
+            for cls in runs_on.get(f, ()):
+                t = classes.find_member(cls, m) if head == "self" else classes.find_member(
+                    cls, m, after=inherited[f].cls)
+                if t in inherited and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+    return ({f: v for f, v in inherited.items() if f in seen},
+            {f: r for f, r in runs_on.items() if f in seen})
 
 
 def _overrides(inherited: dict[str, FnView], fns: dict[str, FnView], classes
@@ -1174,6 +1214,15 @@ def _stores_an_id(state: IdState, fn: FnView, s, op) -> bool:
     chains = [n for n in s.names if not any(m.startswith(n + ".") for m in s.names)]
     rest = [n for n in chains if n != op.container and n not in key_names]
     return bool(rest) and all(state.is_id(fn, n) for n in rest)
+
+
+def inherited_containers(lc: Lifecycle) -> dict[Container, ContainerInfo]:
+    """What the inherited methods (``Lifecycle.inherited``: vLLM's own, run
+    on the subject's objects) add to, remove from and reset, by the
+    container of the vLLM class that defines them."""
+    model = lc.effects.values.model
+    fns = {f: v for f in sorted(lc.inherited) if (v := view(model, f)) is not None}
+    return _containers(fns, lc.effects)
 
 
 def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # types only: a warm ``lifecycle`` decodes the stored rows
     # without loading the lifecycle model (and LibCST behind it)
     from kvflowmap.lifecycle.containers import Container
+    from kvflowmap.lifecycle.model import ContainerInfo
     from kvflowmap.lifecycle.model import Lifecycle
     from kvflowmap.lifecycle.view import FnView
 
@@ -207,15 +208,25 @@ def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
     return out
 
 
+def _inherited_name(lc: Lifecycle, fqn: str) -> tuple[str, str]:
+    """(qualname, module) of a method of a vLLM class."""
+    d = lc.effects.values.model.defs[fqn]
+    return d.fact.qualname, d.module
+
+
 def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
                    readers: dict[Container, tuple[str, ...]],
                    via_helpers: dict[Container, tuple[str, ...]],
-                   queue_takes: dict[tuple[str, str], list[tuple[str, int]]]) -> ContainerRow:
+                   queue_takes: dict[tuple[str, str], list[tuple[str, int]]],
+                   inherited: dict[str, list[ContainerInfo]],
+                   own_classes: set[str]) -> ContainerRow:
     """The row of ``owner``'s container ``parts[0].attr``, gathered from the
     containers ``parts`` (those of ``owner`` and of its bases) with the sites
     that act on an ``owner`` object (the methods its MRO runs). ``queue_takes``
     (``lifecycle.handoffs.queue_takes``) adds a queue's ``get()`` sites to its
-    removals."""
+    removals, and ``inherited`` (attribute -> ``model.inherited_containers``)
+    the sites of vLLM's methods that run on an ``owner`` object (``own_classes``:
+    the subject classes with methods)."""
     mro = set(lc.classes.mro(owner)) if lc.classes.is_class(owner) else set()
     attr = parts[0].attr
     # the queue takes of this object's classes and of those deriving from them
@@ -230,9 +241,16 @@ def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
         fn = lc.functions.get(fqn)
         return not mro or fn is None or not fn.cls or fn.cls in mro
 
+    def runs_here(fqn: str) -> bool:  # an inherited vLLM method run on this object
+        runners = lc.inherited.get(fqn, frozenset())
+        return owner in runners or (owner not in own_classes and any(k in runners for k in mro))
+
     def sites(kind: str) -> tuple[SiteRow, ...]:
         found = {_site(lc, s.fqn, s.line) for c in parts
                  for s in lc.containers[c].of_kind(kind) if acts(s.fqn)}
+        found |= {SiteRow(qual, s.line, module) for c in inherited.get(attr, ())
+                  if c.container.owner in mro for s in c.of_kind(kind) if runs_here(s.fqn)
+                  for qual, module in [_inherited_name(lc, s.fqn)]}
         if kind == "remove":  # a queue's ``get()`` takes an item out
             found |= {_site(lc, fqn, line) for c in parts
                       for fqn, line in takes.get(c.attr, ()) if acts(fqn)}
@@ -306,7 +324,12 @@ def _function_row(lc: Lifecycle, fqn: str, readers: dict[Container, tuple[str, .
 def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     """One ``PackageLifecycle`` per top-level package with containers or hooks."""
     from kvflowmap.lifecycle.handoffs import queue_takes
+    from kvflowmap.lifecycle.model import inherited_containers
 
+    inherited: dict[str, list[ContainerInfo]] = {}
+    for c, info in inherited_containers(lc).items():
+        inherited.setdefault(c.attr, []).append(info)
+    own_classes = {fn.self_cls for fn in lc.functions.values() if fn.self_cls}
     readers = _readers(lc)
     via_helpers = _helper_readers(lc)
     takes = queue_takes(lc.functions)
@@ -315,7 +338,8 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     containers: dict[str, list[ContainerRow]] = {}
     for holder, parts in _per_object(lc):
         containers.setdefault(_package(holder), []).append(
-            _container_row(lc, holder, parts, readers, via_helpers, takes))
+            _container_row(lc, holder, parts, readers, via_helpers, takes,
+                           inherited, own_classes))
     owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
     for fqn in sorted(lc.sides):
         fn = lc.functions.get(fqn)
