@@ -30,6 +30,8 @@ from kvflowmap.lifecycle.ids import (IDENT, QUEUE_PUTS, IdState, bind_call, bind
 from kvflowmap.lifecycle.callbacks import Unchecked, unchecked
 from kvflowmap.lifecycle.handoffs import queue_handoffs, taken_queues
 from kvflowmap.lifecycle.id_types import seed_annotated, seed_class_fields
+from kvflowmap.lifecycle.inherited import (inherited_methods, inherited_starts, override_calls,
+                                          packages_of, reached)
 from kvflowmap.lifecycle.announced import Unannounced, unannounced
 from kvflowmap.lifecycle.intakes import Intake, intakes
 from kvflowmap.lifecycle.unseen import Unseen, unseen
@@ -122,7 +124,7 @@ class Lifecycle:
     _handed_items: dict[str, tuple[str, ...]] | None = None
     _taken_queues: set[tuple[str, str]] | None = None
     # methods of vLLM's classes (context) that run on the subject's objects,
-    # each with the subject classes whose objects run it (``_inherited``)
+    # each with the subject classes whose objects run it (``lifecycle.inherited``)
     inherited: dict[str, frozenset[str]] = field(default_factory=dict)
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
@@ -821,14 +823,13 @@ def build_lifecycle(linker) -> Lifecycle:
     # subclasses vLLM's NIXL worker inherits the ``start_load_kv`` that hands
     # ids to its ``_read_blocks_for_req``): ids flow through them, and rules
     # judge the subject's functions only
-    inherited, runs_on = _inherited(model, linker.classes, fns, values)
-    inherited, runs_on = _reached_inherited(
-        inherited, runs_on, fns, linker.classes,
-        {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)})
-    overrides = _overrides(inherited, fns, linker.classes)
+    inherited, runs_on = reached(*inherited_methods(model, linker.classes, fns, values), fns,
+                                 linker.classes,
+                                 {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)})
+    overrides = override_calls(inherited, fns, linker.classes)
     flowing = {**inherited, **fns}
     # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
-    seed_class_fields(state, (c for m in _subject_modules(model) + _packages_of(model, inherited)
+    seed_class_fields(state, (c for m in _subject_modules(model) + packages_of(model, inherited)
                               for c in model.facts[m].classes))
     for fn in flowing.values():
         seed_annotated(state, fn)
@@ -869,9 +870,9 @@ def build_lifecycle(linker) -> Lifecycle:
     runs, threads = _run_edges(linker, fns, list(spawned))
     hooks = {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)}
     starts = _entries(linker, fns, spec) + [
-        f for f in _inherited_starts(inherited, runs_on, fns, linker.classes, hooks)]
+        f for f in inherited_starts(inherited, runs_on, fns, linker.classes, hooks)]
     lc = Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                   _sides(fns, spec, runs, lambda names: _inherited_starts(
+                   _sides(fns, spec, runs, lambda names: inherited_starts(
                        inherited, runs_on, fns, linker.classes, names)),
                    owed, spawned, tuple(threads),
                    tuple(report_functions(linker.graph, fns, spec)),
@@ -966,13 +967,13 @@ def _reach(runs: dict[str, list[str]], starts: list[str],
 
 
 def _sides(fns: dict[str, FnView], spec: LifecycleSpec, runs: dict[str, list[str]],
-           inherited_starts=None) -> dict[str, frozenset[str]]:
+           more_starts=None) -> dict[str, frozenset[str]]:
     """Each subject function's sides: the hooks of each side by name (and
     the subject functions an inherited hook of that side runs,
-    ``inherited_starts(names)``), then what they make run (``_reach``)."""
+    ``more_starts(names)``), then what they make run (``_reach``)."""
     out: dict[str, set[str]] = {}
     for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
-        more = inherited_starts(set(names)) if inherited_starts else []
+        more = more_starts(set(names)) if more_starts else []
         for f in _reach(runs, [f for f, v in fns.items() if v.name in names] + more):
             out.setdefault(f, set()).add(side)
     return {f: frozenset(s) for f, s in sorted(out.items())}
@@ -982,130 +983,6 @@ def _subject_modules(model) -> list[str]:
     """The analysed subject modules, sorted (with the metadata modules that
     declare fields and no functions)."""
     return [m for m in sorted(model.facts) if (sf := model.source(m)) and sf.subject]
-
-
-def _inherited(model, classes, fns: dict[str, FnView], values
-               ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
-    """The methods of context classes (the analysed vLLM) in the MRO of a
-    subject class that its objects run: the first definition of a name
-    along the MRO, and each one after it that the one before reaches by
-    ``super().m()``; with, per method, the subject classes whose objects
-    run it."""
-    subject_classes = sorted({fn.self_cls for fn in fns.values() if fn.self_cls})
-    views: dict[str, FnView | None] = {}
-
-    def fn_view(fqn: str) -> FnView | None:
-        if fqn not in views:
-            views[fqn] = fns.get(fqn) or view(model, fqn)
-        return views[fqn]
-
-    out: dict[str, FnView] = {}
-    runs_on: dict[str, set[str]] = {}
-    for cls in subject_classes:
-        names = {f.qualname.rpartition(".")[2] for k in classes.mro(cls)
-                 if (d := model.defs.get(k)) is not None and d.is_class
-                 for f in model.facts[d.module].functions
-                 if f.qualname.rpartition(".")[0] == k[len(d.module) + 1:]}
-        for name in sorted(names):
-            fqn = classes.find_member(cls, name)
-            while fqn is not None and (v := fn_view(fqn)) is not None:
-                if fqn not in fns and not values.body_replaced(fqn):
-                    out[fqn] = v
-                    runs_on.setdefault(fqn, set()).add(cls)
-                if not v.cls or not any((c.callee or "") == f"super().{name}"
-                                        for c in v.all_calls):
-                    break
-                fqn = classes.find_member(cls, name, after=v.cls)
-    return out, {k: frozenset(v) for k, v in runs_on.items()}
-
-
-def _reached_inherited(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
-                       fns: dict[str, FnView], classes, hooks: set[str]
-                       ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
-    """Of the inherited methods, those that run: vLLM calls one (a hook by
-    name), a subject function calls one (``self.m()``, ``super().m()``), or
-    one that runs calls it on ``self``."""
-    todo = [f for f, v in inherited.items() if v.name in hooks]
-    for fn in fns.values():
-        cls = fn.self_cls
-        if cls is None:
-            continue
-        for c in fn.all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            t = classes.find_member(cls, m) if head == "self" else \
-                classes.find_member(cls, m, after=fn.cls) if head == "super()" and fn.cls else None
-            if t in inherited:
-                todo.append(t)
-    seen = set(todo)
-    while todo:
-        f = todo.pop()
-        for c in inherited[f].all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            if head not in ("self", "super()") or not m.isidentifier():
-                continue
-            for cls in runs_on.get(f, ()):
-                t = classes.find_member(cls, m) if head == "self" else classes.find_member(
-                    cls, m, after=inherited[f].cls)
-                if t in inherited and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-    return ({f: v for f, v in inherited.items() if f in seen},
-            {f: r for f, r in runs_on.items() if f in seen})
-
-
-def _overrides(inherited: dict[str, FnView], fns: dict[str, FnView], classes
-               ) -> dict[str, list[tuple[CallFact, str]]]:
-    """Per inherited method, its ``self.m(...)`` calls that run a subject
-    override of ``m`` on the subject's objects (the call graph resolves them
-    to the context class's own ``m``)."""
-    subject_classes = sorted({fn.self_cls for fn in fns.values() if fn.self_cls})
-    out: dict[str, list[tuple[CallFact, str]]] = {}
-    for fqn, fn in inherited.items():
-        owner = fn.self_cls
-        if owner is None:
-            continue
-        for c in fn.all_calls:
-            head, _, name = (c.callee or "").partition(".")
-            if head != "self" or not name.isidentifier() or not (c.args or c.kwargs):
-                continue
-            for cls in subject_classes:
-                if owner in classes.mro(cls):
-                    t = classes.find_member(cls, name)
-                    if t in fns:
-                        out.setdefault(fqn, []).append((c, t))
-    return out
-
-
-def _inherited_starts(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
-                      fns: dict[str, FnView], classes, names: set[str] | frozenset[str]
-                      ) -> list[str]:
-    """The subject functions vLLM's own methods run on the subject's objects,
-    starting from those named in ``names`` (hooks): ``self.m()`` in an
-    inherited method runs the ``m`` of the object's class, a subject override
-    (an entry) or another inherited method (followed)."""
-    todo = [f for f in inherited if inherited[f].name in names]
-    seen, out = set(todo), set()
-    while todo:
-        f = todo.pop()
-        for c in inherited[f].all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            if head != "self" or not m.isidentifier():
-                continue
-            for cls in runs_on.get(f, ()):
-                t = classes.find_member(cls, m)
-                if t in fns:
-                    out.add(t)
-                elif t in inherited and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-    return sorted(out)
-
-
-def _packages_of(model, fns: dict[str, FnView]) -> list[str]:
-    """The modules of the packages holding ``fns`` (their metadata classes
-    declare the id fields the inherited methods read)."""
-    pkgs = {fn.module.rpartition(".")[0] for fn in fns.values()}
-    return [m for m in sorted(model.facts) if m.rpartition(".")[0] in pkgs]
 
 
 def _is_subject(model, fqn: str) -> bool:
