@@ -88,7 +88,7 @@ CODEBASES = (
     Codebase("tpu-inference", "tpu-inference==0.32.0", "tpu_inference/distributed",
              "vllm==0.33.0"),
     # Rebellions' NPU backend: NIXL and encoder-cache connectors that subclass
-    # vLLM 0.30.0's own NIXL classes (first read in the twenty-first session)
+    # vLLM 0.30.0's own NIXL classes (mutated first in the twenty-first session)
     Codebase("vllm-rbln", "vllm-rbln==0.12.0", "vllm_rbln/distributed", "vllm==0.30.0"),
 )
 
