@@ -106,12 +106,7 @@ class Multi(KVConnectorBase_V1):
 def test_ids_a_sub_connector_reports_are_ids(tree, monkeypatch, capsys) -> None:
     # ``sending, recving = c.get_finished(...)`` then ``for req_id in sending or ()``:
     # what a report method returns holds ids, so the ``del`` is a removal
-    root = tree({"multi/__init__.py": "", "multi/conn.py": MULTI})
-    (root / "pyproject.toml").write_text(
-        f'[tool.kvflowmap]\nsources = ["multi"]\ncontext = ["{stub_root()}"]\n')
-    monkeypatch.chdir(root)
-    assert main(["lifecycle", "-q"]) == 0
-    out = capsys.readouterr().out
+    out = _lifecycle_text(tree, monkeypatch, capsys, "multi", MULTI)
     block = out[out.index("  Multi._extra_saves"):]
     assert "    remove   get_finished:" in block.split("\n\n")[0]
 
@@ -172,12 +167,7 @@ def test_an_inherited_container_is_one_row_per_object_with_the_bases_sites(
     """The pull and the push worker each hold their own ``_recving``: a row
     each, with its own adds and the removal the base's get_finished makes,
     not the add under one class and the removal under the base."""
-    root = tree({"sib/__init__.py": "", "sib/conn.py": SIBLINGS})
-    (root / "pyproject.toml").write_text(
-        f'[tool.kvflowmap]\nsources = ["sib"]\ncontext = ["{stub_root()}"]\n')
-    monkeypatch.chdir(root)
-    assert main(["lifecycle", "-q"]) == 0
-    out = capsys.readouterr().out
+    out = _lifecycle_text(tree, monkeypatch, capsys, "sib", SIBLINGS)
     pull = out[out.index("  PullWorker._recving   (sib.conn)"):]
     assert pull.splitlines()[1:3] == ["    add      start_load_kv:19",
                                       "    remove   BaseWorker.get_finished:11"], pull[:300]
@@ -253,12 +243,7 @@ def test_helper_objects_queues_and_what_a_helper_returns(tree, monkeypatch, caps
     ``get()`` in the thread's loop takes what ``put`` handed over; and the
     thread's set reaches ``Conn.get_finished``, which returns the copy the
     thread's helper makes of it."""
-    root = tree({"hlp/__init__.py": "", "hlp/conn.py": HELPERS})
-    (root / "pyproject.toml").write_text(
-        f'[tool.kvflowmap]\nsources = ["hlp"]\ncontext = ["{stub_root()}"]\n')
-    monkeypatch.chdir(root)
-    assert main(["lifecycle", "-q"]) == 0
-    out = capsys.readouterr().out
+    out = _lifecycle_text(tree, monkeypatch, capsys, "hlp", HELPERS)
     containers = out[:out.index("Hooks (")]
     assert "Conn.client" not in containers
     assert "    remove   discard:15" in _row(containers, "LookupClient._lookups")
@@ -274,3 +259,14 @@ def _row(text: str, label: str) -> list[str]:
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")),
                len(lines))
     return lines[start:end]
+
+
+def _lifecycle_text(tree, monkeypatch, capsys, pkg: str, source: str) -> str:
+    """``kvflowmap lifecycle``'s text for package ``pkg`` holding ``source``,
+    run from a project whose ``pyproject.toml`` names it."""
+    root = tree({f"{pkg}/__init__.py": "", f"{pkg}/conn.py": source})
+    (root / "pyproject.toml").write_text(
+        f'[tool.kvflowmap]\nsources = ["{pkg}"]\ncontext = ["{stub_root()}"]\n')
+    monkeypatch.chdir(root)
+    assert main(["lifecycle", "-q"]) == 0
+    return str(capsys.readouterr().out)

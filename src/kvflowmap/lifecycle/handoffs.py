@@ -110,11 +110,11 @@ def _takers(fns: dict[str, FnView]) -> tuple[dict[tuple[str, str], list[str]],
     queue's ``get()``, and a per-key deque's ``popleft()``/``pop()``."""
     takers: dict[tuple[str, str], list[str]] = {}
     keyed_takers: dict[tuple[str, str], list[str]] = {}
+    for key, found in queue_takes(fns).items():
+        takers[key] = list(dict.fromkeys(fqn for fqn, _ in found))
     for fqn, fn in fns.items():
         if fn.cls is None:
             continue
-        for attr in _queue_ops(fn, TAKES) - _keyed_gets(fn):
-            takers.setdefault((fn.cls, attr), []).append(fqn)
         for attr in _keyed_takes(fn):
             keyed_takers.setdefault((fn.cls, attr), []).append(fqn)
     return takers, keyed_takers

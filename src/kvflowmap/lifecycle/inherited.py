@@ -16,13 +16,8 @@ from kvflowmap.facts import CallFact
 from kvflowmap.lifecycle.view import FnView, view
 
 
-def _is_subject(model, fqn: str) -> bool:
-    sf = model.source(model.defs[fqn].module)
-    return bool(sf and sf.subject)
-
-
 def inherited_methods(model, classes, fns: dict[str, FnView], values
-               ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
+                      ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
     """The methods of context classes (the analysed vLLM) in the MRO of a
     subject class that its objects run: the first definition of a name
     along the MRO, and each one after it that the one before reaches by
@@ -56,42 +51,55 @@ def inherited_methods(model, classes, fns: dict[str, FnView], values
     return out, {k: frozenset(v) for k, v in runs_on.items()}
 
 
+def _self_targets(fn: FnView, runners: frozenset[str], classes) -> set[str]:
+    """What ``self.m()`` and ``super().m()`` in ``fn`` run on the objects of
+    the classes ``runners``: the definition of ``m`` along each one's MRO."""
+    out = set()
+    for c in fn.all_calls:
+        head, _, m = (c.callee or "").partition(".")
+        if head not in ("self", "super()") or not m.isidentifier():
+            continue
+        for cls in runners:
+            t = classes.find_member(cls, m) if head == "self" else \
+                classes.find_member(cls, m, after=fn.cls) if fn.cls else None
+            if t is not None:
+                out.add(t)
+    return out
+
+
+def _walk(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]], classes,
+          starts: list[str]) -> tuple[set[str], set[str]]:
+    """From the inherited methods ``starts``, following their ``self`` calls:
+    (the inherited methods reached, everything else they call on ``self``)."""
+    seen, beyond, todo = set(starts), set(), list(starts)
+    while todo:
+        f = todo.pop()
+        for t in _self_targets(inherited[f], runs_on.get(f, frozenset()), classes):
+            if t not in inherited:
+                beyond.add(t)
+            elif t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen, beyond
+
+
 def reached(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
-                       fns: dict[str, FnView], classes, hooks: set[str]
-                       ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
+            fns: dict[str, FnView], classes, hooks: set[str]
+            ) -> tuple[dict[str, FnView], dict[str, frozenset[str]]]:
     """Of the inherited methods, those that run: vLLM calls one (a hook by
     name), a subject function calls one (``self.m()``, ``super().m()``), or
     one that runs calls it on ``self``."""
-    todo = [f for f, v in inherited.items() if v.name in hooks]
+    starts = {f for f, v in inherited.items() if v.name in hooks}
     for fn in fns.values():
-        cls = fn.self_cls
-        if cls is None:
-            continue
-        for c in fn.all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            t = classes.find_member(cls, m) if head == "self" else \
-                classes.find_member(cls, m, after=fn.cls) if head == "super()" and fn.cls else None
-            if t in inherited:
-                todo.append(t)
-    seen = set(todo)
-    while todo:
-        f = todo.pop()
-        for c in inherited[f].all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            if head not in ("self", "super()") or not m.isidentifier():
-                continue
-            for cls in runs_on.get(f, ()):
-                t = classes.find_member(cls, m) if head == "self" else classes.find_member(
-                    cls, m, after=inherited[f].cls)
-                if t in inherited and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
+        if fn.self_cls is not None:
+            starts |= _self_targets(fn, frozenset({fn.self_cls}), classes) & set(inherited)
+    seen, _ = _walk(inherited, runs_on, classes, sorted(starts))
     return ({f: v for f, v in inherited.items() if f in seen},
             {f: r for f, r in runs_on.items() if f in seen})
 
 
 def override_calls(inherited: dict[str, FnView], fns: dict[str, FnView], classes
-               ) -> dict[str, list[tuple[CallFact, str]]]:
+                   ) -> dict[str, list[tuple[CallFact, str]]]:
     """Per inherited method, its ``self.m(...)`` calls that run a subject
     override of ``m`` on the subject's objects (the call graph resolves them
     to the context class's own ``m``)."""
@@ -114,28 +122,15 @@ def override_calls(inherited: dict[str, FnView], fns: dict[str, FnView], classes
 
 
 def inherited_starts(inherited: dict[str, FnView], runs_on: dict[str, frozenset[str]],
-                      fns: dict[str, FnView], classes, names: set[str] | frozenset[str]
-                      ) -> list[str]:
+                     fns: dict[str, FnView], classes, names: set[str] | frozenset[str]
+                     ) -> list[str]:
     """The subject functions vLLM's own methods run on the subject's objects,
     starting from those named in ``names`` (hooks): ``self.m()`` in an
     inherited method runs the ``m`` of the object's class, a subject override
     (an entry) or another inherited method (followed)."""
-    todo = [f for f in inherited if inherited[f].name in names]
-    seen, out = set(todo), set()
-    while todo:
-        f = todo.pop()
-        for c in inherited[f].all_calls:
-            head, _, m = (c.callee or "").partition(".")
-            if head != "self" or not m.isidentifier():
-                continue
-            for cls in runs_on.get(f, ()):
-                t = classes.find_member(cls, m)
-                if t in fns:
-                    out.add(t)
-                elif t in inherited and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-    return sorted(out)
+    _, beyond = _walk(inherited, runs_on, classes, [f for f in inherited
+                                                    if inherited[f].name in names])
+    return sorted(beyond & set(fns))
 
 
 def packages_of(model, fns: dict[str, FnView]) -> list[str]:

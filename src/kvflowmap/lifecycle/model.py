@@ -126,6 +126,8 @@ class Lifecycle:
     # methods of vLLM's classes (context) that run on the subject's objects,
     # each with the subject classes whose objects run it (``lifecycle.inherited``)
     inherited: dict[str, frozenset[str]] = field(default_factory=dict)
+    inherited_fns: dict[str, FnView] = field(default_factory=dict)
+    _own_classes: frozenset[str] | None = None
     # ``_runs`` with queue hand-offs added (``runs_from``), built once
     _handed: dict[str, list[str]] | None = None
     _background_code: frozenset[str] | None = None
@@ -142,6 +144,18 @@ class Lifecycle:
             fn = self.functions[fqn]
             self._cfgs[fqn] = build_cfg(fn.fact.body, lambda s: self.effects.may_raise(fn, s))
         return self._cfgs[fqn]
+
+    def runs_inherited(self, fqn: str, cls: str) -> bool:
+        """vLLM's method ``fqn`` runs on an object of subject class ``cls``
+        (``inherited``); a class with no methods of its own runs what its
+        bases run."""
+        runners = self.inherited.get(fqn, frozenset())
+        if cls in runners:
+            return True
+        if self._own_classes is None:
+            self._own_classes = frozenset(fn.self_cls for fn in self.functions.values()
+                                          if fn.self_cls)
+        return cls not in self._own_classes and any(k in runners for k in self.classes.mro(cls))
 
     def drops(self, fqn: str) -> list[Drop]:
         """The paths of ``fqn`` that drop an id it received or iterates.
@@ -823,9 +837,9 @@ def build_lifecycle(linker) -> Lifecycle:
     # subclasses vLLM's NIXL worker inherits the ``start_load_kv`` that hands
     # ids to its ``_read_blocks_for_req``): ids flow through them, and rules
     # judge the subject's functions only
+    hooks = {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)}
     inherited, runs_on = reached(*inherited_methods(model, linker.classes, fns, values), fns,
-                                 linker.classes,
-                                 {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)})
+                                 linker.classes, hooks)
     overrides = override_calls(inherited, fns, linker.classes)
     flowing = {**inherited, **fns}
     # declared id fields first: ``seed`` reads them (``pull_meta.d_req_id``)
@@ -868,19 +882,18 @@ def build_lifecycle(linker) -> Lifecycle:
     containers = _containers(fns, eff)
     owed = owed_containers(linker.graph, fns, spec, containers)
     runs, threads = _run_edges(linker, fns, list(spawned))
-    hooks = {*spec.hooks, *spec.delay_free_instead, *_base_members(linker)}
-    starts = _entries(linker, fns, spec) + [
-        f for f in inherited_starts(inherited, runs_on, fns, linker.classes, hooks)]
+    starts = _entries(linker, fns, spec) + inherited_starts(inherited, runs_on, fns,
+                                                            linker.classes, hooks)
+    side_starts = {side: inherited_starts(inherited, runs_on, fns, linker.classes, set(names))
+                   for side, names in _side_hooks(spec)}
     lc = Lifecycle(spec, state, eff, fns, containers, linker.classes,
-                   _sides(fns, spec, runs, lambda names: inherited_starts(
-                       inherited, runs_on, fns, linker.classes, names)),
-                   owed, spawned, tuple(threads),
+                   _sides(fns, spec, runs, side_starts), owed, spawned, tuple(threads),
                    tuple(report_functions(linker.graph, fns, spec)),
                    _save_only(fns, spec, runs),
                    frozenset(_reach(runs, starts)), runs, tuple(starts))
     state.runtime_attrs = runtime_attrs(fns, lc.background_code())
     lc._calls = calls
-    lc.inherited = runs_on
+    lc.inherited, lc.inherited_fns = runs_on, inherited
     return lc
 
 
@@ -966,14 +979,18 @@ def _reach(runs: dict[str, list[str]], starts: list[str],
     return seen
 
 
+def _side_hooks(spec: LifecycleSpec) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return (("scheduler", tuple(spec.scheduler_hooks)), ("worker", tuple(spec.worker_hooks)))
+
+
 def _sides(fns: dict[str, FnView], spec: LifecycleSpec, runs: dict[str, list[str]],
-           more_starts=None) -> dict[str, frozenset[str]]:
+           more_starts: dict[str, list[str]] | None = None) -> dict[str, frozenset[str]]:
     """Each subject function's sides: the hooks of each side by name (and
-    the subject functions an inherited hook of that side runs,
-    ``more_starts(names)``), then what they make run (``_reach``)."""
+    ``more_starts[side]``: the subject functions an inherited hook of that
+    side runs), then what they make run (``_reach``)."""
     out: dict[str, set[str]] = {}
-    for side, names in (("scheduler", spec.scheduler_hooks), ("worker", spec.worker_hooks)):
-        more = more_starts(set(names)) if more_starts else []
+    for side, names in _side_hooks(spec):
+        more = (more_starts or {}).get(side, [])
         for f in _reach(runs, [f for f, v in fns.items() if v.name in names] + more):
             out.setdefault(f, set()).add(side)
     return {f: frozenset(s) for f, s in sorted(out.items())}
@@ -1097,9 +1114,7 @@ def inherited_containers(lc: Lifecycle) -> dict[Container, ContainerInfo]:
     """What the inherited methods (``Lifecycle.inherited``: vLLM's own, run
     on the subject's objects) add to, remove from and reset, by the
     container of the vLLM class that defines them."""
-    model = lc.effects.values.model
-    fns = {f: v for f in sorted(lc.inherited) if (v := view(model, f)) is not None}
-    return _containers(fns, lc.effects)
+    return _containers(dict(sorted(lc.inherited_fns.items())), lc.effects)
 
 
 def _containers(fns: dict[str, FnView], eff: Effects) -> dict[Container, ContainerInfo]:

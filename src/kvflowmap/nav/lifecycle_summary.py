@@ -107,8 +107,12 @@ def _site(lc: Lifecycle, fqn: str, line: int) -> SiteRow:
     return SiteRow(_qualname(lc, fqn), line, fn.module if fn is not None else "")
 
 
+def _report_names(lc: Lifecycle) -> set[str]:
+    return set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
+
+
 def _report_functions(lc: Lifecycle) -> list[FnView]:
-    names = set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
+    names = _report_names(lc)
     return [fn for _, fn in sorted(lc.functions.items()) if fn.name in names]
 
 
@@ -145,7 +149,7 @@ def _returned_tails(lc: Lifecycle, fn: FnView, depth: int = 3) -> set[tuple[str,
     function ``fn`` calls (up to ``depth`` calls away) that hands a value
     back, with the method's class."""
     out: set[tuple[str, str]] = set()
-    names = set(REPORT_NAMES) | {m for c in lc.spec.channels for m in c.methods}
+    names = _report_names(lc)
     seen, frontier = {fn.fqn}, [fn]
     for _ in range(depth):
         nxt = []
@@ -210,23 +214,21 @@ def _readers(lc: Lifecycle) -> dict[Container, tuple[str, ...]]:
 
 def _inherited_name(lc: Lifecycle, fqn: str) -> tuple[str, str]:
     """(qualname, module) of a method of a vLLM class."""
-    d = lc.effects.values.model.defs[fqn]
-    return d.fact.qualname, d.module
+    fn = lc.inherited_fns[fqn]
+    return fn.fact.qualname, fn.module
 
 
 def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
                    readers: dict[Container, tuple[str, ...]],
                    via_helpers: dict[Container, tuple[str, ...]],
                    queue_takes: dict[tuple[str, str], list[tuple[str, int]]],
-                   inherited: dict[str, list[ContainerInfo]],
-                   own_classes: set[str]) -> ContainerRow:
+                   inherited: dict[str, list[ContainerInfo]]) -> ContainerRow:
     """The row of ``owner``'s container ``parts[0].attr``, gathered from the
     containers ``parts`` (those of ``owner`` and of its bases) with the sites
     that act on an ``owner`` object (the methods its MRO runs). ``queue_takes``
     (``lifecycle.handoffs.queue_takes``) adds a queue's ``get()`` sites to its
     removals, and ``inherited`` (attribute -> ``model.inherited_containers``)
-    the sites of vLLM's methods that run on an ``owner`` object (``own_classes``:
-    the subject classes with methods)."""
+    the sites of vLLM's methods that run on an ``owner`` object."""
     mro = set(lc.classes.mro(owner)) if lc.classes.is_class(owner) else set()
     attr = parts[0].attr
     # the queue takes of this object's classes and of those deriving from them
@@ -241,15 +243,12 @@ def _container_row(lc: Lifecycle, owner: str, parts: list[Container],
         fn = lc.functions.get(fqn)
         return not mro or fn is None or not fn.cls or fn.cls in mro
 
-    def runs_here(fqn: str) -> bool:  # an inherited vLLM method run on this object
-        runners = lc.inherited.get(fqn, frozenset())
-        return owner in runners or (owner not in own_classes and any(k in runners for k in mro))
-
     def sites(kind: str) -> tuple[SiteRow, ...]:
         found = {_site(lc, s.fqn, s.line) for c in parts
                  for s in lc.containers[c].of_kind(kind) if acts(s.fqn)}
         found |= {SiteRow(qual, s.line, module) for c in inherited.get(attr, ())
-                  if c.container.owner in mro for s in c.of_kind(kind) if runs_here(s.fqn)
+                  if c.container.owner in mro for s in c.of_kind(kind)
+                  if lc.runs_inherited(s.fqn, owner)
                   for qual, module in [_inherited_name(lc, s.fqn)]}
         if kind == "remove":  # a queue's ``get()`` takes an item out
             found |= {_site(lc, fqn, line) for c in parts
@@ -329,7 +328,6 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     inherited: dict[str, list[ContainerInfo]] = {}
     for c, info in inherited_containers(lc).items():
         inherited.setdefault(c.attr, []).append(info)
-    own_classes = {fn.self_cls for fn in lc.functions.values() if fn.self_cls}
     readers = _readers(lc)
     via_helpers = _helper_readers(lc)
     takes = queue_takes(lc.functions)
@@ -339,7 +337,7 @@ def summarise(lc: Lifecycle) -> list[PackageLifecycle]:
     for holder, parts in _per_object(lc):
         containers.setdefault(_package(holder), []).append(
             _container_row(lc, holder, parts, readers, via_helpers, takes,
-                           inherited, own_classes))
+                           inherited))
     owners: dict[str, dict[tuple[str, bool], list[FunctionRow]]] = {}
     for fqn in sorted(lc.sides):
         fn = lc.functions.get(fqn)

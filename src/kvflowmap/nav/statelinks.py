@@ -490,16 +490,9 @@ def _inherited_readers(lc: Lifecycle, leaf: str, attr: str) -> Iterable[tuple[st
     connector that subclasses vLLM's NIXL worker fills ``_recving_transfers``
     in its own ``_read_blocks_for_req``, and the inherited
     ``get_transfer_results`` (reached by ``super()``) takes the ids out."""
-    model = lc.effects.values.model
-    mro = lc.classes.mro(leaf)
     chain = f"self.{attr}"
-    for fqn, runners in sorted(lc.inherited.items()):
-        if not (leaf in runners or (not any(f.self_cls == leaf for f in lc.functions.values())
-                                    and any(k in runners for k in mro))):
-            continue
-        fn = view(model, fqn)
-        line = _first_use(fn, chain) if fn is not None else None
-        if line is not None:
+    for fqn, fn in sorted(lc.inherited_fns.items()):
+        if lc.runs_inherited(fqn, leaf) and (line := _first_use(fn, chain)) is not None:
             yield fqn, line
 
 
@@ -684,7 +677,7 @@ def _edge(g: nx.MultiDiGraph, lc: Lifecycle, u: str, v: str, kind: str, line: in
     callers that hand it this one (``path`` takes the step only after a
     call from one of them, or from the helper itself)."""
     at = u if kind == "produces" else v
-    fn = lc.functions.get(at) or (view(lc.effects.values.model, at) if at in lc.inherited else None)
+    fn = lc.functions.get(at) or lc.inherited_fns.get(at)
     if fn is None or u not in g or v not in g:
         return
     extra: dict[str, tuple[str, ...]] = {"copied": tuple(copied)} if copied else {}
